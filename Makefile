@@ -1,0 +1,50 @@
+# Two commands for a new user: `make demo` and `make test`. Both install what they need first.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+VENV_COMPAT := .venv-compat
+PY := $(VENV)/bin/python
+PY_COMPAT := $(VENV_COMPAT)/bin/python
+PYTEST_ARGS ?=
+# Tests that run the connector and jobs; the compat target runs them on EMR's pyspark 4.0.2.
+COMPAT_TESTS := tests/connector tests/spark_app
+
+.PHONY: setup demo test lint test-main test-compat bench clean
+
+setup: $(VENV)/.installed node_modules/.installed
+
+$(VENV)/.installed: requirements.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@touch $@
+
+$(VENV_COMPAT)/.installed: requirements-compat.txt
+	@test -x $(PY_COMPAT) || $(PYTHON) -m venv $(VENV_COMPAT)
+	$(PY_COMPAT) -m pip install --quiet --disable-pip-version-check -r requirements-compat.txt
+	@touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+demo: setup
+	$(PY) -m spark_app.demo $(DEMO_ARGS)
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test-main: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-compat: $(VENV_COMPAT)/.installed node_modules/.installed
+	$(PY_COMPAT) -m pytest $(COMPAT_TESTS) $(PYTEST_ARGS)
+
+# The README's test command: lint, the whole suite on the newest pyspark, then the connector on 4.0.2.
+test: lint test-main test-compat
+
+bench: setup
+	$(PY) -m bench.run_all
+
+clean:
+	rm -rf $(VENV) $(VENV_COMPAT) node_modules .pytest_cache

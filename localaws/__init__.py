@@ -1,0 +1,27 @@
+"""Real AWS-compatible servers on loopback, for tests, the demo and benchmarks.
+
+``LocalAws`` starts kinesis-mock, kinesalite and moto on free 127.0.0.1 ports, waits until each answers,
+and stops them by process group. Nothing here is a mock of boto3: every call crosses a socket.
+"""
+
+from localaws.servers import (
+    KINESALITE,
+    KINESIS_MOCK,
+    MOTO,
+    LocalAws,
+    LocalServer,
+    ServerSpec,
+    aws_client,
+    project_root,
+)
+
+__all__ = [
+    "KINESALITE",
+    "KINESIS_MOCK",
+    "MOTO",
+    "LocalAws",
+    "LocalServer",
+    "ServerSpec",
+    "aws_client",
+    "project_root",
+]

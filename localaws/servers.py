@@ -1,0 +1,271 @@
+"""Start, probe and stop the local AWS servers.
+
+Each server runs as a child process in its own process group, bound to 127.0.0.1 on a free port, with its
+output in a log file. On Linux the child also gets ``PR_SET_PDEATHSIG`` so that it dies with the Python
+process that started it, even when that process is killed with SIGKILL and no cleanup code runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import boto3
+from botocore.config import Config
+
+DUMMY_ACCESS_KEY = "testing"
+DUMMY_SECRET_KEY = "testing"
+DEFAULT_REGION = "us-east-1"
+LOOPBACK = "127.0.0.1"
+START_TIMEOUT_S = 60.0
+
+
+def project_root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+def node_package(name: str) -> Path:
+    path = project_root() / "node_modules" / name
+    if not path.is_dir():
+        raise RuntimeError(
+            f"node package {name!r} is not installed under {path.parent}; run `make setup` (npm ci) first"
+        )
+    return path
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """How to launch one kind of server on a given port, and how to tell that it answers."""
+
+    name: str
+    command: Callable[[int], list[str]]
+    env: Callable[[int], dict[str, str]] = lambda port: {}
+    probe_service: str = "kinesis"
+
+    def probe(self, endpoint_url: str) -> None:
+        client = aws_client(
+            self.probe_service,
+            endpoint_url,
+            config=Config(connect_timeout=1, read_timeout=2, retries={"max_attempts": 0}),
+        )
+        if self.probe_service == "kinesis":
+            client.list_streams(Limit=1)
+        else:
+            client.get_caller_identity()
+
+
+def _kinesis_mock_command(port: int) -> list[str]:
+    return ["node", str(node_package("kinesis-local") / "main.js")]
+
+
+def _kinesis_mock_env(port: int) -> dict[str, str]:
+    # kinesis-mock binds 0.0.0.0 with no host option; we only ever connect through 127.0.0.1.
+    return {
+        "KINESIS_MOCK_PLAIN_PORT": str(port),
+        "KINESIS_MOCK_TLS_PORT": str(free_port()),
+        "KINESIS_MOCK_CERT_PATH": str(node_package("kinesis-local") / "server.json"),
+        "SHOULD_PERSIST_DATA": "false",
+        "CREATE_STREAM_DURATION": "100ms",
+        "DELETE_STREAM_DURATION": "100ms",
+        "REGISTER_STREAM_CONSUMER_DURATION": "100ms",
+        "DEREGISTER_STREAM_CONSUMER_DURATION": "100ms",
+        "MERGE_SHARDS_DURATION": "100ms",
+        "SPLIT_SHARD_DURATION": "100ms",
+        "UPDATE_SHARD_COUNT_DURATION": "100ms",
+        "SHARD_LIMIT": "1000",
+        "LOG_LEVEL": "WARN",
+    }
+
+
+def _kinesalite_command(port: int) -> list[str]:
+    node_package("kinesalite")
+    return ["node", str(Path(__file__).with_name("kinesalite_loopback.js")), str(port)]
+
+
+def _moto_command(port: int) -> list[str]:
+    return [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port)]
+
+
+KINESIS_MOCK = ServerSpec("kinesis-mock", _kinesis_mock_command, _kinesis_mock_env)
+KINESALITE = ServerSpec("kinesalite", _kinesalite_command)
+MOTO = ServerSpec("moto", _moto_command, probe_service="sts")
+ALL_SERVERS = (KINESIS_MOCK, KINESALITE, MOTO)
+
+
+def aws_client(service: str, endpoint_url: str, region: str = DEFAULT_REGION, config: Config | None = None):
+    """A boto3 client for a local server, with dummy credentials (never the caller's real ones)."""
+    session = boto3.session.Session(
+        aws_access_key_id=DUMMY_ACCESS_KEY, aws_secret_access_key=DUMMY_SECRET_KEY, region_name=region
+    )
+    return session.client(service, endpoint_url=endpoint_url, config=config)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """Runs in the child between fork and exec: ask the kernel to SIGKILL us when our parent dies."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except OSError:  # not Linux: the atexit and fixture cleanup still apply
+        pass
+
+
+@dataclass
+class LocalServer:
+    """One running server process."""
+
+    spec: ServerSpec
+    port: int
+    process: subprocess.Popen
+    log_path: Path
+    _stopped: bool = field(default=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def client(self, service: str | None = None, region: str = DEFAULT_REGION, config: Config | None = None):
+        return aws_client(service or self.spec.probe_service, self.endpoint_url, region, config)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def wait_until_ready(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"{self.name} exited with code {self.process.returncode} before answering; "
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                )
+            try:
+                self.spec.probe(self.endpoint_url)
+                return
+            except Exception as exc:
+                last_error = exc
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(
+            f"{self.name} did not answer on {self.endpoint_url} within {timeout_s:.0f} s "
+            f"(last error: {last_error}); log {self.log_path}:\n{self.log_tail()}"
+        )
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, grace_s)):
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.process.wait(wait_s)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        # The group may hold grandchildren even after the leader is gone.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+
+def start_server(spec: ServerSpec, log_dir: Path) -> LocalServer:
+    """Launch one server (not yet probed). Call from a long-lived thread: PDEATHSIG follows the thread."""
+    port = free_port()
+    log_path = log_dir / f"{spec.name}-{port}.log"
+    log_file = open(log_path, "wb")  # noqa: SIM115 - the child owns it
+    try:
+        process = subprocess.Popen(
+            spec.command(port),
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **spec.env(port)},
+            cwd=log_dir,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+    finally:
+        log_file.close()
+    return LocalServer(spec, port, process, log_path)
+
+
+class LocalAws:
+    """Start a set of servers, use them, stop them all: ``with LocalAws() as aws: aws.kinesalite.endpoint_url``."""
+
+    def __init__(self, specs: Iterable[ServerSpec] = ALL_SERVERS, log_dir: Path | str | None = None):
+        self.specs = tuple(specs)
+        self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="localaws-"))
+        self.servers: dict[str, LocalServer] = {}
+
+    def start(self) -> LocalAws:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            for spec in self.specs:
+                self.servers[spec.name] = start_server(spec, self.log_dir)
+            for server in self.servers.values():
+                server.wait_until_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for server in self.servers.values():
+            server.stop()
+
+    def __enter__(self) -> LocalAws:
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def __getitem__(self, name: str) -> LocalServer:
+        return self.servers[name]
+
+    @property
+    def kinesis_mock(self) -> LocalServer:
+        return self.servers[KINESIS_MOCK.name]
+
+    @property
+    def kinesalite(self) -> LocalServer:
+        return self.servers[KINESALITE.name]
+
+    @property
+    def moto(self) -> LocalServer:
+        return self.servers[MOTO.name]
+
+    def pids(self) -> list[int]:
+        return [server.pid for server in self.servers.values()]
+
+    def log_tails(self, lines: int = 20) -> str:
+        return "\n".join(f"--- {s.name} ({s.log_path})\n{s.log_tail(lines)}" for s in self.servers.values())

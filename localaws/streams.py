@@ -1,0 +1,106 @@
+"""Small boto3 helpers over any Kinesis endpoint: create a stream, put records, read a stream back.
+
+Used by tests, the demo and benchmarks to set up and verify, never by the connector itself.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+PUT_RECORDS_MAX_ENTRIES = 500
+
+
+def unique_name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def wait_for_stream_active(kinesis, stream_name: str, timeout_s: float = 30.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        summary = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]
+        if summary["StreamStatus"] == "ACTIVE":
+            return summary
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"stream {stream_name} still {summary['StreamStatus']} after {timeout_s} s")
+        time.sleep(0.05)
+
+
+def create_stream(kinesis, stream_name: str, shard_count: int = 1) -> str:
+    kinesis.create_stream(StreamName=stream_name, ShardCount=shard_count)
+    wait_for_stream_active(kinesis, stream_name)
+    return stream_name
+
+
+def put_records(
+    kinesis, stream_name: str, records: Iterable[tuple[bytes, str]], max_attempts: int = 20
+) -> list[dict[str, Any]]:
+    """Put (data, partition_key) pairs in order-preserving batches, retrying failed entries.
+
+    Returns one dict per record (ShardId, SequenceNumber) in input order.
+    """
+    results: list[dict[str, Any]] = []
+    batch: list[tuple[bytes, str]] = []
+    for record in records:
+        batch.append(record)
+        if len(batch) == PUT_RECORDS_MAX_ENTRIES:
+            results.extend(_put_batch(kinesis, stream_name, batch, max_attempts))
+            batch = []
+    if batch:
+        results.extend(_put_batch(kinesis, stream_name, batch, max_attempts))
+    return results
+
+
+def _put_batch(kinesis, stream_name: str, batch: list[tuple[bytes, str]], max_attempts: int) -> list[dict]:
+    results: list[dict | None] = [None] * len(batch)
+    pending = list(range(len(batch)))
+    for attempt in range(max_attempts):
+        entries = [{"Data": batch[i][0], "PartitionKey": batch[i][1]} for i in pending]
+        answer = kinesis.put_records(StreamName=stream_name, Records=entries)
+        still_pending = []
+        for index, outcome in zip(pending, answer["Records"], strict=True):
+            if "ErrorCode" in outcome:
+                still_pending.append(index)
+            else:
+                results[index] = outcome
+        pending = still_pending
+        if not pending:
+            return results  # type: ignore[return-value]
+        time.sleep(min(0.05 * 2**attempt, 1.0))
+    raise RuntimeError(f"{len(pending)} records still failed after {max_attempts} PutRecords attempts")
+
+
+def iterate_shard(kinesis, stream_name: str, shard_id: str, iterator_type: str = "TRIM_HORIZON") -> Iterator[dict]:
+    """Every record of one shard now present, oldest first; stops at the tip or the shard's end."""
+    iterator = kinesis.get_shard_iterator(StreamName=stream_name, ShardId=shard_id, ShardIteratorType=iterator_type)[
+        "ShardIterator"
+    ]
+    while iterator:
+        answer = kinesis.get_records(ShardIterator=iterator, Limit=10000)
+        yield from answer["Records"]
+        if not answer["Records"] and answer.get("MillisBehindLatest", 0) == 0:
+            return
+        iterator = answer.get("NextShardIterator")
+
+
+def list_shard_ids(kinesis, stream_name: str) -> list[str]:
+    shard_ids: list[str] = []
+    kwargs: dict[str, Any] = {"StreamName": stream_name}
+    while True:
+        answer = kinesis.list_shards(**kwargs)
+        shard_ids.extend(shard["ShardId"] for shard in answer["Shards"])
+        token = answer.get("NextToken")
+        if not token:
+            return shard_ids
+        kwargs = {"NextToken": token}
+
+
+def read_stream(kinesis, stream_name: str) -> list[dict]:
+    """All records of all shards (open and closed), shard by shard."""
+    return [
+        record
+        for shard_id in list_shard_ids(kinesis, stream_name)
+        for record in iterate_shard(kinesis, stream_name, shard_id)
+    ]

@@ -1,0 +1,125 @@
+"""Session-wide fixtures: the local AWS servers, one SparkSession, and a fresh stream per test.
+
+Servers and Spark start once per test session (Spark alone takes 5-12 s here). When a test that used the
+servers fails, the tail of each server's log is attached to its report.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from localaws import LocalAws, LocalServer
+from localaws.streams import create_stream, unique_name
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def local_aws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalAws]:
+    aws = LocalAws(log_dir=tmp_path_factory.mktemp("localaws-logs"))
+    with aws:
+        yield aws
+    survivors = [pid for pid in aws.pids() if _alive(pid)]
+    assert not survivors, f"local server processes survived their stop: {survivors}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purposes; Popen.wait reaped ours, anything else would be a real survivor.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def kinesis_mock(local_aws: LocalAws) -> LocalServer:
+    return local_aws.kinesis_mock
+
+
+@pytest.fixture(scope="session")
+def kinesalite(local_aws: LocalAws) -> LocalServer:
+    return local_aws.kinesalite
+
+
+@pytest.fixture(scope="session")
+def moto(local_aws: LocalAws) -> LocalServer:
+    return local_aws.moto
+
+
+StreamFactory = Callable[..., str]
+
+
+def _stream_factory(server: LocalServer) -> StreamFactory:
+    kinesis = server.client("kinesis")
+
+    def make(shards: int = 1, prefix: str = "test") -> str:
+        return create_stream(kinesis, unique_name(prefix), shards)
+
+    return make
+
+
+@pytest.fixture
+def mock_stream(kinesis_mock: LocalServer) -> StreamFactory:
+    """``mock_stream(shards=2)`` creates a uniquely named, ACTIVE stream on kinesis-mock."""
+    return _stream_factory(kinesis_mock)
+
+
+@pytest.fixture
+def lite_stream(kinesalite: LocalServer) -> StreamFactory:
+    """``lite_stream(shards=4)`` creates a uniquely named, ACTIVE stream on kinesalite."""
+    return _stream_factory(kinesalite)
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory):
+    """One local[2] SparkSession for the whole test session, with the connector registered."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # Python workers must import the project's packages; local[2] workers inherit this.
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
+        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={tmp_path_factory.mktemp('derby')}")
+        .config("spark.sql.streaming.stopTimeout", "30s")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("WARN")
+    _register_connector(session)
+    yield session
+    session.stop()
+
+
+def _register_connector(session) -> None:
+    try:
+        import connector
+    except ImportError:
+        return
+    register = getattr(connector, "register", None)
+    if register is not None:
+        register(session)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    # funcargs holds every fixture the test used, directly or through another fixture.
+    aws = getattr(item, "funcargs", {}).get("local_aws")
+    if report.failed and isinstance(aws, LocalAws):
+        report.sections.append(("local server logs", aws.log_tails()))

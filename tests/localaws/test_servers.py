@@ -1,0 +1,138 @@
+"""Each local server really serves, and none outlives the process that started it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from localaws import LocalServer
+from localaws.streams import list_shard_ids, put_records, read_stream, unique_name
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("server_name", ["kinesis-mock", "kinesalite"])
+def test_kinesis_create_put_get(local_aws, server_name: str) -> None:
+    server: LocalServer = local_aws[server_name]
+    kinesis = server.client("kinesis")
+    stream = unique_name("foundation")
+    kinesis.create_stream(StreamName=stream, ShardCount=2)
+    kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
+    sent = [(f"record-{i}".encode(), f"key-{i}") for i in range(50)]
+
+    put_records(kinesis, stream, sent)
+
+    got = read_stream(kinesis, stream)
+    assert sorted((r["Data"], r["PartitionKey"]) for r in got) == sorted(sent)
+    assert len(list_shard_ids(kinesis, stream)) == 2
+
+
+def test_servers_listen_on_loopback_only(local_aws) -> None:
+    for server in local_aws.servers.values():
+        assert server.endpoint_url.startswith("http://127.0.0.1:")
+
+
+def test_moto_dynamodb_put_get(moto: LocalServer) -> None:
+    dynamodb = moto.client("dynamodb")
+    table = unique_name("table")
+    dynamodb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "a"}, "value": {"N": "42"}})
+    item = dynamodb.get_item(TableName=table, Key={"pk": {"S": "a"}})["Item"]
+    assert item["value"] == {"N": "42"}
+
+
+def test_moto_s3_put_get(moto: LocalServer) -> None:
+    s3 = moto.client("s3")
+    bucket = unique_name("bucket")
+    s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket=bucket, Key="a/b.txt", Body=b"hello")
+    assert s3.get_object(Bucket=bucket, Key="a/b.txt")["Body"].read() == b"hello"
+
+
+def test_moto_sts_assume_role_gives_working_credentials(moto: LocalServer) -> None:
+    iam = moto.client("iam")
+    role_arn = iam.create_role(
+        RoleName=unique_name("role"),
+        AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []}),
+    )["Role"]["Arn"]
+    creds = moto.client("sts").assume_role(RoleArn=role_arn, RoleSessionName="foundation-test", ExternalId="ext-123")[
+        "Credentials"
+    ]
+    assert creds["AccessKeyId"] != "testing"
+    import boto3
+
+    assumed = boto3.session.Session(
+        aws_access_key_id=creds["AccessKeyId"],
+        aws_secret_access_key=creds["SecretAccessKey"],
+        aws_session_token=creds["SessionToken"],
+        region_name="us-east-1",
+    ).client("sts", endpoint_url=moto.endpoint_url)
+    assert ":assumed-role/" in assumed.get_caller_identity()["Arn"]
+
+
+CHILD = textwrap.dedent(
+    """
+    import json, sys, time
+    from localaws import LocalAws
+    aws = LocalAws().start()
+    print(json.dumps(aws.pids()), flush=True)
+    if sys.argv[1] == "exit":
+        aws.stop()
+    else:
+        time.sleep(600)
+    """
+)
+
+
+def _wait_gone(pids: list[int], timeout_s: float = 15.0) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [pid for pid in alive if _alive(pid)]
+        time.sleep(0.1)
+    return alive
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ending", ["exit", "sigint", "sigkill"])
+def test_no_server_survives_its_starter(ending: str) -> None:
+    """Normal stop, Ctrl-C and SIGKILL of the starting process all leave no server behind."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, ending],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        pids = json.loads(child.stdout.readline())
+        assert len(pids) == 3 and all(_alive(pid) for pid in pids)
+        if ending == "sigint":
+            child.send_signal(signal.SIGINT)
+        elif ending == "sigkill":
+            child.send_signal(signal.SIGKILL)
+        child.wait(30)
+        assert _wait_gone(pids) == []
+    finally:
+        child.kill()
