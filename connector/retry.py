@@ -1,0 +1,117 @@
+"""When to retry an AWS call, and how long to wait: one policy for the whole connector.
+
+botocore's own retries are turned down in ``connector.aws`` so that every retry goes through here, bounded by
+the user's ``kinesis.clientNumRetries`` / ``clientRetryIntervalsMs`` / ``clientMaxRetryIntervalMs`` options.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from botocore.exceptions import ClientError, ResponseParserError
+from botocore.exceptions import ConnectionError as BotocoreConnectionError
+
+T = TypeVar("T")
+
+# Error codes that mean "the same call may succeed later", whatever the HTTP status says.
+RETRYABLE_ERROR_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "LimitExceededException",
+        "ThrottlingException",
+        "Throttling",
+        "RequestLimitExceeded",
+        "KMSThrottlingException",
+        "InternalFailure",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "SlowDown",
+    }
+)
+
+
+def error_code(exc: BaseException) -> str:
+    """The AWS error code of a ClientError, else the exception's class name."""
+    if isinstance(exc, ClientError):
+        return str(exc.response.get("Error", {}).get("Code", "Unknown"))
+    return type(exc).__name__
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Throttling, 5xx answers, timeouts and dropped connections are worth another try; the rest is not."""
+    if isinstance(exc, ClientError):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        return error_code(exc) in RETRYABLE_ERROR_CODES or status >= 500
+    # ConnectionError covers connect/read timeouts, refused and closed connections; a parser error is what a
+    # body cut off mid-way turns into.
+    return isinstance(exc, BotocoreConnectionError | ResponseParserError)
+
+
+class RetriesExhaustedError(RuntimeError):
+    """A retryable failure that persisted through every allowed attempt."""
+
+    def __init__(self, what: str, attempts: int, last_error: BaseException):
+        self.what = what
+        self.attempts = attempts
+        self.last_error = last_error
+        last = f"{error_code(last_error)}: {last_error}"
+        super().__init__(f"{what} failed after {attempts} attempts; last AWS error: {last}")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Jittered exponential backoff: attempt n waits between half and all of min(max, initial * 2**n)."""
+
+    max_retries: int = 3
+    initial_interval_ms: int = 1000
+    max_interval_ms: int = 10000
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if not 0 <= self.initial_interval_ms <= self.max_interval_ms:
+            raise ValueError(
+                f"retry intervals must satisfy 0 <= initial ({self.initial_interval_ms} ms) "
+                f"<= max ({self.max_interval_ms} ms)"
+            )
+
+    def delay_s(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (0-based)."""
+        ceiling_ms = min(self.max_interval_ms, self.initial_interval_ms * 2 ** min(attempt, 32))
+        return random.uniform(ceiling_ms / 2, ceiling_ms) / 1000.0
+
+    def sleep_before_retry(self, attempt: int) -> None:
+        time.sleep(self.delay_s(attempt))
+
+    def call(
+        self,
+        fn: Callable[..., T],
+        *args,
+        what: str,
+        on_retry: Callable[[int, BaseException], None] | None = None,
+        **kwargs,
+    ) -> T:
+        """Call ``fn(*args, **kwargs)``, retrying retryable errors up to ``max_retries`` times.
+
+        ``what`` names the call in the error ("GetRecords on stream s shard shardId-0001"); ``on_retry`` is told
+        of each retry (attempt number and error), for counting.
+        """
+        for attempt in range(self.max_retries + 1):
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:
+                if not is_retryable(exc):
+                    raise
+                if attempt == self.max_retries:
+                    raise RetriesExhaustedError(what, attempt + 1, exc) from exc
+                if on_retry is not None:
+                    on_retry(attempt, exc)
+                self.sleep_before_retry(attempt)
+        raise AssertionError("unreachable")  # the loop always returns or raises
