@@ -12,8 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from botocore.exceptions import ClientError, ResponseParserError
+from botocore.exceptions import ClientError, HTTPClientError, IncompleteReadError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
+from botocore.parsers import ResponseParserError
 
 T = TypeVar("T")
 
@@ -49,9 +50,9 @@ def is_retryable(exc: BaseException) -> bool:
     if isinstance(exc, ClientError):
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
         return error_code(exc) in RETRYABLE_ERROR_CODES or status >= 500
-    # ConnectionError covers connect/read timeouts, refused and closed connections; a parser error is what a
-    # body cut off mid-way turns into.
-    return isinstance(exc, BotocoreConnectionError | ResponseParserError)
+    # ConnectionError and HTTPClientError cover refused, closed and timed-out connections; a body cut off
+    # mid-way surfaces as an incomplete read or a parser error.
+    return isinstance(exc, BotocoreConnectionError | HTTPClientError | IncompleteReadError | ResponseParserError)
 
 
 class RetriesExhaustedError(RuntimeError):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
 
 from connector.retry import RetriesExhaustedError, RetryPolicy, error_code, is_retryable
 
@@ -23,6 +23,7 @@ def _client_error(code: str, status: int = 400) -> ClientError:
         _client_error("SomethingNew", 503),
         EndpointConnectionError(endpoint_url="http://127.0.0.1:1"),
         ReadTimeoutError(endpoint_url="http://127.0.0.1:1"),
+        ConnectionClosedError(endpoint_url="http://127.0.0.1:1"),
     ],
 )
 def test_transient_errors_are_retryable(exc: Exception) -> None:
