@@ -1,0 +1,91 @@
+"""The fault-injecting proxy really injects, and never duplicates what it claims failed."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError, ConnectionClosedError
+
+from localaws import LocalServer, aws_client
+from localaws.fault_proxy import FaultProxy, Faults
+from localaws.streams import create_stream, put_records, read_stream, unique_name
+
+NO_RETRIES = Config(retries={"max_attempts": 1, "mode": "standard"}, read_timeout=10)
+
+
+@pytest.fixture
+def proxied(kinesalite: LocalServer):
+    kinesis = kinesalite.client("kinesis")
+    stream = create_stream(kinesis, unique_name("proxy"), 2)
+    with FaultProxy(kinesalite.endpoint_url, seed=1) as proxy:
+        yield proxy, aws_client("kinesis", proxy.endpoint_url, config=NO_RETRIES), kinesis, stream
+
+
+def test_passes_requests_through_untouched(proxied) -> None:
+    proxy, via_proxy, direct, stream = proxied
+    put_records(via_proxy, stream, [(b"a", "k1"), (b"b", "k2")])
+    assert sorted(r["Data"] for r in read_stream(direct, stream)) == [b"a", b"b"]
+    assert proxy.stats["forwarded"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("faults", "expected_code"),
+    [
+        (Faults(throttle_rate=1.0), "ProvisionedThroughputExceededException"),
+        (Faults(server_error_rate=1.0), None),
+    ],
+)
+def test_injects_error_answers(proxied, faults: Faults, expected_code: str | None) -> None:
+    proxy, via_proxy, _, stream = proxied
+    proxy.faults = faults
+    with pytest.raises(ClientError) as info:
+        via_proxy.put_record(StreamName=stream, Data=b"x", PartitionKey="k")
+    if expected_code:
+        assert info.value.response["Error"]["Code"] == expected_code
+    else:
+        assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] in (500, 503)
+
+
+def test_control_plane_calls_throttle_with_limit_exceeded(proxied) -> None:
+    proxy, via_proxy, _, stream = proxied
+    proxy.faults = Faults(throttle_rate=1.0)
+    with pytest.raises(ClientError, match="LimitExceededException"):
+        via_proxy.list_shards(StreamName=stream)
+
+
+def test_drops_connections(proxied) -> None:
+    proxy, via_proxy, _, stream = proxied
+    proxy.faults = Faults(drop_rate=1.0)
+    with pytest.raises(ConnectionClosedError):
+        via_proxy.list_shards(StreamName=stream)
+    assert proxy.stats["dropped"] >= 1  # a stale keep-alive connection may be retried once below botocore
+
+
+def test_faults_only_hit_selected_actions(proxied) -> None:
+    proxy, via_proxy, _, stream = proxied
+    proxy.faults = Faults(throttle_rate=1.0, actions=frozenset({"GetRecords"}))
+    via_proxy.put_record(StreamName=stream, Data=b"x", PartitionKey="k")  # not selected: passes
+    shard = via_proxy.list_shards(StreamName=stream)["Shards"][0]["ShardId"]
+    iterator = via_proxy.get_shard_iterator(StreamName=stream, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
+    with pytest.raises(ClientError, match="ProvisionedThroughputExceeded"):
+        via_proxy.get_records(ShardIterator=iterator["ShardIterator"])
+
+
+def test_partial_put_failures_are_not_written_so_retries_store_each_record_once(proxied) -> None:
+    proxy, via_proxy, direct, stream = proxied
+    proxy.faults = Faults(put_records_entry_failure_rate=0.4)
+    sent = [(f"r{i}".encode(), f"k{i}") for i in range(600)]
+    first = via_proxy.put_records(StreamName=stream, Records=[{"Data": d, "PartitionKey": k} for d, k in sent[:500]])
+    assert 0 < first["FailedRecordCount"] < 500
+    assert sum("ErrorCode" in r for r in first["Records"]) == first["FailedRecordCount"]
+    stored_after_first = Counter(r["Data"] for r in read_stream(direct, stream))
+    assert len(stored_after_first) == 500 - first["FailedRecordCount"]
+
+    retried = [sent[i] for i, r in enumerate(first["Records"]) if "ErrorCode" in r] + sent[500:]
+    put_records(via_proxy, stream, retried, max_attempts=50)
+
+    stored = Counter(r["Data"] for r in read_stream(direct, stream))
+    assert stored == Counter(d for d, _ in sent)
+    assert proxy.stats["failed_entries"] >= first["FailedRecordCount"]
