@@ -44,7 +44,7 @@ test-compat: $(VENV_COMPAT)/.installed node_modules/.installed
 test: lint test-main test-compat
 
 bench: setup
-	$(PY) -m bench.run_all
+	$(PY) -m bench.run_all $(BENCH)
 
 clean:
 	rm -rf $(VENV) $(VENV_COMPAT) node_modules .pytest_cache
