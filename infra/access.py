@@ -1,0 +1,187 @@
+"""IAM for the pipeline: the EMR service role, the EMR instance role (+ profile) and the optional
+cross-account role, each limited to this stack set's streams, key, table and bucket.
+
+`connector_statements` is the single list of what the connector itself needs (read + write + EFO on both
+streams, the stream key, the metadata table, the bucket's checkpoint/metadata/marker prefixes); the
+instance role and the cross-account role both get exactly that, the instance role a little more for EMR.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kinesis as kinesis
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from infra import nag, storage
+from infra.config import InfraConfig
+
+STREAM_ACTIONS = [
+    "kinesis:DescribeStreamSummary",
+    "kinesis:ListShards",
+    "kinesis:GetShardIterator",
+    "kinesis:GetRecords",
+    "kinesis:PutRecord",
+    "kinesis:PutRecords",
+    "kinesis:RegisterStreamConsumer",
+    "kinesis:ListStreamConsumers",
+]
+# Enhanced fan-out actions authorize against the consumer ARN (<stream arn>/consumer/<name>:<timestamp>).
+CONSUMER_ACTIONS = ["kinesis:DescribeStreamConsumer", "kinesis:SubscribeToShard", "kinesis:DeregisterStreamConsumer"]
+STREAM_KEY_ACTIONS = ["kms:Decrypt", "kms:GenerateDataKey"]
+TABLE_ACTIONS = [
+    "dynamodb:DescribeTable",
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:ConditionCheckItem",
+]
+STATE_OBJECT_ACTIONS = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+STATE_PREFIXES = (storage.CHECKPOINTS_PREFIX, storage.METADATA_PREFIX, storage.MARKERS_PREFIX)
+DISK_KEY_ACTIONS = ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"]
+EMR_SERVICE_POLICY = "service-role/AmazonEMRServicePolicy_v2"
+
+
+def connector_statements(
+    streams: list[kinesis.IStream], stream_key: kms.IKey, table: dynamodb.ITable, bucket: s3.IBucket
+) -> list[iam.PolicyStatement]:
+    """What the connector and the jobs call, on exactly these resources (see the module docstring)."""
+    stream_arns = [stream.stream_arn for stream in streams]
+    return [
+        iam.PolicyStatement(sid="Streams", actions=STREAM_ACTIONS, resources=stream_arns),
+        iam.PolicyStatement(
+            sid="StreamConsumers", actions=CONSUMER_ACTIONS, resources=[f"{arn}/consumer/*" for arn in stream_arns]
+        ),
+        iam.PolicyStatement(sid="StreamKey", actions=STREAM_KEY_ACTIONS, resources=[stream_key.key_arn]),
+        iam.PolicyStatement(sid="MetadataTable", actions=TABLE_ACTIONS, resources=[table.table_arn]),
+        iam.PolicyStatement(sid="ListBucket", actions=["s3:ListBucket"], resources=[bucket.bucket_arn]),
+        iam.PolicyStatement(
+            sid="StateObjects",
+            actions=STATE_OBJECT_ACTIONS,
+            resources=[bucket.arn_for_objects(f"{prefix}*") for prefix in STATE_PREFIXES],
+        ),
+    ]
+
+
+class AccessStack(Stack):
+    """Roles and their policies; every ARN a user needs is a stack output."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: InfraConfig,
+        streams: list[kinesis.IStream],
+        stream_key: kms.IKey,
+        table: dynamodb.ITable,
+        bucket: s3.IBucket,
+        disk_key: kms.IKey,
+        **kwargs,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+
+        # Fresh statement objects per role: a statement belongs to one policy document.
+        def connector() -> list[iam.PolicyStatement]:
+            return connector_statements(streams, stream_key, table, bucket)
+
+        self.instance_role = self._instance_role(connector(), bucket, disk_key)
+        self.instance_profile = iam.InstanceProfile(self, "InstanceProfile", role=self.instance_role)
+        self.service_role = self._service_role()
+        self.cross_account_role = self._cross_account_role(config, connector()) if config.cross_account else None
+        self._accept_findings(streams, bucket)
+        CfnOutput(self, "EmrServiceRoleArn", value=self.service_role.role_arn)
+        CfnOutput(self, "EmrInstanceRoleArn", value=self.instance_role.role_arn)
+        CfnOutput(self, "EmrInstanceProfileArn", value=self.instance_profile.instance_profile_arn)
+        if self.cross_account_role is not None:
+            CfnOutput(self, "CrossAccountRoleArn", value=self.cross_account_role.role_arn)
+
+    def _accept_findings(self, streams: list[kinesis.IStream], bucket: s3.IBucket) -> None:
+        """The only wildcards are in resource paths below our own ARNs, never in actions."""
+        for stream in streams:
+            nag.accept(
+                self,
+                nag.wildcard_finding(stream, "/consumer/*"),
+                "EFO consumer ARNs end in a creation timestamp unknown before RegisterStreamConsumer; the "
+                "wildcard stays under this stream's ARN.",
+            )
+        for prefix in (*STATE_PREFIXES, storage.LOGS_PREFIX, storage.TLS_PREFIX):
+            nag.accept(
+                self,
+                nag.wildcard_finding(bucket, f"/{prefix}*"),
+                f"Objects under the {prefix} prefix of our bucket are created at run time (checkpoints, markers, "
+                "metadata, logs) or uploaded by the operator (TLS certificates); scoped to that prefix.",
+            )
+        nag.accept(
+            self.service_role,
+            f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{EMR_SERVICE_POLICY}]",
+            "AmazonEMRServicePolicy_v2 is the AWS-maintained EMR service policy; it acts only on resources tagged "
+            "for-use-with-amazon-emr-managed-policies=true, and an inline copy would drift from EMR's needs.",
+        )
+
+    def _instance_role(self, connector: list[iam.PolicyStatement], bucket: s3.IBucket, disk_key: kms.IKey) -> iam.Role:
+        """The role of the cluster's EC2 instances: the connector's needs, EMR logs, TLS certs, disk key."""
+        emr_extra = [
+            iam.PolicyStatement(
+                sid="EmrLogs", actions=["s3:PutObject"], resources=[bucket.arn_for_objects(f"{storage.LOGS_PREFIX}*")]
+            ),
+            iam.PolicyStatement(
+                sid="ReadTlsCertificates",
+                actions=["s3:GetObject"],
+                resources=[bucket.arn_for_objects(f"{storage.TLS_PREFIX}*")],
+            ),
+            iam.PolicyStatement(sid="ClusterDiskKey", actions=DISK_KEY_ACTIONS, resources=[disk_key.key_arn]),
+        ]
+        return iam.Role(
+            self,
+            "EmrInstanceRole",
+            description="EC2 instances of the pipeline's EMR cluster",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            inline_policies={"pipeline": iam.PolicyDocument(statements=[*connector, *emr_extra])},
+        )
+
+    def _service_role(self) -> iam.Role:
+        """EMR's own role. The AWS-managed v2 policy is tag-scoped; PassRole is limited to our instance role."""
+        role = iam.Role(
+            self,
+            "EmrServiceRole",
+            description="Amazon EMR service role for the pipeline's cluster",
+            assumed_by=iam.ServicePrincipal(
+                "elasticmapreduce.amazonaws.com",
+                # Confused-deputy guard: EMR may assume it only on behalf of this account.
+                conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
+            ),
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(EMR_SERVICE_POLICY)],
+            inline_policies={
+                "pass-instance-role": iam.PolicyDocument(
+                    statements=[
+                        iam.PolicyStatement(
+                            sid="PassInstanceRole",
+                            actions=["iam:PassRole"],
+                            resources=[self.instance_role.role_arn],
+                            conditions={"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+                        )
+                    ]
+                )
+            },
+        )
+        return role
+
+    def _cross_account_role(self, config: InfraConfig, connector: list[iam.PolicyStatement]) -> iam.Role:
+        """A role the consumer account may assume only with the agreed external ID (confused-deputy guard)."""
+        return iam.Role(
+            self,
+            "CrossAccountRole",
+            description=f"Lets account {config.consumer_account_id} run the connector against these streams",
+            assumed_by=iam.AccountPrincipal(config.consumer_account_id),
+            external_ids=[config.external_id],
+            max_session_duration=Duration.hours(1),
+            inline_policies={"connector": iam.PolicyDocument(statements=connector)},
+        )

@@ -1,0 +1,226 @@
+"""Every deployment knob, read from CDK context (`cdk.json` or `-c key=value`) and validated in one place.
+
+`app.py` calls `InfraConfig.from_context(app.node.try_get_context)` once; the stacks only ever see the typed,
+checked result. Values given with `-c` arrive as strings, so numbers and booleans are parsed here, and every
+problem found is reported at once, each naming the context key, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+STREAM_MODES = ("PROVISIONED", "ON_DEMAND")
+# EMR 7.x ships Spark 3.5, which has no Python streaming data sources; the emr-spark-8 line has Spark 4.
+RELEASE_LABEL_RE = re.compile(r"^emr-spark-(\d+)\.(\d+)\.(\d+)$")
+MIN_RELEASE_MAJOR = 8
+STREAM_NAME_RE = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
+ACCOUNT_RE = re.compile(r"^\d{12}$")
+REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+INSTANCE_TYPE_RE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
+# sts:ExternalId: 2-1224 characters of this set (IAM's own constraint on AssumeRole).
+EXTERNAL_ID_RE = re.compile(r"^[\w+=,.@:/-]{2,1224}$")
+SUBNET_RE = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+S3_ZIP_URI_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/.+\.zip$")
+STACK_PREFIX_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,63}$")
+
+
+class ConfigError(ValueError):
+    """One or more context values are invalid; the message lists every problem, one per line."""
+
+
+@dataclass(frozen=True)
+class InfraConfig:
+    """The validated deployment settings. Defaults are what `cdk.json` ships with."""
+
+    account: str | None = None
+    region: str | None = None
+    stack_prefix: str = "KinesisSpark"
+    source_stream_name: str = "kinesis-spark-source"
+    sink_stream_name: str = "kinesis-spark-sink"
+    stream_mode: str = "PROVISIONED"
+    source_shards: int = 2
+    sink_shards: int = 1
+    stream_retention_hours: int = 24
+    log_retention_days: int = 30
+    release_label: str = "emr-spark-8.0.0"
+    primary_instance_type: str = "m7g.xlarge"
+    core_instance_type: str = "m7g.xlarge"
+    core_instance_count: int = 2
+    idle_timeout_seconds: int = 3600
+    subnet_id: str | None = None
+    tls_certificates_s3_uri: str | None = None
+    python_executable: str = "python3"
+    consumer_account_id: str | None = None
+    external_id: str | None = None
+    submit_country_counts: bool = True
+    tags: dict[str, str] = field(default_factory=lambda: {"project": "kinesis-spark-python"})
+
+    @property
+    def on_demand(self) -> bool:
+        return self.stream_mode == "ON_DEMAND"
+
+    @property
+    def cross_account(self) -> bool:
+        return self.consumer_account_id is not None
+
+    @classmethod
+    def from_context(cls, get: Callable[[str], Any], environ: dict[str, str] | None = None) -> InfraConfig:
+        """Build from a context getter (`app.node.try_get_context`); raise ConfigError listing every problem.
+
+        `account` and `region` fall back to CDK_DEFAULT_ACCOUNT / CDK_DEFAULT_REGION (set by the CDK CLI from
+        the caller's profile); when neither is known the stacks synthesize environment-agnostic.
+        """
+        env = os.environ if environ is None else environ
+        reader = _Reader(get)
+        config = cls(
+            account=reader.optional("account", ACCOUNT_RE, "12 digits", env.get("CDK_DEFAULT_ACCOUNT")),
+            region=reader.optional(
+                "region", REGION_RE, "an AWS region such as eu-west-1", env.get("CDK_DEFAULT_REGION")
+            ),
+            stack_prefix=reader.text(
+                "stackPrefix", cls.stack_prefix, STACK_PREFIX_RE, "a letter then letters, digits, '-'"
+            ),
+            source_stream_name=reader.text(
+                "sourceStreamName", cls.source_stream_name, STREAM_NAME_RE, _STREAM_NAME_RULE
+            ),
+            sink_stream_name=reader.text("sinkStreamName", cls.sink_stream_name, STREAM_NAME_RE, _STREAM_NAME_RULE),
+            stream_mode=reader.choice("streamMode", cls.stream_mode, STREAM_MODES),
+            source_shards=reader.integer("sourceShards", cls.source_shards, 1, 500),
+            sink_shards=reader.integer("sinkShards", cls.sink_shards, 1, 500),
+            stream_retention_hours=reader.integer("streamRetentionHours", cls.stream_retention_hours, 24, 8760),
+            log_retention_days=reader.integer("logRetentionDays", cls.log_retention_days, 1, 3650),
+            release_label=reader.release_label("releaseLabel", cls.release_label),
+            primary_instance_type=reader.text(
+                "primaryInstanceType", cls.primary_instance_type, INSTANCE_TYPE_RE, _INSTANCE_RULE
+            ),
+            core_instance_type=reader.text(
+                "coreInstanceType", cls.core_instance_type, INSTANCE_TYPE_RE, _INSTANCE_RULE
+            ),
+            core_instance_count=reader.integer("coreInstanceCount", cls.core_instance_count, 0, 50),
+            idle_timeout_seconds=reader.integer("idleTimeoutSeconds", cls.idle_timeout_seconds, 60, 604800),
+            subnet_id=reader.optional("subnetId", SUBNET_RE, "subnet-<8 to 17 hex digits>"),
+            tls_certificates_s3_uri=reader.optional(
+                "tlsCertificatesS3Uri", S3_ZIP_URI_RE, "s3://<bucket>/<key>.zip (a zip of PEM files)"
+            ),
+            python_executable=reader.text(
+                "pythonExecutable", cls.python_executable, re.compile(r"^[\w./-]+$"), "a command or absolute path"
+            ),
+            consumer_account_id=reader.optional("consumerAccountId", ACCOUNT_RE, "12 digits"),
+            external_id=reader.optional("externalId", EXTERNAL_ID_RE, "2-1224 characters of [A-Za-z0-9_+=,.@:/-]"),
+            submit_country_counts=reader.boolean("submitCountryCounts", cls.submit_country_counts),
+        )
+        reader.check_pairing(config)
+        reader.raise_if_errors()
+        return config
+
+
+_STREAM_NAME_RULE = "1-128 characters of [A-Za-z0-9_.-]"
+_INSTANCE_RULE = "an EC2 instance type such as m7g.xlarge"
+
+
+class _Reader:
+    """Reads context values one by one, collecting every problem instead of stopping at the first."""
+
+    def __init__(self, get: Callable[[str], Any]):
+        self._get = get
+        self.errors: list[str] = []
+
+    def _error(self, key: str, value: Any, allowed: str) -> None:
+        self.errors.append(f"context {key!r}: got {value!r}; allowed: {allowed}")
+
+    def _raw(self, key: str) -> Any:
+        value = self._get(key)
+        return None if value is None or (isinstance(value, str) and value.strip() == "") else value
+
+    def text(self, key: str, default: str, pattern: re.Pattern[str], allowed: str) -> str:
+        value = self._raw(key)
+        if value is None:
+            return default
+        if not isinstance(value, str) or not pattern.match(value):
+            self._error(key, value, allowed)
+            return default
+        return value
+
+    def optional(self, key: str, pattern: re.Pattern[str], allowed: str, fallback: str | None = None) -> str | None:
+        value = self._raw(key)
+        if value is None:
+            return fallback or None
+        if not isinstance(value, str) or not pattern.match(value):
+            self._error(key, value, allowed)
+            return None
+        return value
+
+    def choice(self, key: str, default: str, choices: tuple[str, ...]) -> str:
+        value = self._raw(key)
+        if value is None:
+            return default
+        normalized = str(value).upper().replace("-", "_")
+        if normalized not in choices:
+            self._error(key, value, " or ".join(choices))
+            return default
+        return normalized
+
+    def integer(self, key: str, default: int, low: int, high: int) -> int:
+        value = self._raw(key)
+        if value is None:
+            return default
+        allowed = f"an integer from {low} to {high}"
+        # bool is an int subclass; `true` is never a shard count.
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            self._error(key, value, allowed)
+            return default
+        try:
+            number = int(value)
+        except ValueError:
+            self._error(key, value, allowed)
+            return default
+        if not low <= number <= high:
+            self._error(key, value, allowed)
+            return default
+        return number
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self._raw(key)
+        if value is None:
+            return default
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        self._error(key, value, "true or false")
+        return default
+
+    def release_label(self, key: str, default: str) -> str:
+        value = self._raw(key)
+        if value is None:
+            return default
+        match = RELEASE_LABEL_RE.match(str(value))
+        if not match or int(match.group(1)) < MIN_RELEASE_MAJOR:
+            self._error(
+                key,
+                value,
+                f"an emr-spark-{MIN_RELEASE_MAJOR}.x.y release such as {default} (Spark 4; emr-7.x and older "
+                "ship Spark 3.5, which has no Python streaming data sources)",
+            )
+            return default
+        return str(value)
+
+    def check_pairing(self, config: InfraConfig) -> None:
+        """The cross-account role needs both halves: who may assume it, and the secret they must present."""
+        if config.consumer_account_id and not config.external_id:
+            self.errors.append("context 'externalId' is required when 'consumerAccountId' is set")
+        if config.external_id and not config.consumer_account_id and self._raw("externalId") is not None:
+            self.errors.append("context 'consumerAccountId' is required when 'externalId' is set")
+        if config.source_stream_name == config.sink_stream_name:
+            self.errors.append(
+                f"context 'sourceStreamName' and 'sinkStreamName' are both {config.source_stream_name!r}; "
+                "they must differ"
+            )
+
+    def raise_if_errors(self) -> None:
+        if self.errors:
+            raise ConfigError("invalid CDK context:\n  " + "\n  ".join(self.errors))

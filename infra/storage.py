@@ -1,0 +1,70 @@
+"""The pipeline's S3 bucket (code assets copied by steps, EMR logs, checkpoints, stop markers, TLS
+certificates) and the KMS key that encrypts the EMR cluster's local disks.
+
+Built by `infra.app.build_app`; the prefixes below are the only places the roles may touch.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from infra import nag
+from infra.config import InfraConfig
+
+LOGS_PREFIX = "logs/"
+CHECKPOINTS_PREFIX = "checkpoints/"
+MARKERS_PREFIX = "markers/"
+CODE_PREFIX = "code/"
+METADATA_PREFIX = "metadata/"
+TLS_PREFIX = "tls/"
+DEFAULT_TLS_KEY = f"{TLS_PREFIX}emr-certs.zip"
+
+
+class StorageStack(Stack):
+    """An SSL-only, private, S3-encrypted bucket whose logs expire, plus the cluster disk key."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: InfraConfig, **kwargs) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.bucket = s3.Bucket(
+            self,
+            "PipelineBucket",
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            versioned=False,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="expire-logs", prefix=LOGS_PREFIX, expiration=Duration.days(config.log_retention_days)
+                ),
+                s3.LifecycleRule(
+                    id="abort-incomplete-uploads", abort_incomplete_multipart_upload_after=Duration.days(1)
+                ),
+            ],
+            # Checkpoints outlive a stack update; `cdk destroy` leaves the bucket, docs/infra.md says how to empty it.
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        nag.accept(
+            self.bucket,
+            "AwsSolutions-S1",
+            "Holds code, checkpoints and logs of one pipeline, no user data; object-level audit is CloudTrail data "
+            "events' job, and a separate access-log bucket would raise the same finding in turn.",
+        )
+        self.disk_key = kms.Key(
+            self,
+            "ClusterDiskKey",
+            description="Encrypts the local disks of the pipeline's EMR cluster",
+            enable_key_rotation=True,
+            pending_window=Duration.days(7),
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        CfnOutput(self, "BucketName", value=self.bucket.bucket_name)
+        CfnOutput(self, "BucketArn", value=self.bucket.bucket_arn)
+        CfnOutput(self, "ClusterDiskKeyArn", value=self.disk_key.key_arn)
+
+    def s3_uri(self, key: str) -> str:
+        """`s3://<bucket>/<key>`, as a token that resolves at deploy time."""
+        return f"s3://{self.bucket.bucket_name}/{key}"
