@@ -45,6 +45,8 @@ TABLE_ACTIONS = [
 ]
 STATE_OBJECT_ACTIONS = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
 STATE_PREFIXES = (storage.CHECKPOINTS_PREFIX, storage.METADATA_PREFIX, storage.MARKERS_PREFIX)
+# Uploaded by the operator: TLS certificates, and code that infra.submit_step ships for ad-hoc steps.
+OPERATOR_PREFIXES = (storage.TLS_PREFIX, storage.CODE_PREFIX)
 DISK_KEY_ACTIONS = ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"]
 EMR_SERVICE_POLICY = "service-role/AmazonEMRServicePolicy_v2"
 
@@ -112,12 +114,12 @@ class AccessStack(Stack):
                 "EFO consumer ARNs end in a creation timestamp unknown before RegisterStreamConsumer; the "
                 "wildcard stays under this stream's ARN.",
             )
-        for prefix in (*STATE_PREFIXES, storage.LOGS_PREFIX, storage.TLS_PREFIX):
+        for prefix in (*STATE_PREFIXES, storage.LOGS_PREFIX, *OPERATOR_PREFIXES):
             nag.accept(
                 self,
                 nag.wildcard_finding(bucket, f"/{prefix}*"),
                 f"Objects under the {prefix} prefix of our bucket are created at run time (checkpoints, markers, "
-                "metadata, logs) or uploaded by the operator (TLS certificates); scoped to that prefix.",
+                "metadata, logs) or uploaded by the operator (TLS certificates, code); scoped to that prefix.",
             )
         nag.accept(
             self.service_role,
@@ -127,15 +129,15 @@ class AccessStack(Stack):
         )
 
     def _instance_role(self, connector: list[iam.PolicyStatement], bucket: s3.IBucket, disk_key: kms.IKey) -> iam.Role:
-        """The role of the cluster's EC2 instances: the connector's needs, EMR logs, TLS certs, disk key."""
+        """The role of the cluster's EC2 instances: the connector's needs, EMR logs, uploads, disk key."""
         emr_extra = [
             iam.PolicyStatement(
                 sid="EmrLogs", actions=["s3:PutObject"], resources=[bucket.arn_for_objects(f"{storage.LOGS_PREFIX}*")]
             ),
             iam.PolicyStatement(
-                sid="ReadTlsCertificates",
+                sid="ReadUploads",
                 actions=["s3:GetObject"],
-                resources=[bucket.arn_for_objects(f"{storage.TLS_PREFIX}*")],
+                resources=[bucket.arn_for_objects(f"{prefix}*") for prefix in OPERATOR_PREFIXES],
             ),
             iam.PolicyStatement(sid="ClusterDiskKey", actions=DISK_KEY_ACTIONS, resources=[disk_key.key_arn]),
         ]

@@ -186,7 +186,7 @@ class EmrStack(Stack):
                 job=JOB,
                 source_stream=source.stream_name,
                 sink_stream=sink.stream_name,
-                region=Aws.REGION,
+                region=self.region,
                 bucket=self.bucket.bucket_name,
             ),
         )

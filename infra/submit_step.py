@@ -1,0 +1,199 @@
+"""Submit a sample job as an EMR step to a running cluster and wait for it, printing progress.
+
+    python -m infra.submit_step --cluster-id j-XXXX --bucket <BucketName output> \\
+        --source-stream kinesis-spark-source --sink-stream kinesis-spark-sink --region eu-west-1 \\
+        [--job country_counts] [--timeout-seconds 3600] [--no-wait] [-- extra job arguments]
+
+It zips `connector/` + `spark_app/` and uploads the zip and the job's entry file under
+`s3://<bucket>/code/<content hash>/` (so a re-submit never replaces code a running step uses), then adds a
+command-runner.jar step with the same `spark-submit` command as the stack's own step (`infra.packaging`).
+Exit codes: 0 step completed (or submitted, with --no-wait), 1 step failed/cancelled or cluster gone,
+2 bad arguments, 3 timed out while the step was still pending or running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+
+from infra import packaging, storage
+
+DONE_STATES = {"COMPLETED"}
+FAILED_STATES = {"FAILED", "CANCELLED", "INTERRUPTED"}
+CLUSTER_GONE_STATES = {"TERMINATING", "TERMINATED", "TERMINATED_WITH_ERRORS"}
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT = 0, 1, 2, 3
+
+
+class StepFailedError(RuntimeError):
+    """The step ended in FAILED/CANCELLED/INTERRUPTED, or its cluster terminated under it."""
+
+
+class StepTimeoutError(TimeoutError):
+    """The step was still pending or running when the wait's time ran out (the step itself goes on)."""
+
+
+@dataclass(frozen=True)
+class CodeLocation:
+    """Where the uploaded code is, as spark-submit wants it."""
+
+    pyfiles_uri: str
+    job_uri: str
+
+
+def upload_code(s3, bucket: str, job: str, root: Path = packaging.PROJECT_ROOT) -> CodeLocation:
+    """Build the --py-files zip and upload it with the job's entry file under a content-addressed prefix."""
+    entry = packaging.job_entry(job, root)
+    if not entry.is_file():
+        raise FileNotFoundError(f"job {job!r}: {entry} does not exist")
+    with tempfile.TemporaryDirectory(prefix="submit-step-") as tmp:
+        zip_path = packaging.build_pyfiles_zip(Path(tmp), root)
+        digest = hashlib.sha256(zip_path.read_bytes() + entry.read_bytes()).hexdigest()[:16]
+        prefix = f"{storage.CODE_PREFIX}{digest}/"
+        s3.upload_file(str(zip_path), bucket, prefix + packaging.PYFILES_ZIP)
+        s3.upload_file(str(entry), bucket, prefix + entry.name)
+    return CodeLocation(f"s3://{bucket}/{prefix}{packaging.PYFILES_ZIP}", f"s3://{bucket}/{prefix}{entry.name}")
+
+
+def submit_step(emr, cluster_id: str, name: str, command: list[str], action_on_failure: str = "CONTINUE") -> str:
+    """Add one command-runner.jar step running `command`; return its step id."""
+    response = emr.add_job_flow_steps(
+        JobFlowId=cluster_id,
+        Steps=[
+            {
+                "Name": name,
+                "ActionOnFailure": action_on_failure,
+                "HadoopJarStep": {"Jar": "command-runner.jar", "Args": command},
+            }
+        ],
+    )
+    return response["StepIds"][0]
+
+
+def step_outcome(step: dict) -> str | None:
+    """For a DescribeStep `Step`: None while it may still finish, else its terminal state.
+
+    Raises StepFailedError, with EMR's failure details, for a state that is not success.
+    """
+    status = step["Status"]
+    state = status["State"]
+    if state in DONE_STATES:
+        return state
+    if state in FAILED_STATES:
+        details = status.get("FailureDetails") or {}
+        reason = status.get("StateChangeReason", {}).get("Message")
+        parts = [details.get("Reason"), details.get("Message") or reason, details.get("LogFile")]
+        raise StepFailedError(f"step {step['Id']} {state}: " + "; ".join(p for p in parts if p))
+    return None
+
+
+def wait_for_step(
+    emr,
+    cluster_id: str,
+    step_id: str,
+    *,
+    timeout_s: float,
+    poll_s: float = 15.0,
+    report: Callable[[str], None] = print,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
+    """Poll the step (and its cluster) until it ends; report each change and a heartbeat each minute.
+
+    Returns the final state (COMPLETED); raises StepFailedError or StepTimeoutError.
+    """
+    start = clock()
+    last_seen: tuple[str, str] | None = None
+    last_report = start
+    while True:
+        step = emr.describe_step(ClusterId=cluster_id, StepId=step_id)["Step"]
+        cluster_state = emr.describe_cluster(ClusterId=cluster_id)["Cluster"]["Status"]["State"]
+        elapsed = clock() - start
+        seen = (step["Status"]["State"], cluster_state)
+        if seen != last_seen or clock() - last_report >= 60:
+            report(f"[{elapsed:6.0f}s] step {step_id} {seen[0]} (cluster {cluster_id} {cluster_state})")
+            last_seen, last_report = seen, clock()
+        outcome = step_outcome(step)
+        if outcome is not None:
+            return outcome
+        if cluster_state in CLUSTER_GONE_STATES:
+            raise StepFailedError(f"step {step_id} is {seen[0]} but cluster {cluster_id} is {cluster_state}")
+        if elapsed >= timeout_s:
+            raise StepTimeoutError(
+                f"step {step_id} still {seen[0]} after {elapsed:.0f} s (timeout {timeout_s:g} s); it keeps running "
+                "on the cluster: cancel it with `aws emr cancel-steps` or by writing the job's stop marker"
+            )
+        sleep(min(poll_s, max(timeout_s - elapsed, 0.0)))
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(prog="python -m infra.submit_step", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cluster-id", required=True, help="the stack output ClusterId (j-...)")
+    parser.add_argument("--bucket", required=True, help="the stack output BucketName (code, checkpoints, markers)")
+    parser.add_argument("--source-stream", required=True)
+    parser.add_argument("--sink-stream", required=True)
+    parser.add_argument("--region", required=True, help="region of the cluster and the streams")
+    parser.add_argument("--job", default="country_counts", help="module under spark_app/ (default: %(default)s)")
+    parser.add_argument("--python", default="python3", help="Python that Spark runs on the cluster")
+    parser.add_argument("--endpoint-url", help="AWS endpoint for EMR and S3 (tests: a local moto server)")
+    parser.add_argument("--timeout-seconds", type=float, default=3600.0)
+    parser.add_argument("--poll-seconds", type=float, default=15.0)
+    parser.add_argument("--no-wait", action="store_true", help="submit and return the step id")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after `--` goes to the job unchanged (e.g. --trigger-seconds 30).
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    for name in ("timeout_seconds", "poll_seconds"):
+        if getattr(args, name) <= 0:
+            parser.error(f"--{name.replace('_', '-')}: got {getattr(args, name)}; allowed: a number > 0")
+    return args, extra
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, extra = parse_args(argv)
+    session = boto3.session.Session(region_name=args.region)
+    s3 = session.client("s3", endpoint_url=args.endpoint_url)
+    emr = session.client("emr", endpoint_url=args.endpoint_url)
+    try:
+        code = upload_code(s3, args.bucket, args.job)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    command = packaging.spark_submit_command(
+        job_uri=code.job_uri,
+        pyfiles_uri=code.pyfiles_uri,
+        python=args.python,
+        job_args=packaging.job_arguments(
+            job=args.job,
+            source_stream=args.source_stream,
+            sink_stream=args.sink_stream,
+            region=args.region,
+            bucket=args.bucket,
+            extra=extra,
+        ),
+    )
+    step_id = submit_step(emr, args.cluster_id, args.job, command)
+    print(f"submitted step {step_id} ({args.job}) to {args.cluster_id}; code at {code.pyfiles_uri}")
+    if args.no_wait:
+        return EXIT_OK
+    try:
+        state = wait_for_step(emr, args.cluster_id, step_id, timeout_s=args.timeout_seconds, poll_s=args.poll_seconds)
+    except StepFailedError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    except StepTimeoutError as error:
+        print(f"timeout: {error}", file=sys.stderr)
+        return EXIT_TIMEOUT
+    print(f"step {step_id} {state}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

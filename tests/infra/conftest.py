@@ -1,0 +1,99 @@
+"""Fixtures for the CDK tests: each app is built ONCE per session (jsii's node process costs seconds).
+
+`project_root` is a copy of the packages the EMR stack ships; when the sample job `country_counts` has not
+landed yet, the copy gets a small stand-in entry file so the step can be synthesized and asserted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+ROOT = Path(__file__).resolve().parents[2]
+ACCOUNT = "123456789012"  # moto's default account, so deployed ARNs line up with the synthesized ones
+REGION = "eu-west-1"
+CONSUMER_ACCOUNT = "210987654321"
+EXTERNAL_ID = "pipeline-external-id-42"
+
+
+def _copy_root(target: Path, with_job: bool) -> Path:
+    for package in ("connector", "spark_app"):
+        if (ROOT / package).is_dir():
+            shutil.copytree(ROOT / package, target / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "requirements.txt", target / "requirements.txt")
+    job = target / "spark_app" / "country_counts.py"
+    job.parent.mkdir(parents=True, exist_ok=True)
+    if with_job and not job.exists():
+        job.write_text('"""stand-in entry file for the CDK tests"""\n')
+    if not with_job:
+        job.unlink(missing_ok=True)
+    return target
+
+
+@pytest.fixture(scope="session")
+def project_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _copy_root(tmp_path_factory.mktemp("root"), with_job=True)
+
+
+@pytest.fixture(scope="session")
+def root_without_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _copy_root(tmp_path_factory.mktemp("root-nojob"), with_job=False)
+
+
+@pytest.fixture(scope="session")
+def names() -> dict[str, str]:
+    """Unique names so that the moto deploy never meets leftovers of another test in the same server."""
+    tag = uuid.uuid4().hex[:8]
+    return {"stackPrefix": f"Infra{tag}", "sourceStreamName": f"src-{tag}", "sinkStreamName": f"snk-{tag}"}
+
+
+@pytest.fixture(scope="session")
+def pipeline(project_root: Path, names: dict[str, str]):
+    """The default deployment plus a cross-account consumer, nag checks on (a finding fails the build)."""
+    from infra.app import build_app
+
+    context = {
+        **names,
+        "account": ACCOUNT,
+        "region": REGION,
+        "consumerAccountId": CONSUMER_ACCOUNT,
+        "externalId": EXTERNAL_ID,
+    }
+    return build_app(context=context, project_root=project_root, environ={})
+
+
+@pytest.fixture(scope="session")
+def variant(root_without_job: Path):
+    """The other branches: on-demand streams, an existing subnet, no core nodes, no consumer, no job file."""
+    from infra.app import build_app
+
+    context = {
+        "stackPrefix": "Variant",
+        "streamMode": "on-demand",
+        "subnetId": "subnet-0123456789abcdef0",
+        "coreInstanceCount": "0",
+        "tlsCertificatesS3Uri": "s3://my-certs/emr/certs.zip",
+    }
+    return build_app(context=context, project_root=root_without_job, environ={})
+
+
+@pytest.fixture(scope="session")
+def templates(pipeline) -> dict:
+    from aws_cdk.assertions import Template
+
+    return {
+        name: Template.from_stack(getattr(pipeline, name))
+        for name in ("streams", "metadata", "storage", "access", "emr")
+    }
+
+
+@pytest.fixture(scope="session")
+def cfn(templates) -> dict[str, dict]:
+    """The same templates as plain dicts."""
+    return {name: template.to_json() for name, template in templates.items()}

@@ -1,0 +1,395 @@
+"""Template assertions for every resource of the pipeline, its key properties and every IAM statement."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from aws_cdk.assertions import Match
+
+from tests.infra.cfn import as_list, logical_id, policy_statements, render, resources_of_type
+from tests.infra.conftest import ACCOUNT, CONSUMER_ACCOUNT, EXTERNAL_ID
+
+# --- streams -------------------------------------------------------------------------------------------------
+
+
+def test_streams_are_provisioned_kms_encrypted_with_the_configured_shards(templates, pipeline, names):
+    key_id = logical_id(pipeline.streams.key)
+    templates["streams"].resource_count_is("AWS::Kinesis::Stream", 2)
+    for name, shards in ((names["sourceStreamName"], 2), (names["sinkStreamName"], 1)):
+        templates["streams"].has_resource_properties(
+            "AWS::Kinesis::Stream",
+            {
+                "Name": name,
+                "ShardCount": shards,
+                "StreamModeDetails": {"StreamMode": "PROVISIONED"},
+                "RetentionPeriodHours": 24,
+                "StreamEncryption": {"EncryptionType": "KMS", "KeyId": {"Fn::GetAtt": [key_id, "Arn"]}},
+            },
+        )
+    templates["streams"].has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True, "PendingWindowInDays": 7})
+
+
+def test_on_demand_streams_have_no_shard_count(variant):
+    from aws_cdk.assertions import Template
+
+    streams = Template.from_stack(variant.streams).find_resources("AWS::Kinesis::Stream")
+    assert len(streams) == 2
+    for stream in streams.values():
+        assert stream["Properties"]["StreamModeDetails"] == {"StreamMode": "ON_DEMAND"}
+        assert "ShardCount" not in stream["Properties"]
+
+
+# --- metadata ------------------------------------------------------------------------------------------------
+
+
+def test_metadata_table_matches_the_connector_layout(templates):
+    templates["metadata"].resource_count_is("AWS::DynamoDB::GlobalTable", 0)
+    templates["metadata"].has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "KeySchema": [
+                {"AttributeName": "sourceId", "KeyType": "HASH"},
+                {"AttributeName": "batchShard", "KeyType": "RANGE"},
+            ],
+            "AttributeDefinitions": Match.array_with(
+                [
+                    {"AttributeName": "sourceId", "AttributeType": "S"},
+                    {"AttributeName": "batchShard", "AttributeType": "S"},
+                ]
+            ),
+            "BillingMode": "PAY_PER_REQUEST",
+            "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+            "SSESpecification": {"SSEEnabled": True},
+            "TimeToLiveSpecification": {"AttributeName": "expiresAt", "Enabled": True},
+        },
+    )
+
+
+# --- storage -------------------------------------------------------------------------------------------------
+
+
+def test_bucket_is_private_encrypted_and_expires_logs(templates):
+    templates["storage"].has_resource_properties(
+        "AWS::S3::Bucket",
+        {
+            "PublicAccessBlockConfiguration": {
+                "BlockPublicAcls": True,
+                "BlockPublicPolicy": True,
+                "IgnorePublicAcls": True,
+                "RestrictPublicBuckets": True,
+            },
+            "BucketEncryption": {
+                "ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+            },
+            "LifecycleConfiguration": {
+                "Rules": Match.array_with(
+                    [
+                        Match.object_like({"Prefix": "logs/", "ExpirationInDays": 30, "Status": "Enabled"}),
+                        Match.object_like({"AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1}}),
+                    ]
+                )
+            },
+        },
+    )
+
+
+def test_bucket_policy_denies_plain_http(templates):
+    templates["storage"].has_resource_properties(
+        "AWS::S3::BucketPolicy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Effect": "Deny",
+                                "Action": "s3:*",
+                                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                            }
+                        )
+                    ]
+                )
+            }
+        },
+    )
+
+
+def test_cluster_disk_key_rotates(templates):
+    templates["storage"].has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
+
+
+# --- access --------------------------------------------------------------------------------------------------
+
+
+def _expected_connector(pipeline) -> dict[str, tuple[list[str], list[str]]]:
+    """Sid -> (actions, rendered resources). Resources name the exact logical ids of our own resources."""
+    source, sink = (f"FnGetAtt{logical_id(s)}Arn" for s in (pipeline.streams.source, pipeline.streams.sink))
+    key = f"FnGetAtt{logical_id(pipeline.streams.key)}Arn"
+    table = f"FnGetAtt{logical_id(pipeline.metadata.table)}Arn"
+    bucket = f"FnGetAtt{logical_id(pipeline.storage.bucket)}Arn"
+    return {
+        "Streams": (
+            [
+                "kinesis:DescribeStreamSummary",
+                "kinesis:ListShards",
+                "kinesis:GetShardIterator",
+                "kinesis:GetRecords",
+                "kinesis:PutRecord",
+                "kinesis:PutRecords",
+                "kinesis:RegisterStreamConsumer",
+                "kinesis:ListStreamConsumers",
+            ],
+            [source, sink],
+        ),
+        "StreamConsumers": (
+            ["kinesis:DescribeStreamConsumer", "kinesis:SubscribeToShard", "kinesis:DeregisterStreamConsumer"],
+            [f"{source}/consumer/*", f"{sink}/consumer/*"],
+        ),
+        "StreamKey": (["kms:Decrypt", "kms:GenerateDataKey"], [key]),
+        "MetadataTable": (
+            [
+                "dynamodb:DescribeTable",
+                "dynamodb:GetItem",
+                "dynamodb:BatchGetItem",
+                "dynamodb:Query",
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:DeleteItem",
+                "dynamodb:BatchWriteItem",
+                "dynamodb:ConditionCheckItem",
+            ],
+            [table],
+        ),
+        "ListBucket": (["s3:ListBucket"], [bucket]),
+        "StateObjects": (
+            ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+            [f"{bucket}/checkpoints/*", f"{bucket}/metadata/*", f"{bucket}/markers/*"],
+        ),
+    }
+
+
+def _statements_by_sid(cfn: dict, role_construct) -> dict[str, dict]:
+    role_id = logical_id(role_construct)
+    return {s["Sid"]: s for lid, s in policy_statements(cfn) if lid == role_id}
+
+
+def _assert_statement(statement: dict, actions: list[str], resources: list[str]) -> None:
+    assert statement["Effect"] == "Allow"
+    assert as_list(statement["Action"]) == actions
+    rendered = [render(r) for r in as_list(statement["Resource"])]
+    assert len(rendered) == len(resources), rendered
+    for got, expected in zip(rendered, resources, strict=True):
+        # `<import Stack:ExportsOutputFnGetAtt<id>Arn<hash>>/suffix`: the right resource, the right suffix.
+        head, _, suffix = expected.partition("/")
+        assert head in got and got.endswith(f"/{suffix}" if suffix else ">"), (got, expected)
+
+
+def test_instance_role_has_exactly_the_connector_and_emr_statements(cfn, pipeline):
+    statements = _statements_by_sid(cfn["access"], pipeline.access.instance_role)
+    bucket = f"FnGetAtt{logical_id(pipeline.storage.bucket)}Arn"
+    disk_key = f"FnGetAtt{logical_id(pipeline.storage.disk_key)}Arn"
+    expected = {
+        **_expected_connector(pipeline),
+        "EmrLogs": (["s3:PutObject"], [f"{bucket}/logs/*"]),
+        "ReadUploads": (["s3:GetObject"], [f"{bucket}/tls/*", f"{bucket}/code/*"]),
+        "ClusterDiskKey": (["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"], [disk_key]),
+    }
+    assert sorted(statements) == sorted(expected)
+    for sid, (actions, resources) in expected.items():
+        _assert_statement(statements[sid], actions, resources)
+    role = cfn["access"]["Resources"][logical_id(pipeline.access.instance_role)]["Properties"]
+    assert role["AssumeRolePolicyDocument"]["Statement"] == [
+        {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}}
+    ]
+
+
+def test_instance_profile_wraps_the_instance_role(templates, pipeline):
+    templates["access"].has_resource_properties(
+        "AWS::IAM::InstanceProfile", {"Roles": [{"Ref": logical_id(pipeline.access.instance_role)}]}
+    )
+
+
+def test_service_role_is_emr_only_and_passes_only_the_instance_role(cfn, pipeline):
+    role = cfn["access"]["Resources"][logical_id(pipeline.access.service_role)]["Properties"]
+    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "elasticmapreduce.amazonaws.com"}
+    assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": ACCOUNT}}
+    assert [render(arn) for arn in role["ManagedPolicyArns"]] == [
+        "arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonEMRServicePolicy_v2"
+    ]
+    statements = _statements_by_sid(cfn["access"], pipeline.access.service_role)
+    assert list(statements) == ["PassInstanceRole"]
+    assert statements["PassInstanceRole"]["Action"] == "iam:PassRole"
+    assert render(statements["PassInstanceRole"]["Resource"]) == f"<{logical_id(pipeline.access.instance_role)}.Arn>"
+    assert statements["PassInstanceRole"]["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+
+
+def test_cross_account_role_needs_the_external_id_and_gets_only_the_connector_statements(cfn, pipeline):
+    role_construct = pipeline.access.cross_account_role
+    role = cfn["access"]["Resources"][logical_id(role_construct)]["Properties"]
+    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert render(trust["Principal"]["AWS"]) == f"arn:<AWS::Partition>:iam::{CONSUMER_ACCOUNT}:root"
+    assert trust["Condition"] == {"StringEquals": {"sts:ExternalId": EXTERNAL_ID}}
+    assert role["MaxSessionDuration"] == 3600
+    statements = _statements_by_sid(cfn["access"], role_construct)
+    expected = _expected_connector(pipeline)
+    assert sorted(statements) == sorted(expected)
+    for sid, (actions, resources) in expected.items():
+        _assert_statement(statements[sid], actions, resources)
+
+
+def test_no_cross_account_role_without_a_consumer(variant):
+    assert variant.access.cross_account_role is None
+    outputs = json.dumps(variant.app.synth().get_stack_by_name(variant.access.stack_name).template["Outputs"])
+    assert "CrossAccountRoleArn" not in outputs
+
+
+def test_every_arn_a_user_needs_is_an_output(cfn):
+    expected = {
+        "streams": {"SourceStreamName", "SourceStreamArn", "SinkStreamName", "SinkStreamArn", "StreamKeyArn"},
+        "metadata": {"MetadataTableName", "MetadataTableArn"},
+        "storage": {"BucketName", "BucketArn", "ClusterDiskKeyArn"},
+        "access": {"EmrServiceRoleArn", "EmrInstanceRoleArn", "EmrInstanceProfileArn", "CrossAccountRoleArn"},
+        "emr": {"ClusterId", "PyFilesUri", "LogUri"},
+    }
+    for stack, outputs in expected.items():
+        assert outputs <= set(cfn[stack]["Outputs"]), (stack, set(cfn[stack]["Outputs"]))
+
+
+@pytest.mark.parametrize("stack", ["streams", "metadata", "storage", "access", "emr"])
+def test_no_policy_statement_has_a_wildcard_action_or_resource(cfn, stack):
+    for lid, statement in policy_statements(cfn[stack]):
+        for action in as_list(statement["Action"]):
+            assert "*" not in action, (lid, statement)
+        for resource in as_list(statement["Resource"]):
+            assert render(resource) != "*", (lid, statement)
+
+
+# --- emr -----------------------------------------------------------------------------------------------------
+
+
+def test_cluster_runs_spark_4_with_security_configuration_logs_and_idle_timeout(cfn, pipeline):
+    (cluster,) = resources_of_type(cfn["emr"], "AWS::EMR::Cluster").values()
+    props = cluster["Properties"]
+    assert props["ReleaseLabel"] == "emr-spark-8.0.0"
+    assert props["Applications"] == [{"Name": "Spark"}]
+    assert props["SecurityConfiguration"] == {"Ref": logical_id_of_cfn(pipeline.emr.security_configuration)}
+    assert render(props["LogUri"]).endswith("/logs/emr/")
+    assert props["AutoTerminationPolicy"] == {"IdleTimeout": 3600}
+    assert "ExportsOutputRef" + logical_id(pipeline.access.service_role) in render(props["ServiceRole"])
+    assert "ExportsOutputRef" + logical_id(pipeline.access.instance_profile) in render(props["JobFlowRole"])
+    instances = props["Instances"]
+    assert instances["MasterInstanceGroup"] == {"InstanceCount": 1, "InstanceType": "m7g.xlarge", "Market": "ON_DEMAND"}
+    assert instances["CoreInstanceGroup"] == {"InstanceCount": 2, "InstanceType": "m7g.xlarge", "Market": "ON_DEMAND"}
+    assert instances["KeepJobFlowAliveWhenNoSteps"] is True
+    assert "Ec2KeyName" not in instances
+    (bootstrap,) = props["BootstrapActions"]
+    assert bootstrap["ScriptBootstrapAction"]["Args"] == ["python3"]
+    assert render(bootstrap["ScriptBootstrapAction"]["Path"]).endswith(".sh")
+
+
+def logical_id_of_cfn(cfn_resource) -> str:
+    import aws_cdk as cdk
+
+    stack = cdk.Stack.of(cfn_resource)
+    return stack.resolve(stack.get_logical_id(cfn_resource))
+
+
+def test_cluster_sits_in_a_new_public_subnet_without_nat(templates):
+    templates["emr"].resource_count_is("AWS::EC2::VPC", 1)
+    templates["emr"].resource_count_is("AWS::EC2::NatGateway", 0)
+    templates["emr"].resource_count_is("AWS::EC2::FlowLog", 1)
+    templates["emr"].has_resource_properties("AWS::EC2::VPCEndpoint", {"VpcEndpointType": "Gateway"})
+    templates["emr"].has_resource_properties(
+        "AWS::EMR::Cluster",
+        {"Instances": Match.object_like({"Ec2SubnetId": {"Ref": Match.string_like_regexp("Vpc.*Subnet")}})},
+    )
+
+
+def test_security_configuration_encrypts_at_rest_and_in_transit(cfn, pipeline):
+    (config,) = resources_of_type(cfn["emr"], "AWS::EMR::SecurityConfiguration").values()
+    encryption = config["Properties"]["SecurityConfiguration"]["EncryptionConfiguration"]
+    assert encryption["EnableAtRestEncryption"] is True
+    assert encryption["EnableInTransitEncryption"] is True
+    at_rest = encryption["AtRestEncryptionConfiguration"]
+    assert at_rest["S3EncryptionConfiguration"] == {"EncryptionMode": "SSE-S3"}
+    assert at_rest["LocalDiskEncryptionConfiguration"]["EncryptionKeyProviderType"] == "AwsKms"
+    assert f"FnGetAtt{logical_id(pipeline.storage.disk_key)}Arn" in render(
+        at_rest["LocalDiskEncryptionConfiguration"]["AwsKmsKey"]
+    )
+    tls = encryption["InTransitEncryptionConfiguration"]["TLSCertificateConfiguration"]
+    assert tls["CertificateProviderType"] == "PEM"
+    assert render(tls["S3Object"]).endswith("/tls/emr-certs.zip")
+
+
+def test_step_spark_submits_country_counts_with_the_connector_zip(cfn, pipeline, names):
+    (step,) = resources_of_type(cfn["emr"], "AWS::EMR::Step").values()
+    props = step["Properties"]
+    assert props["JobFlowId"] == {"Ref": logical_id_of_cfn(pipeline.emr.cluster)}
+    assert props["ActionOnFailure"] == "CONTINUE"
+    assert props["HadoopJarStep"]["Jar"] == "command-runner.jar"
+    args = [render(a) for a in props["HadoopJarStep"]["Args"]]
+    bucket = f"<import {pipeline.storage.stack_name}:ExportsOutputRef{logical_id(pipeline.storage.bucket)}"
+    assert args[:7] == [
+        "spark-submit",
+        "--deploy-mode",
+        "cluster",
+        "--conf",
+        "spark.pyspark.python=python3",
+        "--conf",
+        "spark.pyspark.driver.python=python3",
+    ]
+    assert args[7] == "--py-files" and args[8].startswith("s3://") and args[8].endswith(".zip")
+    assert args[9].startswith("s3://") and args[9].endswith(".py")
+    job_args = dict(zip(args[10::2], args[11::2], strict=True))
+    assert job_args["--source-stream"].startswith(f"<import {pipeline.streams.stack_name}:ExportsOutputRef")
+    assert job_args["--sink-stream"].startswith(f"<import {pipeline.streams.stack_name}:ExportsOutputRef")
+    assert job_args["--region"] == "eu-west-1"
+    assert job_args["--checkpoint-location"].startswith(f"s3://{bucket}")
+    assert job_args["--checkpoint-location"].endswith("/checkpoints/country_counts")
+    assert job_args["--stop-marker"].endswith("/markers/country_counts.stop")
+
+
+def test_instance_role_may_read_exactly_the_code_assets(cfn, pipeline):
+    (policy,) = (
+        r
+        for r in resources_of_type(cfn["emr"], "AWS::IAM::Policy").values()
+        if r["Properties"]["Roles"][0].get("Fn::ImportValue")
+    )
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Action"] == "s3:GetObject"
+    keys = sorted(render(r).rsplit("/", 1)[1] for r in statement["Resource"])
+    assets = [pipeline.emr.pyfiles, pipeline.emr.bootstrap, pipeline.emr.job]
+    assert keys == sorted(asset.s3_object_key for asset in assets)
+    assert f"ExportsOutputRef{logical_id(pipeline.access.instance_role)}" in render(policy["Properties"]["Roles"][0])
+
+
+def test_variant_uses_the_given_subnet_no_core_group_and_external_certificates(variant):
+    from aws_cdk.assertions import Template
+
+    template = Template.from_stack(variant.emr)
+    template.resource_count_is("AWS::EC2::VPC", 0)
+    (cluster,) = template.find_resources("AWS::EMR::Cluster").values()
+    assert cluster["Properties"]["Instances"]["Ec2SubnetId"] == "subnet-0123456789abcdef0"
+    assert "CoreInstanceGroup" not in cluster["Properties"]["Instances"]
+    (config,) = template.find_resources("AWS::EMR::SecurityConfiguration").values()
+    tls = config["Properties"]["SecurityConfiguration"]["EncryptionConfiguration"]["InTransitEncryptionConfiguration"]
+    assert tls["TLSCertificateConfiguration"]["S3Object"] == "s3://my-certs/emr/certs.zip"
+
+
+def test_without_the_job_file_there_is_no_step_and_synth_warns(variant):
+    from aws_cdk.assertions import Annotations, Template
+
+    Template.from_stack(variant.emr).resource_count_is("AWS::EMR::Step", 0)
+    Annotations.from_stack(variant.emr).has_warning("*", Match.string_like_regexp("country_counts.py does not exist"))
+
+
+def test_submit_country_counts_false_leaves_out_the_step(project_root):
+    from aws_cdk.assertions import Template
+
+    from infra.app import build_app
+
+    pipeline = build_app(context={"submitCountryCounts": "false"}, project_root=project_root, environ={}, run_nag=False)
+    assert pipeline.emr.job is not None
+    Template.from_stack(pipeline.emr).resource_count_is("AWS::EMR::Step", 0)
