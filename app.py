@@ -11,9 +11,10 @@ from infra.app import build_app
 from infra.config import ConfigError
 
 
-def main() -> int:
+def main(context: dict | None = None) -> int:
+    """Synthesize; `context` adds to cdk.json/-c (tests). A bad context value exits 2 with the reasons."""
     try:
-        pipeline = build_app()
+        pipeline = build_app(context=context)
     except ConfigError as error:
         print(error, file=sys.stderr)
         return 2

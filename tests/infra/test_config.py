@@ -1,0 +1,90 @@
+"""Context validation: defaults, string values from `-c`, and errors that name key, value and what is allowed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infra.config import ConfigError, InfraConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load(context: dict, environ: dict | None = None) -> InfraConfig:
+    return InfraConfig.from_context(context.get, environ or {})
+
+
+def test_defaults_are_the_cdk_json_values():
+    context = json.loads((ROOT / "cdk.json").read_text())["context"]
+    assert load(context) == InfraConfig()
+    assert load({}) == InfraConfig()
+
+
+def test_cli_strings_are_parsed():
+    config = load(
+        {
+            "sourceShards": "4",
+            "coreInstanceCount": "0",
+            "streamMode": "on-demand",
+            "submitCountryCounts": "false",
+            "consumerAccountId": "210987654321",
+            "externalId": "secret-42",
+        }
+    )
+    assert (config.source_shards, config.core_instance_count, config.stream_mode) == (4, 0, "ON_DEMAND")
+    assert config.on_demand and config.cross_account and not config.submit_country_counts
+
+
+def test_account_and_region_fall_back_to_the_cli_environment():
+    config = load({}, {"CDK_DEFAULT_ACCOUNT": "111122223333", "CDK_DEFAULT_REGION": "eu-central-1"})
+    assert (config.account, config.region) == ("111122223333", "eu-central-1")
+    assert load({"region": "us-west-2"}, {"CDK_DEFAULT_REGION": "eu-central-1"}).region == "us-west-2"
+
+
+def test_every_problem_is_reported_at_once():
+    with pytest.raises(ConfigError) as error:
+        load({"sourceShards": "zero", "streamMode": "burst", "sinkShards": 0, "account": "12345"})
+    message = str(error.value)
+    assert "context 'sourceShards': got 'zero'; allowed: an integer from 1 to 500" in message
+    assert "context 'streamMode': got 'burst'; allowed: PROVISIONED or ON_DEMAND" in message
+    assert "context 'sinkShards': got 0; allowed: an integer from 1 to 500" in message
+    assert "context 'account': got '12345'; allowed: 12 digits" in message
+
+
+@pytest.mark.parametrize("label", ["emr-7.9.0", "emr-6.15.0", "emr-spark-7.0.0", "spark-8"])
+def test_release_labels_without_spark_4_are_refused(label):
+    with pytest.raises(ConfigError, match=f"'releaseLabel': got '{label}'.*Spark 3.5"):
+        load({"releaseLabel": label})
+
+
+def test_newer_emr_spark_releases_are_accepted():
+    assert load({"releaseLabel": "emr-spark-8.1.0"}).release_label == "emr-spark-8.1.0"
+
+
+@pytest.mark.parametrize(
+    ("context", "expected"),
+    [
+        ({"consumerAccountId": "210987654321"}, "'externalId' is required when 'consumerAccountId' is set"),
+        ({"externalId": "secret-42"}, "'consumerAccountId' is required when 'externalId' is set"),
+        ({"consumerAccountId": "2109", "externalId": "x"}, "'consumerAccountId': got '2109'"),
+        ({"sourceStreamName": "same", "sinkStreamName": "same"}, "they must differ"),
+        ({"sourceShards": True}, "'sourceShards': got True"),
+        ({"submitCountryCounts": "yes"}, "'submitCountryCounts': got 'yes'; allowed: true or false"),
+        ({"subnetId": "sn-1"}, "'subnetId': got 'sn-1'"),
+        ({"tlsCertificatesS3Uri": "s3://bucket/certs.tar"}, "'tlsCertificatesS3Uri'"),
+        ({"primaryInstanceType": "large"}, "'primaryInstanceType': got 'large'"),
+        ({"idleTimeoutSeconds": "10"}, "'idleTimeoutSeconds': got '10'; allowed: an integer from 60 to 604800"),
+    ],
+)
+def test_bad_values_are_named(context, expected):
+    with pytest.raises(ConfigError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+        load(context)
+
+
+def test_app_reports_config_errors_and_exits_2(capsys):
+    import app
+
+    assert app.main({"sourceShards": "-1"}) == 2
+    assert "context 'sourceShards': got '-1'" in capsys.readouterr().err

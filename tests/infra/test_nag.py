@@ -1,0 +1,69 @@
+"""cdk-nag's AwsSolutions pack passes on every stack, and only because of fixes or reasoned acknowledgements."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_s3 as s3
+from cdk_nag import AwsSolutionsChecks
+
+from infra import nag
+
+STACKS = ["streams", "metadata", "storage", "access", "emr"]
+
+
+@pytest.mark.parametrize("name", STACKS)
+def test_aws_solutions_checks_pass(pipeline, name):
+    report = AwsSolutionsChecks().validate_scope(getattr(pipeline, name))
+    assert report.success, [v.rule_name for v in report.violations]
+
+
+def test_variant_passes_too(variant):
+    for stack in variant.stacks:
+        report = AwsSolutionsChecks().validate_scope(stack)
+        assert report.success, (stack.stack_name, [v.rule_name for v in report.violations])
+
+
+def _acknowledged(stacks) -> dict[str, str]:
+    """`rule -> reason` for every acknowledgement recorded in the construct metadata of `stacks`."""
+    found = {}
+    for stack in stacks:
+        for construct in stack.node.find_all():
+            for entry in construct.node.metadata:
+                if entry.type == cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY:
+                    found.update({f"{construct.node.path} {rule}": reason for rule, reason in entry.data.items()})
+    return found
+
+
+def test_acknowledgements_are_the_known_few_each_with_a_reason(pipeline):
+    # aws-cdk-lib acknowledges a few CloudFormation-Validate findings of its own; ours are the AwsSolutions ones.
+    acknowledged = {k: v for k, v in _acknowledged(pipeline.stacks).items() if "AwsSolutions-" in k}
+    rules = sorted({key.split("::", 1)[1].split("[")[0] for key in acknowledged})
+    assert rules == [
+        "AwsSolutions-EMR4",
+        "AwsSolutions-EMR5",
+        "AwsSolutions-EMR6",
+        "AwsSolutions-IAM4",
+        "AwsSolutions-IAM5",
+        "AwsSolutions-KDS3",
+        "AwsSolutions-S1",
+    ]
+    # IAM5 only for resource paths below our own ARNs: 2 stream consumer paths + 6 bucket prefixes.
+    assert sum("AwsSolutions-IAM5[" in key for key in acknowledged) == 8
+    assert all(len(reason) > 60 for reason in acknowledged.values()), acknowledged
+
+
+def test_check_fails_on_an_unacknowledged_finding():
+    stack = cdk.Stack(cdk.App(), "Bare")
+    s3.Bucket(stack, "Plain")  # no SSL enforcement, no access logs: AwsSolutions-S1 and -S10
+    with pytest.raises(nag.NagError, match="AwsSolutions-S10"):
+        nag.check(stack)
+
+
+def test_accept_silences_exactly_the_named_finding():
+    stack = cdk.Stack(cdk.App(), "Accepted")
+    bucket = s3.Bucket(stack, "Plain", enforce_ssl=True)
+    with pytest.raises(nag.NagError, match="AwsSolutions-S1"):
+        nag.check(stack)
+    nag.accept(bucket, "AwsSolutions-S1", "test: access logs are not wanted here")
+    nag.check(stack)
