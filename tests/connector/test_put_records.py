@@ -1,0 +1,181 @@
+"""put_records: batches at the service limits, failed entries retried until stored, clear errors otherwise."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from botocore.config import Config
+
+from connector.put_records import (
+    MAX_BYTES_PER_CALL,
+    MAX_ENTRIES_PER_CALL,
+    MAX_ENTRY_BYTES,
+    Entry,
+    PutRecordsFailedError,
+    PutStats,
+    batches,
+    put_all,
+)
+from connector.retry import RetryPolicy
+from localaws import LocalServer, aws_client
+from localaws.fault_proxy import FaultProxy, Faults
+from localaws.streams import iterate_shard, list_shard_ids, read_stream
+
+FAST_RETRY = RetryPolicy(max_retries=3, initial_interval_ms=1, max_interval_ms=5)
+# total_max_attempts counts the first try; botocore's max_attempts would still allow one retry.
+NO_BOTOCORE_RETRIES = Config(retries={"total_max_attempts": 1, "mode": "standard"}, read_timeout=10)
+
+
+def _entries(count: int, size: int = 10, keys: int = 7) -> list[Entry]:
+    return [Entry(f"{i:0{size}d}".encode(), f"key-{i % keys}") for i in range(count)]
+
+
+def _stored(kinesis, stream: str) -> list[bytes]:
+    return [record["Data"] for record in read_stream(kinesis, stream)]
+
+
+@pytest.fixture
+def proxy(kinesalite: LocalServer):
+    with FaultProxy(kinesalite.endpoint_url, seed=7) as running:
+        yield running
+
+
+@pytest.fixture
+def via_proxy(proxy: FaultProxy):
+    return aws_client("kinesis", proxy.endpoint_url, config=NO_BOTOCORE_RETRIES)
+
+
+# --- batching ---------------------------------------------------------------------------------------------
+
+
+def test_batches_fill_to_500_entries_in_order() -> None:
+    entries = _entries(1201)
+    grouped = list(batches(entries))
+    assert [len(batch) for batch in grouped] == [MAX_ENTRIES_PER_CALL, MAX_ENTRIES_PER_CALL, 201]
+    assert [entry for batch in grouped for entry in batch] == entries
+
+
+def test_batches_fill_to_5_mib() -> None:
+    # 1 MiB minus the key: each entry exactly at the record limit, so five fill one call.
+    big = [Entry(b"x" * (MAX_ENTRY_BYTES - 2), f"{i:02d}") for i in range(11)]
+    grouped = list(batches(big))
+    assert [len(batch) for batch in grouped] == [5, 5, 1]
+    assert all(sum(entry.size for entry in batch) <= MAX_BYTES_PER_CALL for batch in grouped)
+
+
+def test_an_entry_over_1_mib_including_its_key_is_refused_before_its_batch() -> None:
+    too_big = Entry(b"x" * (MAX_ENTRY_BYTES - 3), "abcd")  # data fits, data + key does not
+    with pytest.raises(ValueError, match=r"1048577 bytes .* over the Kinesis limit of 1048576"):
+        list(batches([Entry(b"ok", "k"), too_big]))
+
+
+@pytest.mark.parametrize(("key", "problem"), [("", "non-empty partition key"), ("k" * 257, "longer than the 256")])
+def test_bad_partition_keys_are_refused(key: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        list(batches([Entry(b"x", key)]))
+
+
+def test_stats_add_up() -> None:
+    total = PutStats(records=2, bytes=10, calls=1)
+    total += PutStats(records=3, bytes=5, calls=2, retried_entries=4)
+    assert total == PutStats(records=5, bytes=15, calls=3, retried_entries=4)
+    assert (total + PutStats(failed_entries=1)).failed_entries == 1
+
+
+# --- against kinesalite -----------------------------------------------------------------------------------
+
+
+def test_put_all_stores_everything_in_key_order(kinesalite: LocalServer, lite_stream) -> None:
+    stream = lite_stream(shards=2)
+    kinesis = kinesalite.client("kinesis")
+    entries = _entries(1234)
+    stats = put_all(kinesis, stream, entries, FAST_RETRY)
+    assert (stats.records, stats.calls, stats.retried_entries) == (1234, 3, 0)
+    assert stats.bytes == sum(entry.size for entry in entries)
+    stored = read_stream(kinesis, stream)
+    assert sorted(r["Data"] for r in stored) == sorted(e.data for e in entries)
+    for key in {e.partition_key for e in entries}:
+        assert [r["Data"] for r in stored if r["PartitionKey"] == key] == [
+            e.data for e in entries if e.partition_key == key
+        ]
+
+
+def test_explicit_hash_key_picks_the_shard(kinesalite: LocalServer, lite_stream) -> None:
+    stream = lite_stream(shards=2)
+    kinesis = kinesalite.client("kinesis")
+    # Both records share a partition key; the explicit keys send them to opposite ends of the hash range.
+    put_all(kinesis, stream, [Entry(b"low", "same", "0"), Entry(b"high", "same", str(2**128 - 1))], FAST_RETRY)
+    low_shard, high_shard = list_shard_ids(kinesis, stream)
+    assert [r["Data"] for r in iterate_shard(kinesis, stream, low_shard)] == [b"low"]
+    assert [r["Data"] for r in iterate_shard(kinesis, stream, high_shard)] == [b"high"]
+
+
+def test_only_failed_entries_are_retried_and_each_record_lands_once(
+    kinesalite: LocalServer, lite_stream, proxy: FaultProxy, via_proxy
+) -> None:
+    stream = lite_stream(shards=2)
+    proxy.faults = Faults(put_records_entry_failure_rate=0.3)
+    entries = _entries(1500)
+    stats = put_all(via_proxy, stream, entries, FAST_RETRY)
+    assert proxy.stats["failed_entries"] > 300
+    assert stats.retried_entries == proxy.stats["failed_entries"]
+    assert stats.records == 1500 and stats.failed_entries == 0
+    assert Counter(_stored(kinesalite.client("kinesis"), stream)) == Counter(e.data for e in entries)
+
+
+def test_steady_partial_failures_do_not_spend_the_retry_budget(
+    kinesalite: LocalServer, lite_stream, proxy: FaultProxy, via_proxy
+) -> None:
+    # Half the entries fail in every round; with one retry per entry some of 400 would run out, but each
+    # round stores some, so the budget (rounds with no progress) is never spent.
+    stream = lite_stream(shards=1)
+    proxy.faults = Faults(put_records_entry_failure_rate=0.5)
+    entries = _entries(400)
+    stats = put_all(via_proxy, stream, entries, RetryPolicy(max_retries=1, initial_interval_ms=1, max_interval_ms=2))
+    assert stats.records == 400
+    assert Counter(_stored(kinesalite.client("kinesis"), stream)) == Counter(e.data for e in entries)
+
+
+def test_whole_call_throttling_and_5xx_are_retried(
+    kinesalite: LocalServer, lite_stream, proxy: FaultProxy, via_proxy
+) -> None:
+    stream = lite_stream(shards=1)
+    proxy.faults = Faults(throttle_rate=0.3, server_error_rate=0.2, actions=frozenset({"PutRecords"}))
+    entries = _entries(1200, keys=3)
+    stats = put_all(via_proxy, stream, entries, _patient())
+    assert stats.retried_calls == proxy.stats["throttled"] + proxy.stats["server_error"] > 0
+    assert sorted(_stored(kinesalite.client("kinesis"), stream)) == sorted(e.data for e in entries)
+
+
+def _patient() -> RetryPolicy:
+    return RetryPolicy(max_retries=10, initial_interval_ms=1, max_interval_ms=5)
+
+
+def test_entries_that_keep_failing_raise_with_stream_count_and_code(lite_stream, proxy: FaultProxy, via_proxy) -> None:
+    stream = lite_stream(shards=1)
+    proxy.faults = Faults(put_records_entry_failure_rate=1.0)
+    with pytest.raises(PutRecordsFailedError) as info:
+        put_all(via_proxy, stream, _entries(20), FAST_RETRY)
+    error = info.value
+    assert error.stream_name == stream and error.failed_entries == 20
+    assert error.error_codes == Counter({"ProvisionedThroughputExceededException": 20})
+    assert error.stats.failed_entries == 20 and error.stats.calls == FAST_RETRY.max_retries + 1
+    assert f"stream '{stream}' failed for 20 entries" in str(error)
+    assert "ProvisionedThroughputExceededException x20" in str(error)
+
+
+def test_whole_call_errors_that_persist_raise(lite_stream, proxy: FaultProxy, via_proxy) -> None:
+    stream = lite_stream(shards=1)
+    proxy.faults = Faults(server_error_rate=1.0)
+    with pytest.raises(PutRecordsFailedError, match=rf"'{stream}' failed for 5 entries") as info:
+        put_all(via_proxy, stream, _entries(5), FAST_RETRY)
+    assert info.value.stats.calls == FAST_RETRY.max_retries + 1
+    assert info.value.stats.retried_calls == FAST_RETRY.max_retries
+
+
+def test_a_missing_stream_fails_at_once_with_a_clear_message(kinesalite: LocalServer, proxy: FaultProxy) -> None:
+    with pytest.raises(PutRecordsFailedError, match=r"'no-such-stream' failed .* stream does not exist") as info:
+        put_all(kinesalite.client("kinesis"), "no-such-stream", _entries(3), FAST_RETRY)
+    assert info.value.error_codes == Counter({"ResourceNotFoundException": 3})
+    assert info.value.stats.calls == 1
