@@ -16,7 +16,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from infra import nag, storage
+from infra import layout, nag
 from infra.config import InfraConfig
 
 STREAM_ACTIONS = [
@@ -44,9 +44,9 @@ TABLE_ACTIONS = [
     "dynamodb:ConditionCheckItem",
 ]
 STATE_OBJECT_ACTIONS = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
-STATE_PREFIXES = (storage.CHECKPOINTS_PREFIX, storage.METADATA_PREFIX, storage.MARKERS_PREFIX)
+STATE_PREFIXES = (layout.CHECKPOINTS_PREFIX, layout.METADATA_PREFIX, layout.MARKERS_PREFIX)
 # Uploaded by the operator: TLS certificates, and code that infra.submit_step ships for ad-hoc steps.
-OPERATOR_PREFIXES = (storage.TLS_PREFIX, storage.CODE_PREFIX)
+OPERATOR_PREFIXES = (layout.TLS_PREFIX, layout.CODE_PREFIX)
 DISK_KEY_ACTIONS = ["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"]
 EMR_SERVICE_POLICY = "service-role/AmazonEMRServicePolicy_v2"
 
@@ -114,7 +114,7 @@ class AccessStack(Stack):
                 "EFO consumer ARNs end in a creation timestamp unknown before RegisterStreamConsumer; the "
                 "wildcard stays under this stream's ARN.",
             )
-        for prefix in (*STATE_PREFIXES, storage.LOGS_PREFIX, *OPERATOR_PREFIXES):
+        for prefix in (*STATE_PREFIXES, layout.LOGS_PREFIX, *OPERATOR_PREFIXES):
             nag.accept(
                 self,
                 nag.wildcard_finding(bucket, f"/{prefix}*"),
@@ -132,7 +132,7 @@ class AccessStack(Stack):
         """The role of the cluster's EC2 instances: the connector's needs, EMR logs, uploads, disk key."""
         emr_extra = [
             iam.PolicyStatement(
-                sid="EmrLogs", actions=["s3:PutObject"], resources=[bucket.arn_for_objects(f"{storage.LOGS_PREFIX}*")]
+                sid="EmrLogs", actions=["s3:PutObject"], resources=[bucket.arn_for_objects(f"{layout.LOGS_PREFIX}*")]
             ),
             iam.PolicyStatement(
                 sid="ReadUploads",

@@ -19,7 +19,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from infra import nag, packaging, storage
+from infra import layout, nag, packaging
 from infra.access import AccessStack
 from infra.config import InfraConfig
 
@@ -68,7 +68,7 @@ class EmrStack(Stack):
         self.step = self._step(source, sink) if self.job is not None and config.submit_country_counts else None
         CfnOutput(self, "ClusterId", value=self.cluster.ref, description="infra.submit_step --cluster-id")
         CfnOutput(self, "PyFilesUri", value=self.pyfiles.s3_object_url)
-        CfnOutput(self, "LogUri", value=f"s3://{bucket.bucket_name}/{storage.LOGS_PREFIX}emr/")
+        CfnOutput(self, "LogUri", value=f"s3://{bucket.bucket_name}/{layout.LOGS_PREFIX}emr/")
 
     def _accept_findings(self) -> None:
         reason = (
@@ -96,7 +96,7 @@ class EmrStack(Stack):
         )
 
     def _tls_uri(self) -> str:
-        return self.config.tls_certificates_s3_uri or f"s3://{self.bucket.bucket_name}/{storage.DEFAULT_TLS_KEY}"
+        return self.config.tls_certificates_s3_uri or f"s3://{self.bucket.bucket_name}/{layout.DEFAULT_TLS_KEY}"
 
     def _security_configuration(self, disk_key: kms.IKey) -> emr.CfnSecurityConfiguration:
         """At rest: SSE-S3 for EMRFS, KMS for local disks. In transit: TLS with the PEM zip at `_tls_uri`."""
@@ -150,7 +150,7 @@ class EmrStack(Stack):
             applications=[emr.CfnCluster.ApplicationProperty(name="Spark")],
             service_role=access.service_role.role_name,
             job_flow_role=access.instance_profile.instance_profile_name,
-            log_uri=f"s3://{self.bucket.bucket_name}/{storage.LOGS_PREFIX}emr/",
+            log_uri=f"s3://{self.bucket.bucket_name}/{layout.LOGS_PREFIX}emr/",
             security_configuration=self.security_configuration.ref,
             visible_to_all_users=True,
             # Cost guard: a cluster with nothing to do terminates itself.

@@ -11,6 +11,8 @@ import re
 import zipfile
 from pathlib import Path
 
+from infra import layout
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PY_PACKAGES = ("connector", "spark_app")
 # The connector's runtime dependencies; their exact pins come from requirements.txt.
@@ -97,9 +99,9 @@ def job_arguments(
         "--region",
         region,
         "--checkpoint-location",
-        f"s3://{bucket}/checkpoints/{job}",
+        f"s3://{bucket}/{layout.CHECKPOINTS_PREFIX}{job}",
         "--stop-marker",
-        f"s3://{bucket}/markers/{job}.stop",
+        f"s3://{bucket}/{layout.MARKERS_PREFIX}{job}.stop",
         *(extra or []),
     ]
 

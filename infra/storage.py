@@ -1,7 +1,7 @@
 """The pipeline's S3 bucket (code assets copied by steps, EMR logs, checkpoints, stop markers, TLS
 certificates) and the KMS key that encrypts the EMR cluster's local disks.
 
-Built by `infra.app.build_app`; the prefixes below are the only places the roles may touch.
+Built by `infra.app.build_app`; `infra.layout` names the prefixes, the only places the roles may touch.
 """
 
 from __future__ import annotations
@@ -13,14 +13,7 @@ from constructs import Construct
 
 from infra import nag
 from infra.config import InfraConfig
-
-LOGS_PREFIX = "logs/"
-CHECKPOINTS_PREFIX = "checkpoints/"
-MARKERS_PREFIX = "markers/"
-CODE_PREFIX = "code/"
-METADATA_PREFIX = "metadata/"
-TLS_PREFIX = "tls/"
-DEFAULT_TLS_KEY = f"{TLS_PREFIX}emr-certs.zip"
+from infra.layout import LOGS_PREFIX
 
 
 class StorageStack(Stack):
@@ -64,7 +57,3 @@ class StorageStack(Stack):
         CfnOutput(self, "BucketName", value=self.bucket.bucket_name)
         CfnOutput(self, "BucketArn", value=self.bucket.bucket_arn)
         CfnOutput(self, "ClusterDiskKeyArn", value=self.disk_key.key_arn)
-
-    def s3_uri(self, key: str) -> str:
-        """`s3://<bucket>/<key>`, as a token that resolves at deploy time."""
-        return f"s3://{self.bucket.bucket_name}/{key}"

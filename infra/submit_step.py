@@ -24,7 +24,7 @@ from pathlib import Path
 
 import boto3
 
-from infra import packaging, storage
+from infra import layout, packaging
 
 DONE_STATES = {"COMPLETED"}
 FAILED_STATES = {"FAILED", "CANCELLED", "INTERRUPTED"}
@@ -56,7 +56,7 @@ def upload_code(s3, bucket: str, job: str, root: Path = packaging.PROJECT_ROOT) 
     with tempfile.TemporaryDirectory(prefix="submit-step-") as tmp:
         zip_path = packaging.build_pyfiles_zip(Path(tmp), root)
         digest = hashlib.sha256(zip_path.read_bytes() + entry.read_bytes()).hexdigest()[:16]
-        prefix = f"{storage.CODE_PREFIX}{digest}/"
+        prefix = f"{layout.CODE_PREFIX}{digest}/"
         s3.upload_file(str(zip_path), bucket, prefix + packaging.PYFILES_ZIP)
         s3.upload_file(str(entry), bucket, prefix + entry.name)
     return CodeLocation(f"s3://{bucket}/{prefix}{packaging.PYFILES_ZIP}", f"s3://{bucket}/{prefix}{entry.name}")
