@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # Tests that run the connector and jobs; the compat target runs them on EMR's pyspark 4.0.2.
 COMPAT_TESTS := tests/connector tests/spark_app
 
-.PHONY: setup demo test lint test-main test-compat bench clean
+.PHONY: setup demo test lint test-main test-compat bench clean synth
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -45,6 +45,10 @@ test: lint test-main test-compat
 
 bench: setup
 	$(PY) -m bench.run_all $(BENCH)
+
+# The CDK app (docs/infra.md): offline, with the pinned CLI, telemetry and notices off.
+synth: setup
+	CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 npx cdk synth --no-notices --quiet
 
 clean:
 	rm -rf $(VENV) $(VENV_COMPAT) node_modules .pytest_cache
