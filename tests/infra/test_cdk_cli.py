@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,17 +31,39 @@ def run_synth(out_dir: Path, *context: str) -> subprocess.CompletedProcess:
     return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
 
 
-@pytest.mark.slow
-def test_pinned_cli_synthesizes_every_stack(tmp_path):
-    result = run_synth(tmp_path / "cdk.out", "consumerAccountId=210987654321", "externalId=ci-external-id")
+@pytest.fixture(scope="module")
+def cloud_assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("synth") / "cdk.out"
+    result = run_synth(out, "consumerAccountId=210987654321", "externalId=ci-external-id")
     assert result.returncode == 0, result.stderr[-3000:]
-    manifest = json.loads((tmp_path / "cdk.out" / "manifest.json").read_text())
+    return out
+
+
+@pytest.mark.slow
+def test_pinned_cli_synthesizes_every_stack(cloud_assembly):
+    manifest = json.loads((cloud_assembly / "manifest.json").read_text())
     assert {f"KinesisSpark{name}" for name in STACKS} <= set(manifest["artifacts"])
     for name in STACKS:
-        template = json.loads((tmp_path / "cdk.out" / f"KinesisSpark{name}.template.json").read_text())
+        template = json.loads((cloud_assembly / f"KinesisSpark{name}.template.json").read_text())
         assert template["Resources"], name
-    access = json.loads((tmp_path / "cdk.out" / "KinesisSparkAccess.template.json").read_text())
+    access = json.loads((cloud_assembly / "KinesisSparkAccess.template.json").read_text())
     assert "CrossAccountRoleArn" in access["Outputs"]
+
+
+@pytest.mark.slow
+def test_templates_pass_cfn_lint(cloud_assembly):
+    """CloudFormation's own resource schemas (cfn-lint), errors only: W6001 (an output that re-exports an
+    import) is a style warning."""
+    templates = sorted(str(p) for p in cloud_assembly.glob("*.template.json"))
+    cfn_lint = Path(sys.executable).with_name("cfn-lint")
+    result = subprocess.run(
+        [str(cfn_lint), "--format", "parseable", *templates], capture_output=True, text=True, timeout=120
+    )
+    # parseable: <file>:<line>:<col>:<line>:<col>:<rule>:<message>
+    rules = [(line, line.split(":")) for line in result.stdout.splitlines()]
+    errors = [line for line, parts in rules if len(parts) > 5 and parts[5].startswith("E")]
+    assert not errors, "\n".join(errors)
+    assert result.returncode in (0, 4), result.stderr  # 4: warnings only
 
 
 @pytest.mark.slow
