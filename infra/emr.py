@@ -49,18 +49,7 @@ class EmrStack(Stack):
         Tags.of(self).add(*EMR_MANAGED_TAG)
         self.config = config
         self.bucket = bucket
-        build_dir = Path(tempfile.mkdtemp(prefix="infra-build-"))
-        self.pyfiles = s3_assets.Asset(self, "PyFiles", path=str(packaging.build_pyfiles_zip(build_dir, project_root)))
-        self.bootstrap = s3_assets.Asset(
-            self,
-            "BootstrapScript",
-            path=str(packaging.write_bootstrap_script(build_dir, project_root / "requirements.txt")),
-        )
-        job_file = packaging.job_entry(JOB, project_root)
-        # The sample jobs land separately: without the entry file, synth still works and says so.
-        self.job = s3_assets.Asset(self, "CountryCountsJob", path=str(job_file)) if job_file.is_file() else None
-        if self.job is None:
-            Annotations.of(self).add_warning(f"{job_file} does not exist: the {JOB} step is not created")
+        self.pyfiles, self.bootstrap, self.job = self._code_assets(project_root)
         self._grant_code_read(access.instance_role, [a for a in (self.pyfiles, self.bootstrap, self.job) if a])
         self.security_configuration = self._security_configuration(disk_key)
         self.cluster = self._cluster(access, self._subnet_id())
@@ -69,6 +58,19 @@ class EmrStack(Stack):
         CfnOutput(self, "ClusterId", value=self.cluster.ref, description="infra.submit_step --cluster-id")
         CfnOutput(self, "PyFilesUri", value=self.pyfiles.s3_object_url)
         CfnOutput(self, "LogUri", value=f"s3://{bucket.bucket_name}/{layout.LOGS_PREFIX}emr/")
+
+    def _code_assets(self, root: Path) -> tuple[s3_assets.Asset, s3_assets.Asset, s3_assets.Asset | None]:
+        """The --py-files zip and the bootstrap script (built now, uploaded as-is), and the job's entry file."""
+        build_dir = Path(tempfile.mkdtemp(prefix="infra-build-"))
+        pyfiles = s3_assets.Asset(self, "PyFiles", path=str(packaging.build_pyfiles_zip(build_dir, root)))
+        script = packaging.write_bootstrap_script(build_dir, root / "requirements.txt")
+        bootstrap = s3_assets.Asset(self, "BootstrapScript", path=str(script))
+        job_file = packaging.job_entry(JOB, root)
+        if not job_file.is_file():
+            # The sample jobs land separately: without the entry file, synth still works and says so.
+            Annotations.of(self).add_warning(f"{job_file} does not exist: the {JOB} step is not created")
+            return pyfiles, bootstrap, None
+        return pyfiles, bootstrap, s3_assets.Asset(self, "CountryCountsJob", path=str(job_file))
 
     def _accept_findings(self) -> None:
         reason = (
