@@ -1,0 +1,593 @@
+"""Every option of the ``aws-kinesis`` source and sink: name, type, default, unit, doc and validation, in one place.
+
+Who uses it:
+- ``connector.source`` parses the source options on the driver (``source_settings`` in ``stream_reader`` /
+  ``batch_reader``) when the query is defined, so bad values fail before any batch runs.
+- ``connector.sink`` parses its options with ``parse_options(raw, Side.SINK)``.
+- ``connector.aws.ClientSettings.from_options`` reads the endpoint, region and credential options.
+- ``docs/options.md`` is ``render_markdown()``'s output (a test keeps it up to date).
+
+Spark hands a data source its options with the keys lower-cased, so every lookup here is by lower-cased name;
+the canonical camelCase spelling (the awslabs connector's) is kept for docs and error messages.
+Adding an option is one ``_add(Option(...))`` call in the right block below.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+PREFIX = "kinesis."
+
+
+class OptionError(ValueError):
+    """A bad option: the message names the option, the value given and what is allowed."""
+
+
+class Side(enum.Flag):
+    """Which side of the connector reads an option."""
+
+    SOURCE = enum.auto()
+    SINK = enum.auto()
+    BOTH = SOURCE | SINK
+
+    def label(self) -> str:
+        return {Side.SOURCE: "source", Side.SINK: "sink"}.get(self, "both")
+
+
+# --- value kinds: parse one raw string, or say what is allowed ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How a raw option string becomes a value; ``allowed`` says in words what is accepted."""
+
+    type_name: str
+    allowed: str
+    parse: Callable[[str], Any]
+
+
+def _bool(raw: str) -> bool:
+    text = raw.strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError
+    return text == "true"
+
+
+BOOL = Kind("boolean", "true or false", _bool)
+STRING = Kind("string", "a non-empty string", lambda raw: raw if raw.strip() else _fail())
+
+
+def _fail() -> Any:
+    raise ValueError
+
+
+def integer(minimum: int | None = None, maximum: int | None = None) -> Kind:
+    """An integer within [minimum, maximum] (either bound may be open)."""
+
+    def parse(raw: str) -> int:
+        value = int(raw.strip())
+        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+            raise ValueError
+        return value
+
+    if minimum is not None and maximum is not None:
+        allowed = f"an integer from {minimum} to {maximum}"
+    elif minimum is not None:
+        allowed = f"an integer >= {minimum}"
+    else:
+        allowed = "an integer"
+    return Kind("integer", allowed, parse)
+
+
+def choice(*values: str) -> Kind:
+    """One of ``values``, matched case-insensitively, returned in its canonical spelling."""
+    by_lower = {value.lower(): value for value in values}
+
+    def parse(raw: str) -> str:
+        return by_lower[raw.strip().lower()]
+
+    return Kind("enum", "one of " + ", ".join(values), parse)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|seconds?|m|min|minutes?|h|hours?)?\s*$", re.IGNORECASE)
+_DURATION_UNITS_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _duration_s(raw: str) -> float:
+    match = _DURATION.match(raw)
+    if not match:
+        raise ValueError
+    unit = (match.group(2) or "s").lower()
+    unit_key = "ms" if unit == "ms" else unit[0]
+    return float(match.group(1)) * _DURATION_UNITS_S[unit_key]
+
+
+DURATION = Kind("duration", "a duration such as 500ms, 1s, 2m (a bare number means seconds)", _duration_s)
+
+
+# --- the option record and the registry -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option. ``default`` is the parsed value used when the option is absent (None: no value)."""
+
+    name: str
+    kind: Kind
+    default: Any
+    doc: str
+    side: Side
+    unit: str = ""
+    secret: bool = False  # never echoed back in errors, reprs or logs
+    # The default as shown in docs when it is not a plain value (for example "inferred from the endpoint").
+    default_doc: str | None = None
+    # Checks that need the parsed value, e.g. a JSON map's content; raise ValueError with a reason.
+    check: Callable[[Any], None] | None = field(default=None, compare=False)
+
+    @property
+    def key(self) -> str:
+        return self.name.lower()
+
+    def parse(self, raw: Any) -> Any:
+        """The parsed value of ``raw``; raises OptionError naming this option, the value and what is allowed."""
+        try:
+            value = self.kind.parse(str(raw))
+            if self.check is not None:
+                self.check(value)
+            return value
+        except (ValueError, KeyError, TypeError) as exc:
+            shown = "<secret>" if self.secret else repr(str(raw))
+            reason = f" ({exc})" if str(exc) and not isinstance(exc, KeyError) else ""
+            allowed = self.kind.allowed
+            raise OptionError(f"option {self.name}={shown} is invalid{reason}: allowed is {allowed}") from None
+
+
+REGISTRY: dict[str, Option] = {}
+
+
+def _add(option: Option) -> Option:
+    if not option.key.startswith(PREFIX):
+        raise ValueError(f"option {option.name} must start with {PREFIX!r}")
+    if option.key in REGISTRY:
+        raise ValueError(f"option {option.name} is registered twice")
+    REGISTRY[option.key] = option
+    return option
+
+
+def get(name: str) -> Option:
+    """The registered option called ``name`` (any case)."""
+    return REGISTRY[name.lower()]
+
+
+# --- common options (source and sink) -------------------------------------------------------------------------
+
+STREAM_NAME = _add(
+    Option(
+        "kinesis.streamName",
+        STRING,
+        None,
+        "Stream to read (source: one or more, comma-separated; each row carries its `streamName`) or the default "
+        "stream to write (sink; a `streamName` column overrides it per row).",
+        Side.BOTH,
+        default_doc="required for the source",
+    )
+)
+ENDPOINT_URL = _add(
+    Option(
+        "kinesis.endpointUrl",
+        STRING,
+        None,
+        "Kinesis endpoint, e.g. `https://kinesis.us-west-2.amazonaws.com` or a local server's URL.",
+        Side.BOTH,
+        default_doc="the region's AWS endpoint",
+    )
+)
+REGION = _add(
+    Option(
+        "kinesis.region",
+        STRING,
+        None,
+        "AWS region of the stream. When absent it is inferred from the endpoint (`kinesis.<region>.amazonaws.com`), "
+        "`us-east-1` for a loopback endpoint, else the AWS SDK's default region (AWS_REGION, config file).",
+        Side.BOTH,
+        default_doc="inferred",
+    )
+)
+ACCESS_KEY_ID = _add(
+    Option(
+        "kinesis.awsAccessKeyId",
+        STRING,
+        None,
+        "Access key id; with `kinesis.awsSecretKey`. Absent: the AWS SDK's default credential chain.",
+        Side.BOTH,
+        secret=True,
+        default_doc="default chain",
+    )
+)
+SECRET_KEY = _add(
+    Option(
+        "kinesis.awsSecretKey",
+        STRING,
+        None,
+        "Secret access key; with `kinesis.awsAccessKeyId`.",
+        Side.BOTH,
+        secret=True,
+        default_doc="default chain",
+    )
+)
+SESSION_TOKEN = _add(
+    Option(
+        "kinesis.sessionToken",
+        STRING,
+        None,
+        "Session token of temporary credentials; with the two key options.",
+        Side.BOTH,
+        secret=True,
+        default_doc="none",
+    )
+)
+CLIENT_NUM_RETRIES = _add(
+    Option(
+        "kinesis.clientNumRetries",
+        integer(0, 100),
+        3,
+        "Retries of a throttled, failed (5xx) or timed-out AWS call before the task fails.",
+        Side.BOTH,
+    )
+)
+CLIENT_RETRY_INTERVALS_MS = _add(
+    Option(
+        "kinesis.clientRetryIntervalsMs",
+        integer(0),
+        1000,
+        "First retry's backoff; each further retry doubles it (with jitter), up to `kinesis.clientMaxRetryIntervalMs`.",
+        Side.BOTH,
+        unit="ms",
+    )
+)
+CLIENT_MAX_RETRY_INTERVAL_MS = _add(
+    Option(
+        "kinesis.clientMaxRetryIntervalMs",
+        integer(0),
+        10000,
+        "Longest backoff between two retries.",
+        Side.BOTH,
+        unit="ms",
+    )
+)
+
+
+# --- source options -------------------------------------------------------------------------------------------
+
+
+def _position_kind(name: str, allowed: str) -> Kind:
+    def parse(raw: str) -> str:
+        # Imported here: offsets is a lower-level module that must stay importable without the registry.
+        from connector.offsets import parse_starting_position
+
+        parse_starting_position(raw)
+        return raw.strip()
+
+    return Kind(name, allowed, parse)
+
+
+STARTING = _position_kind(
+    "position",
+    "LATEST, TRIM_HORIZON, EARLIEST, AT_TIMESTAMP:<ISO-8601 time with offset>, or a JSON map of per-shard positions",
+)
+ENDING = Kind("position", "LATEST or a JSON map of per-shard positions", STRING.parse)
+
+
+CONSUMER_TYPE = _add(
+    Option(
+        "kinesis.consumerType",
+        choice("GetRecords", "SubscribeToShard"),
+        "GetRecords",
+        "How shards are read: `GetRecords` (polling, shared throughput). `SubscribeToShard` (enhanced fan-out) is "
+        "accepted for compatibility and refused at query start until the EFO reader lands.",
+        Side.SOURCE,
+    )
+)
+STARTING_POSITION = _add(
+    Option(
+        "kinesis.startingPosition",
+        STARTING,
+        "LATEST",
+        "Where a new query starts (a restart always resumes from its checkpoint): `LATEST`, `TRIM_HORIZON`, "
+        "`EARLIEST` (= `TRIM_HORIZON`), `AT_TIMESTAMP:<ISO-8601 time with offset>`, or a JSON map of per-shard "
+        "positions (see docs/source.md).",
+        Side.SOURCE,
+    )
+)
+ENDING_POSITION = _add(
+    Option(
+        "kinesis.endingPosition",
+        ENDING,
+        "LATEST",
+        "Batch reads only: where reading stops. `LATEST` = the tip of each shard when the read is planned, or a "
+        "JSON map of per-shard inclusive end positions (see docs/source.md).",
+        Side.SOURCE,
+    )
+)
+MAX_FETCH_RECORDS_PER_SHARD = _add(
+    Option(
+        "kinesis.maxFetchRecordsPerShard",
+        integer(1),
+        100000,
+        "Most records one micro-batch reads from one shard.",
+        Side.SOURCE,
+        unit="records",
+    )
+)
+MAX_FETCH_TIME_PER_SHARD_SEC = _add(
+    Option(
+        "kinesis.maxFetchTimePerShardSec",
+        integer(1),
+        None,
+        "Longest time one micro-batch spends reading one shard (a batch that runs again ignores it and stops "
+        "exactly where its first run stopped).",
+        Side.SOURCE,
+        unit="s",
+        default_doc="no limit",
+    )
+)
+DESCRIBE_SHARD_INTERVAL = _add(
+    Option(
+        "kinesis.describeShardInterval",
+        DURATION,
+        1.0,
+        "Shortest time between two listings of a stream's shards by the driver.",
+        Side.SOURCE,
+        unit="duration",
+        default_doc="1s",
+    )
+)
+FAIL_ON_DATA_LOSS = _add(
+    Option(
+        "kinesis.failOnDataLoss",
+        BOOL,
+        False,
+        "Fail the query when records it should read are gone (trimmed past retention, deleted shard) instead "
+        "of continuing from the oldest records still there.",
+        Side.SOURCE,
+    )
+)
+RECORDS_PER_FETCH = _add(
+    Option(
+        "kinesis.getRecords.numberOfRecordsPerFetch",
+        integer(1, 10000),
+        10000,
+        "`Limit` of one GetRecords call.",
+        Side.SOURCE,
+        unit="records",
+    )
+)
+FETCH_INTERVAL_MS = _add(
+    Option(
+        "kinesis.getRecords.fetchIntervalMs",
+        integer(0),
+        200,
+        "Pause between two GetRecords calls on one shard (Kinesis allows 5 calls per second per shard).",
+        Side.SOURCE,
+        unit="ms",
+    )
+)
+METADATA_PATH = _add(
+    Option(
+        "kinesis.metadataPath",
+        STRING,
+        None,
+        "Where executors record, per batch and shard, where they stopped (exact replay): a local path, "
+        "`file://`, `hdfs://` or `s3://` URI. Must be shared by driver and executors and be one per query; it is "
+        "written into the offsets, so a restart finds it. Spark does not tell a Python source its checkpoint "
+        "location: set this beside the checkpoint (`<checkpoint>/kinesis-metadata`).",
+        Side.SOURCE,
+        default_doc="`<temp dir>/aws-kinesis-metadata` (single machine only)",
+    )
+)
+MIN_BATCHES_TO_RETAIN = _add(
+    Option(
+        "kinesis.minBatchesToRetain",
+        integer(2),
+        100,
+        "Batches whose shard metadata is kept; older ones are purged.",
+        Side.SOURCE,
+        unit="batches",
+    )
+)
+SHARDS_PER_PARTITION = _add(
+    Option(
+        "kinesis.shardsPerPartition",
+        integer(1),
+        1,
+        "Shards read by one Spark input partition (raise it for streams with many small shards).",
+        Side.SOURCE,
+        unit="shards",
+    )
+)
+DEAGGREGATE = _add(
+    Option(
+        "kinesis.kpl.deaggregate",
+        BOOL,
+        True,
+        "Split KPL-aggregated records into their user records (each with its `subSequenceNumber`).",
+        Side.SOURCE,
+    )
+)
+PASS_THROUGH_CORRUPT = _add(
+    Option(
+        "kinesis.kpl.passThroughCorruptAggregates",
+        BOOL,
+        False,
+        "A record with the KPL magic but a bad MD5 or protobuf body is returned as-is (subSequenceNumber 0) "
+        "instead of failing the query.",
+        Side.SOURCE,
+    )
+)
+
+
+# --- sink options (owned by the sink engineer: add them below, one _add(Option(...)) each) ---------------------
+AGGREGATION_ENABLED = _add(
+    Option(
+        "kinesis.sink.aggregationEnabled",
+        BOOL,
+        True,
+        "Pack rows into KPL aggregated records of up to 1 MiB, one aggregate per target shard (readers de-aggregate "
+        "them: this source, the KCL, aws-kinesis-agg). Many more rows per second for small rows.",
+        Side.SINK,
+    )
+)
+MAX_CONNECTIONS = _add(
+    Option(
+        "kinesis.sink.maxConnections",
+        integer(1, 64),
+        1,
+        "Concurrent PutRecords calls per task (and per target stream). Rows of one partition key, or of one shard "
+        "when aggregating, always go through the same call sequence, so their order holds.",
+        Side.SINK,
+        unit="calls",
+    )
+)
+FLUSH_WAIT_TIME_MS = _add(
+    Option(
+        "kinesis.sink.flushWaitTimeMs",
+        integer(0),
+        100,
+        "Accepted for compatibility with the awslabs connector; no effect: this sink sends a task's rows before "
+        "the task ends and has nothing left to flush.",
+        Side.SINK,
+        unit="ms",
+    )
+)
+RECORD_MAX_BUFFERED_TIME_MS = _add(
+    Option(
+        "kinesis.sink.recordMaxBufferedTimeMs",
+        integer(0),
+        1000,
+        "Accepted for compatibility with the awslabs connector; no effect: rows are not held back to fill "
+        "batches by time, a task sends its rows as soon as they are checked.",
+        Side.SINK,
+        unit="ms",
+    )
+)
+# ----------------------------------------------------------------------------------------------- end of sink block
+
+
+# --- parsing --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ParsedOptions(Mapping[str, Any]):
+    """Every registered option's value (parsed, or its default) for one side, by lower-cased name.
+
+    ``given`` holds the lower-cased names the user set. Frozen and picklable; secrets hidden from repr.
+    """
+
+    by_key: Mapping[str, Any]
+    given: frozenset[str]
+
+    def __getitem__(self, name: str) -> Any:
+        return self.by_key[name.lower()]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.by_key)
+
+    def __len__(self) -> int:
+        return len(self.by_key)
+
+    def is_set(self, name: str) -> bool:
+        return name.lower() in self.given
+
+    def __repr__(self) -> str:
+        shown = {
+            REGISTRY[key].name: ("<secret>" if REGISTRY[key].secret else value)
+            for key, value in self.by_key.items()
+            if key in self.given
+        }
+        return f"ParsedOptions({shown})"
+
+
+def unknown_option_error(key: str) -> OptionError:
+    """The "did you mean" error for a ``kinesis.*`` name that is not registered."""
+    names = {option.key: option.name for option in REGISTRY.values()}
+    close = difflib.get_close_matches(key.lower(), names, n=2, cutoff=0.75)
+    hint = f"; did you mean {' or '.join(names[c] for c in close)}?" if close else ""
+    return OptionError(f"unknown option {key!r}{hint} (all options: docs/options.md)")
+
+
+def parse_options(raw: Mapping[str, Any], side: Side) -> ParsedOptions:
+    """Validate Spark's options dict for ``side`` and return every option's value.
+
+    Keys not starting with ``kinesis.`` belong to Spark or other layers (``path``, ``checkpointLocation``) and are
+    ignored. Known options of the other side are accepted and ignored, so one options dict can serve a
+    read and a write. Every problem is reported at once.
+    """
+    lowered = {str(key).lower(): value for key, value in raw.items()}
+    problems: list[str] = []
+    values: dict[str, Any] = {}
+    for key, value in lowered.items():
+        if not key.startswith(PREFIX):
+            continue
+        option = REGISTRY.get(key)
+        if option is None:
+            problems.append(str(unknown_option_error(key)))
+        elif option.side & side and value is not None:
+            try:
+                values[key] = option.parse(value)
+            except OptionError as exc:
+                problems.append(str(exc))
+    if problems:
+        raise OptionError("; ".join(problems))
+    given = frozenset(values)
+    for option in REGISTRY.values():
+        if option.side & side:
+            values.setdefault(option.key, option.default)
+    return ParsedOptions(values, given)
+
+
+# --- docs -----------------------------------------------------------------------------------------------------
+
+
+def _default_text(option: Option) -> str:
+    if option.default_doc is not None:
+        return option.default_doc
+    if option.default is None:
+        return "none"
+    if isinstance(option.default, bool):
+        return str(option.default).lower()
+    return f"`{option.default}`"
+
+
+def render_markdown() -> str:
+    """docs/options.md: one table of every option (``python -m connector.options > docs/options.md``)."""
+    lines = [
+        "# aws-kinesis options",
+        "",
+        "Generated from `connector/options.py` by `python -m connector.options > docs/options.md`; a test checks it "
+        "is up to date. Names are case-insensitive. An unknown `kinesis.*` option fails the query with a "
+        '"did you mean" hint; a bad value fails it naming the option, the value and what is allowed.',
+        "",
+        "| option | side | type | default | unit | allowed | description |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for option in sorted(REGISTRY.values(), key=lambda o: (o.side.label() != "both", o.side.label(), o.key)):
+        cells = [
+            f"`{option.name}`",
+            option.side.label(),
+            option.kind.type_name,
+            _default_text(option),
+            option.unit,
+            option.kind.allowed,
+            option.doc,
+        ]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")

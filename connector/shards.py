@@ -1,0 +1,104 @@
+"""Listing a stream's shards: the ``Shard`` record, ListShards paging and a clear error for a missing stream.
+
+Who calls it: the source's driver side when planning a batch (``stream_reader`` / ``batch_reader``) and the sink
+when it routes aggregates to shards. Lineage ordering (parent before child) builds on ``Shard`` in part 2.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from connector.retry import RetryPolicy
+
+MAX_HASH_KEY = 2**128 - 1
+
+
+class StreamNotFoundError(ValueError):
+    """The stream named in ``kinesis.streamName`` does not exist at the endpoint."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One shard as ListShards describes it (hash keys as ints; sequence numbers as decimal strings)."""
+
+    shard_id: str
+    parent_shard_id: str | None
+    adjacent_parent_shard_id: str | None
+    starting_hash_key: int
+    ending_hash_key: int
+    starting_sequence_number: str
+    ending_sequence_number: str | None
+
+    @property
+    def is_open(self) -> bool:
+        """True while the shard takes writes (a closed shard has an ending sequence number)."""
+        return self.ending_sequence_number is None
+
+    def holds_hash_key(self, hash_key: int) -> bool:
+        return self.starting_hash_key <= hash_key <= self.ending_hash_key
+
+    @classmethod
+    def from_api(cls, shard: dict[str, Any]) -> Shard:
+        """From one entry of a ListShards answer."""
+        hash_range = shard["HashKeyRange"]
+        sequence_range = shard["SequenceNumberRange"]
+        return cls(
+            shard_id=shard["ShardId"],
+            parent_shard_id=shard.get("ParentShardId"),
+            adjacent_parent_shard_id=shard.get("AdjacentParentShardId"),
+            starting_hash_key=int(hash_range["StartingHashKey"]),
+            ending_hash_key=int(hash_range["EndingHashKey"]),
+            starting_sequence_number=sequence_range["StartingSequenceNumber"],
+            ending_sequence_number=sequence_range.get("EndingSequenceNumber"),
+        )
+
+
+def list_shards(
+    kinesis_client: Any, stream_name: str, retry: RetryPolicy | None = None, page_size: int | None = None
+) -> list[Shard]:
+    """Every shard of ``stream_name`` (open and closed), following NextToken paging, in ListShards order.
+
+    Raises StreamNotFoundError when the stream does not exist; throttling and 5xx are retried by ``retry``.
+    ``page_size`` (MaxResults) is for tests of the paging; AWS's default page is 1000 shards.
+    """
+    policy = retry or RetryPolicy()
+    shards: list[Shard] = []
+    page: dict[str, Any] = {"MaxResults": page_size} if page_size else {}
+    kwargs: dict[str, Any] = {"StreamName": stream_name, **page}
+    while True:
+        try:
+            answer = policy.call(kinesis_client.list_shards, what=f"ListShards of stream '{stream_name}'", **kwargs)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+                endpoint = getattr(getattr(kinesis_client, "meta", None), "endpoint_url", "?")
+                region = getattr(getattr(kinesis_client, "meta", None), "region_name", "?")
+                raise StreamNotFoundError(
+                    f"Kinesis stream '{stream_name}' (option kinesis.streamName) does not exist at endpoint "
+                    f"{endpoint} in region {region}"
+                ) from None
+            raise
+        shards.extend(Shard.from_api(shard) for shard in answer["Shards"])
+        token = answer.get("NextToken")
+        if not token:
+            return shards
+        # With NextToken, ListShards refuses StreamName.
+        kwargs = {"NextToken": token, **page}
+
+
+def open_shards(shards: Iterable[Shard]) -> list[Shard]:
+    """The shards that take writes, sorted by starting hash key."""
+    return sorted((shard for shard in shards if shard.is_open), key=lambda shard: shard.starting_hash_key)
+
+
+def shard_for_hash_key(sorted_open: list[Shard], hash_key: int) -> Shard:
+    """The open shard (from ``open_shards``) whose hash-key range holds ``hash_key``; ValueError if none."""
+    starts = [shard.starting_hash_key for shard in sorted_open]
+    index = bisect.bisect_right(starts, hash_key) - 1
+    if index < 0 or not sorted_open[index].holds_hash_key(hash_key):
+        raise ValueError(f"hash key {hash_key} is outside every open shard's range (is the stream resharding?)")
+    return sorted_open[index]

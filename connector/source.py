@@ -1,0 +1,49 @@
+"""The Spark data source ``aws-kinesis``: its name, its schema, and which reader or writer Spark gets.
+
+Spark makes a ``KinesisDataSource(options)`` on the driver for every ``load()`` / ``save()`` / ``start()``.
+``schema()`` runs at ``load()``: the source options are validated there, so a bad option fails at ``load()``
+instead of at query start. Readers come from ``stream_reader`` / ``batch_reader``; writers from the sink
+engineer's ``connector.sink`` (imported lazily so both sides build independently).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+from pyspark.sql.types import StructType
+
+from connector import NAME
+from connector.decode import SCHEMA_DDL
+from connector.options import Side, parse_options
+
+
+class KinesisDataSource(DataSource):
+    """``spark.readStream.format("aws-kinesis")`` / ``spark.read`` / ``df.write`` / ``df.writeStream``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        """The fixed source schema (docs/source.md); validates the source options first (fails ``load()``)."""
+        parse_options(self.options, Side.SOURCE)
+        return SCHEMA_DDL
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from connector.stream_reader import KinesisStreamReader
+
+        return KinesisStreamReader(schema, self.options)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from connector.batch_reader import KinesisBatchReader
+
+        return KinesisBatchReader(schema, self.options)
+
+    def writer(self, schema: StructType, overwrite: bool):
+        from connector.sink import KinesisBatchWriter
+
+        return KinesisBatchWriter(schema, self.options)
+
+    def streamWriter(self, schema: StructType, overwrite: bool):
+        from connector.sink import KinesisStreamWriter
+
+        return KinesisStreamWriter(schema, self.options)
