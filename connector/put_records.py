@@ -144,8 +144,8 @@ class _Round:
     last_message: str = ""
 
 
-def check_entry(entry: Entry) -> None:
-    """Raise ValueError when the service would refuse this entry whatever we do (size, empty key)."""
+def check_entry(entry: Entry) -> int:
+    """The entry's size; raises ValueError when the service would refuse it whatever we do (size, empty key)."""
     if not entry.partition_key:
         raise ValueError("a Kinesis record needs a non-empty partition key")
     if len(entry.partition_key) > MAX_PARTITION_KEY_CHARS:
@@ -153,11 +153,13 @@ def check_entry(entry: Entry) -> None:
             f"partition key of {len(entry.partition_key)} characters is longer than "
             f"the {MAX_PARTITION_KEY_CHARS} Kinesis allows"
         )
-    if entry.size > MAX_ENTRY_BYTES:
+    size = entry.size
+    if size > MAX_ENTRY_BYTES:
         raise ValueError(
-            f"record of {entry.size} bytes (data + partition key) is over the Kinesis limit of "
+            f"record of {size} bytes (data + partition key) is over the Kinesis limit of "
             f"{MAX_ENTRY_BYTES} bytes (1 MiB)"
         )
+    return size
 
 
 def batches(entries: Iterable[Entry]) -> Iterator[list[Entry]]:
@@ -170,12 +172,12 @@ def batches(entries: Iterable[Entry]) -> Iterator[list[Entry]]:
     batch: list[Entry] = []
     batch_bytes = 0
     for entry in entries:
-        check_entry(entry)
-        if len(batch) == MAX_ENTRIES_PER_CALL or batch_bytes + entry.size > MAX_BYTES_PER_CALL:
+        size = check_entry(entry)
+        if len(batch) == MAX_ENTRIES_PER_CALL or batch_bytes + size > MAX_BYTES_PER_CALL:
             yield batch
             batch, batch_bytes = [], 0
         batch.append(entry)
-        batch_bytes += entry.size
+        batch_bytes += size
     if batch:
         yield batch
 

@@ -23,15 +23,20 @@ import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
+from connector import aws
+from connector import options as opts
+from connector.aws import ClientSettings
 from connector.kpl import Aggregator, OutgoingRecord, hash_key_of
 from connector.put_records import MAX_ENTRY_BYTES, MAX_PARTITION_KEY_CHARS, Entry, PutStats, put_all
 from connector.retry import RetryPolicy
+from connector.shards import list_shards, open_shards
 
 # --- pyspark version difference (kept here, it is the sink's only one) -------------------------------------
 # pyspark 4.1+ has DataSourceStreamArrowWriter; on 4.0.2 a stream writer that also derives from
@@ -185,11 +190,13 @@ class SinkSettings:
     """The sink's options, parsed once on the driver and pickled into every task."""
 
     stream_name: str | None
+    client: ClientSettings  # endpoint, region, credentials, retry policy: connector.aws builds the client
     aggregation_enabled: bool = True
     max_connections: int = 1
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    # Raw options for connector.aws, which builds the client (endpoint, region, credentials) in each task.
-    client_options: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return self.client.retry
 
 
 # --- routing records to shards ----------------------------------------------------------------------------
@@ -440,68 +447,27 @@ def _log_outcome(what: str, messages: list[WriterCommitMessage | None], level: i
     log.log(level, "aws-kinesis sink: %s: %d tasks wrote %s", what, tasks, total.describe())
 
 
-# --- PROVISIONAL until connector.options / connector.aws / connector.shards land --------------------------
-
-
-def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
-    value = options.get(name.lower())
-    if value is None:
-        return default
-    if value.strip().lower() not in ("true", "false"):
-        raise ValueError(f"option {name}={value!r} must be true or false")
-    return value.strip().lower() == "true"
-
-
-def _int(options: Mapping[str, str], name: str, default: int, minimum: int) -> int:
-    value = options.get(name.lower())
-    if value is None:
-        return default
-    try:
-        number = int(value)
-    except ValueError:
-        number = minimum - 1
-    if number < minimum:
-        raise ValueError(f"option {name}={value!r} must be an integer >= {minimum}")
-    return number
+# --- options, clients, shards ----------------------------------------------------------------------------
 
 
 def sink_settings(options: Mapping[str, str]) -> SinkSettings:
-    lowered = {key.lower(): value for key, value in options.items()}
+    """Parse Spark's raw options on the driver; raises OptionError naming any bad option and value."""
+    parsed = opts.parse_options(options, opts.Side.SINK)
+    connections = parsed[opts.MAX_CONNECTIONS.key]
     return SinkSettings(
-        stream_name=lowered.get("kinesis.streamname") or None,
-        aggregation_enabled=_flag(lowered, "kinesis.sink.aggregationEnabled", True),
-        max_connections=_int(lowered, "kinesis.sink.maxConnections", 1, 1),
-        retry=RetryPolicy(
-            max_retries=_int(lowered, "kinesis.clientNumRetries", 5, 0),
-            initial_interval_ms=_int(lowered, "kinesis.clientRetryIntervalsMs", 1000, 0),
-            max_interval_ms=_int(lowered, "kinesis.clientMaxRetryIntervalMs", 10000, 0),
-        ),
-        client_options=lowered,
+        stream_name=parsed[opts.STREAM_NAME.key],
+        aggregation_enabled=parsed[opts.AGGREGATION_ENABLED.key],
+        max_connections=connections,
+        client=ClientSettings.from_options(parsed, max_pool_connections=max(10, connections)),
     )
 
 
-def kinesis_client(settings: SinkSettings):
-    import boto3
-    from botocore.config import Config
+def kinesis_client(settings: SinkSettings) -> Any:
+    return aws.kinesis_client(settings.client)
 
-    options = settings.client_options
-    return boto3.session.Session().client(
-        "kinesis",
-        endpoint_url=options.get("kinesis.endpointurl"),
-        region_name=options.get("kinesis.region", "us-east-1"),
-        config=Config(retries={"total_max_attempts": 1}, max_pool_connections=max(10, settings.max_connections)),
+
+def open_shard_router(client: Any, stream: str, settings: SinkSettings) -> ShardRouter:
+    """The stream's open shards, listed once per task and stream (aggregation only)."""
+    return ShardRouter(
+        (s.starting_hash_key, s.ending_hash_key) for s in open_shards(list_shards(client, stream, settings.retry))
     )
-
-
-def open_shard_router(client, stream: str, settings: SinkSettings) -> ShardRouter:
-    ranges = []
-    kwargs: dict = {"StreamName": stream}
-    while True:
-        answer = settings.retry.call(client.list_shards, what=f"ListShards of stream '{stream}'", **kwargs)
-        for shard in answer["Shards"]:
-            if "EndingSequenceNumber" not in shard["SequenceNumberRange"]:
-                hash_range = shard["HashKeyRange"]
-                ranges.append((int(hash_range["StartingHashKey"]), int(hash_range["EndingHashKey"])))
-        if not answer.get("NextToken"):
-            return ShardRouter(ranges)
-        kwargs = {"NextToken": answer["NextToken"]}
