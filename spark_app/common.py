@@ -404,11 +404,25 @@ def run_until_stopped(
 
 
 def stop_between_batches(query: StreamingQuery, grace_s: float) -> None:
-    """Stop ``query`` when no micro-batch is running (or after ``grace_s``: Spark then replays that batch)."""
+    """Stop ``query`` once no micro-batch is running, so that a batch is not cut half-written.
+
+    With a processing-time trigger a query idles between batches and the stop lands there. When batches run
+    back to back (``--trigger-seconds 0`` with a backlog, or batches longer than the interval) there is no idle
+    moment: the stop then comes right after the running batch completes, interrupting only the next one as it
+    starts, which Spark replays from its offset log on restart. After ``grace_s`` it stops regardless.
+    """
     deadline = time.monotonic() + grace_s
-    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
-        time.sleep(0.1)
+    finished = _last_batch_id(query)
+    while query.isActive and time.monotonic() < deadline:
+        if not query.status["isTriggerActive"] or _last_batch_id(query) != finished:
+            break
+        time.sleep(0.02)
     query.stop()
+
+
+def _last_batch_id(query: StreamingQuery) -> int:
+    progress = query.lastProgress
+    return -1 if progress is None else int(progress["batchId"])
 
 
 # --- main ----------------------------------------------------------------------------------------------------
