@@ -1,39 +1,442 @@
-"""The README's first command: run the pipeline on local servers, no AWS account needed.
+"""The README's first command (`make demo`): the whole pipeline on this machine, no AWS account needed.
 
-For now (foundation): start the local servers, create the demo source and sink streams, write a few records
-with boto3, read them back and check them, then stop everything.
+1. starts a local Kinesis server (kinesalite by default) and creates a source and a sink stream;
+2. runs the load generator with its seed template at a steady rate in a background thread, and puts a few
+   malformed records into the source stream too;
+3. runs the country_counts job on local Spark (local[2]) with the aws-kinesis source and sink;
+4. reads the sink stream back and shows a live table of the counts per country;
+5. once the generator is done and the counts have settled, stops the job between batches and checks that
+   every generated event was counted exactly once and every malformed record went to the dead-letter path
+   (``spark_app.verdict`` defines this precisely), prints the verdict and exits 0 only when it holds.
+
+It ends by itself (``--timeout-seconds``, default 170 s) and stops every process it started. ``--aws`` (or
+``--endpoint-url``) points the same demo at real Kinesis: it then creates its two streams there, and deletes
+them at the end unless ``--keep-streams``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-from localaws import KINESIS_MOCK, MOTO, LocalAws
-from localaws.streams import create_stream, put_records, read_stream
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from localaws import KINESALITE, KINESIS_MOCK, LocalAws, project_root
+from localaws.streams import create_stream, list_shard_ids, put_records, read_stream, unique_name
+from spark_app import common, country_counts
+from spark_app.verdict import Expected, FinalCounts, Verdict, judge
+
+SERVERS = {"kinesalite": KINESALITE, "kinesis-mock": KINESIS_MOCK}
+SEED_TEMPLATE = project_root() / "generator" / "templates" / "seed.json"
+# Records no job should accept; each must end up in the dead-letter path, not crash the job or vanish.
+MALFORMED_RECORDS = [b"not json at all", b'{"id": 1, "data": "Spain"}', b"\xff\xfe\x00 binary", b'{"id": "x"}']
+LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+SHORT = {"seconds": 12.0, "rate": 25.0, "window_seconds": 5, "trigger_seconds": 1.0}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--records", type=int, default=20, help="records to write into the source stream")
-    return parser.parse_args(argv)
+    parser = argparse.ArgumentParser(
+        prog="python -m spark_app.demo", description=__doc__.split("\n\n")[0], epilog="See docs/jobs.md."
+    )
+    run = parser.add_argument_group("what runs")
+    run.add_argument("--seconds", type=_positive, default=60.0, help="how long the generator runs (default: 60)")
+    run.add_argument("--rate", type=_positive, default=50.0, help="events per second generated (default: 50)")
+    run.add_argument("--short", action="store_true", help="CI mode: 12 s at 25 events/s, 5 s windows, 1 s batches")
+    run.add_argument("--window-seconds", type=int, default=10, help="country_counts window (default: 10)")
+    run.add_argument("--trigger-seconds", type=float, default=2.0, help="micro-batch interval (default: 2)")
+    run.add_argument("--malformed", type=int, default=len(MALFORMED_RECORDS), help="malformed records to inject")
+    run.add_argument("--template", type=Path, default=SEED_TEMPLATE, help="generator template (default: seed)")
+    run.add_argument("--timeout-seconds", type=_positive, default=170.0, help="hard end of the demo (default: 170)")
+    run.add_argument("--no-live", action="store_true", help="print progress lines instead of a live table")
+    where = parser.add_argument_group("where it runs (default: local servers)")
+    where.add_argument("--kinesis-server", choices=sorted(SERVERS), default="kinesalite", help="local Kinesis")
+    where.add_argument("--aws", action="store_true", help="use real AWS (default credential chain) instead")
+    where.add_argument("--endpoint-url", help="use this Kinesis endpoint instead of starting a local server")
+    where.add_argument("--region", default="us-east-1", help="region of the streams (default: us-east-1)")
+    where.add_argument("--source-stream", help="name of the source stream to create (default: demo-source-<id>)")
+    where.add_argument("--sink-stream", help="name of the sink stream to create (default: demo-sink-<id>)")
+    where.add_argument("--shards", type=int, default=2, help="shards of the source stream (default: 2)")
+    where.add_argument("--keep-streams", action="store_true", help="on AWS, do not delete the streams at the end")
+    args = parser.parse_args(argv)
+    if args.short:
+        for name, value in SHORT.items():
+            setattr(args, name, value)
+    if not 0 <= args.malformed <= len(MALFORMED_RECORDS):
+        parser.error(f"--malformed: got {args.malformed}; allowed: 0 to {len(MALFORMED_RECORDS)}")
+    if args.window_seconds <= 0 or args.shards <= 0:
+        parser.error("--window-seconds and --shards: allowed: whole numbers > 0")
+    args.source_stream = args.source_stream or unique_name("demo-source")
+    args.sink_stream = args.sink_stream or unique_name("demo-sink")
+    return args
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: a number > 0")
+    return value
+
+
+# --- where: local servers or AWS -----------------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    """The Kinesis endpoint the demo uses, and a boto3 client for its own setup and checks."""
+
+    endpoint_url: str | None
+    region: str
+    kinesis: Any
+    local: bool
+
+
+@contextlib.contextmanager
+def open_target(args: argparse.Namespace, say: Any) -> Iterator[Target]:
+    """Start a local server (stopped on exit), or connect to ``--endpoint-url`` / AWS with the default chain."""
+    import boto3
+
+    if args.aws or args.endpoint_url:
+        kinesis = boto3.client("kinesis", region_name=args.region, endpoint_url=args.endpoint_url)
+        say(f"using Kinesis at {args.endpoint_url or 'AWS'} in {args.region}")
+        yield Target(args.endpoint_url, args.region, kinesis, local=False)
+        return
+    # The connector and the generator use boto3's default chain: give it the local servers' dummy keys.
+    os.environ.update(LOCAL_CREDENTIALS)
+    with LocalAws([SERVERS[args.kinesis_server]]) as aws:
+        server = aws[args.kinesis_server]
+        say(f"started {server.name} at {server.endpoint_url}")
+        yield Target(server.endpoint_url, args.region, server.client("kinesis", region=args.region), local=True)
+    say(f"stopped {server.name}")
+
+
+@contextlib.contextmanager
+def demo_streams(args: argparse.Namespace, target: Target, say: Any) -> Iterator[None]:
+    """Create the source and sink streams; on AWS delete them afterwards (unless --keep-streams)."""
+    created = []
+    try:
+        for name, shards in ((args.source_stream, args.shards), (args.sink_stream, 1)):
+            create_stream(target.kinesis, name, shards)
+            created.append(name)
+            say(f"created stream {name} ({shards} shard{'s' if shards > 1 else ''})")
+        yield
+    finally:
+        if not target.local and not args.keep_streams:
+            for name in created:
+                target.kinesis.delete_stream(StreamName=name, EnforceConsumerDeletion=True)
+                say(f"deleted stream {name}")
+
+
+# --- the generator, in a background thread -------------------------------------------------------------------
+
+
+@dataclass
+class GeneratorRun:
+    """The generator running in a daemon thread; ``sent`` is known once it is done."""
+
+    thread: threading.Thread | None = None
+    sent: int | None = None
+    error: BaseException | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def start(self, args: argparse.Namespace, target: Target) -> None:
+        self.thread = threading.Thread(target=self._run, args=(args, target), name="generator", daemon=True)
+        self.thread.start()
+
+    def _run(self, args: argparse.Namespace, target: Target) -> None:
+        try:
+            import generator
+
+            summary = generator.run(
+                stream_name=args.source_stream,
+                template=args.template.read_text(),
+                rate=args.rate,
+                duration_s=args.seconds,
+                endpoint_url=target.endpoint_url,
+                region=target.region,
+                quiet=True,
+            )
+            self.sent = _sent_of(summary)
+        except BaseException as error:  # reported by the verdict, never lost in a thread
+            self.error = error
+        finally:
+            self.done.set()
+
+
+def _sent_of(summary: Any) -> int:
+    for name in ("sent", "records_sent", "count", "records"):
+        value = getattr(summary, name, None)
+        if isinstance(value, int):
+            return value
+    raise TypeError(f"generator.run returned {summary!r}: no count of records sent")
+
+
+# --- Spark -----------------------------------------------------------------------------------------------------
+
+
+def start_spark(app_name: str = "kinesis-demo") -> Any:
+    """A local[2] session whose Python workers run this interpreter and import this project."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    root = str(project_root())
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        # The events' dates carry no zone; the verdict reads them as UTC too.
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def job_arguments(args: argparse.Namespace, target: Target, workdir: Path) -> Any:
+    """country_counts' own command line, as an EMR step would pass it."""
+    argv = [
+        "--source-stream", args.source_stream,
+        "--sink-stream", args.sink_stream,
+        "--region", target.region,
+        "--checkpoint-location", str(workdir / "checkpoint"),
+        "--trigger-seconds", f"{args.trigger_seconds:g}",
+        "--starting-position", "TRIM_HORIZON",
+        "--window-seconds", str(args.window_seconds),
+        # Generous: events are stamped when generated, and a late one would be dropped, not counted.
+        "--watermark-seconds", "120",
+        "--dead-letter-path", str(workdir / "dead-letter"),
+    ]  # fmt: skip
+    if target.endpoint_url:
+        argv += ["--endpoint-url", target.endpoint_url]
+    return common.parse_job_args(country_counts.parser(), argv, needs_sink=True)
+
+
+def stop_queries(queries: list[Any]) -> None:
+    """Stop the job's queries between batches, as its stop marker would (raises if one had failed)."""
+    stop = common.StopSignal()
+    stop.request("the demo is done")
+    common.run_until_stopped(queries, stop, batch_grace_s=15)
+
+
+def count_dead_letters(path: Path) -> int:
+    return sum(len(f.read_text().splitlines()) for f in path.glob("batch_id=*/*.json"))
+
+
+# --- reading the sink -------------------------------------------------------------------------------------------
+
+
+def user_payloads(records: list[dict]) -> Iterator[bytes]:
+    """The user records' data of GetRecords records, de-aggregating KPL aggregates (the sink's default)."""
+    from connector import kpl
+
+    for record in records:
+        data = record["Data"]
+        if kpl.is_aggregated(data):
+            yield from (user.data for user in kpl.deaggregate(data))
+        else:
+            yield data
+
+
+class SinkTail:
+    """Follows every shard of the sink stream from its start; ``poll()`` folds new records into ``final``."""
+
+    def __init__(self, kinesis: Any, stream: str):
+        self.kinesis = kinesis
+        self.final = FinalCounts()
+        self.iterators = {
+            shard: kinesis.get_shard_iterator(StreamName=stream, ShardId=shard, ShardIteratorType="TRIM_HORIZON")[
+                "ShardIterator"
+            ]
+            for shard in list_shard_ids(kinesis, stream)
+        }
+
+    def poll(self) -> None:
+        for shard, iterator in list(self.iterators.items()):
+            while iterator:
+                answer = self.kinesis.get_records(ShardIterator=iterator, Limit=10000)
+                for data in user_payloads(answer["Records"]):
+                    self.final.add(data)
+                iterator = answer.get("NextShardIterator")
+                if not answer["Records"]:
+                    break
+            self.iterators[shard] = iterator
+
+
+# --- showing progress -------------------------------------------------------------------------------------------
+
+
+def render(final: FinalCounts, status: str) -> Group:
+    table = Table(title="events per country, read back from the sink stream", min_width=60)
+    table.add_column("country")
+    table.add_column("events counted", justify="right")
+    table.add_column("windows", justify="right")
+    windows: dict[str, int] = {}
+    for _, country in final.latest:
+        windows[country] = windows.get(country, 0) + 1
+    per_country = final.per_country()
+    for country in sorted(per_country):
+        table.add_row(country, str(per_country[country]), str(windows[country]))
+    table.add_row("[bold]total", f"[bold]{per_country.total()}", str(len(final.latest)))
+    return Group(table, Text(status, style="dim"))
+
+
+def render_verdict(verdict: Verdict, expected: Expected, final: FinalCounts, dead_letters: int) -> Table:
+    table = Table(title="verdict: sink counts vs. source stream")
+    for name in ("country", "in source", "counted", ""):
+        table.add_column(name, justify="right" if name else "left")
+    want, got = expected.per_country(), final.per_country()
+    for country in sorted(set(want) | set(got)):
+        table.add_row(country, str(want[country]), str(got[country]), "ok" if want[country] == got[country] else "X")
+    table.add_row("malformed", str(expected.malformed), f"{dead_letters} dead letters", "")
+    return table
+
+
+# --- the run ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Progress:
+    started: float = field(default_factory=time.monotonic)
+
+    def status(self, generator: GeneratorRun, queries: list[Any], final: FinalCounts, phase: str) -> str:
+        batches = max((q.lastProgress or {"batchId": -1})["batchId"] for q in queries) + 1
+        gen = "running" if not generator.done.is_set() else f"done, {generator.sent} events sent"
+        return (
+            f"{time.monotonic() - self.started:5.0f}s  {phase}  generator: {gen}  Spark batches: {batches}  "
+            f"sink records: {final.records}"
+        )
+
+
+def run_pipeline(args: argparse.Namespace, console: Console, deadline: float) -> int:
+    """Everything between 'servers up' and the verdict; returns the exit code."""
+    say = console.print
+    with contextlib.ExitStack() as stack:
+        target = stack.enter_context(open_target(args, say))
+        stack.enter_context(demo_streams(args, target, say))
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kinesis-demo-")))
+        bad = MALFORMED_RECORDS[: args.malformed]
+        put_records(target.kinesis, args.source_stream, [(data, f"bad-{i}") for i, data in enumerate(bad)])
+        generator = GeneratorRun()
+        generator.start(args, target)
+        say(
+            f"generator: {args.rate:g} events/s for {args.seconds:g} s into {args.source_stream}, +{len(bad)} malformed"
+        )
+        say("starting Spark (local[2]) and country_counts ...")
+        spark = start_spark()
+        stack.callback(spark.stop)
+        common.register_connector(spark)
+        job_args = job_arguments(args, target, workdir)
+        queries = country_counts.start(spark, job_args)
+        stack.callback(stop_queries, queries)  # also when anything below fails
+
+        tail = SinkTail(target.kinesis, args.sink_stream)
+        expected = watch(args, console, generator, queries, tail, target, workdir, deadline)
+        try:
+            stop_queries(queries)
+        except common.QueryFailedError as error:
+            console.print(f"[bold red]VERDICT: FAIL[/] the job failed: {error}")
+            return 1
+        tail.poll()
+        dead_letters = count_dead_letters(workdir / "dead-letter")
+        verdict = _verdict(generator, expected, tail.final, dead_letters, len(bad), args, target)
+        console.print(render_verdict(verdict, expected, tail.final, dead_letters))
+        for problem in verdict.problems[:20]:
+            console.print(f"  [red]- {problem}")
+        console.print(
+            "[bold green]VERDICT: PASS[/] every generated event was counted exactly once"
+            if verdict.ok
+            else f"[bold red]VERDICT: FAIL[/] {len(verdict.problems)} problem(s)"
+        )
+        return 0 if verdict.ok else 1
+
+
+def watch(
+    args: argparse.Namespace,
+    console: Console,
+    generator: GeneratorRun,
+    queries: list[Any],
+    tail: SinkTail,
+    target: Target,
+    workdir: Path,
+    deadline: float,
+) -> Expected:
+    """Show the live table until the counts settle on what the source holds (or the deadline); returns that."""
+    progress = Progress()
+    expected: Expected | None = None
+    live = None if args.no_live or not console.is_terminal else Live(console=console, refresh_per_second=2)
+    last_line = 0.0
+    with live or contextlib.nullcontext():
+        while time.monotonic() < deadline:
+            tail.poll()
+            if generator.done.is_set() and expected is None:
+                expected = Expected.from_records(
+                    user_payloads(read_stream(target.kinesis, args.source_stream)), args.window_seconds
+                )
+            settled = expected is not None and _settled(expected, tail.final, workdir)
+            phase = "settled" if settled else ("draining" if expected else "generating")
+            status = progress.status(generator, queries, tail.final, phase)
+            if live is not None:
+                live.update(render(tail.final, status))
+            elif time.monotonic() - last_line >= 5 or settled:
+                console.print(status)
+                last_line = time.monotonic()
+            if settled or any(not q.isActive for q in queries):
+                break
+            time.sleep(1.0)
+    if expected is None:  # deadline hit while generating: judge what is there
+        expected = Expected.from_records(
+            user_payloads(read_stream(target.kinesis, args.source_stream)), args.window_seconds
+        )
+    return expected
+
+
+def _settled(expected: Expected, final: FinalCounts, workdir: Path) -> bool:
+    return final.counts() == expected.counts and count_dead_letters(workdir / "dead-letter") >= expected.malformed
+
+
+def _verdict(
+    generator: GeneratorRun,
+    expected: Expected,
+    final: FinalCounts,
+    dead_letters: int,
+    injected: int,
+    args: argparse.Namespace,
+    target: Target,
+) -> Verdict:
+    verdict = judge(expected, final, dead_letters, generator.sent, injected)
+    extra = []
+    if generator.error is not None:
+        extra.append(f"generator failed: {generator.error!r}")
+    elif not generator.done.is_set():
+        extra.append(f"generator still running at the deadline ({args.timeout_seconds:g} s)")
+    return Verdict(verdict.ok and not extra, extra + verdict.problems)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    with LocalAws([KINESIS_MOCK, MOTO]) as aws:
-        kinesis = aws.kinesis_mock.client("kinesis")
-        print(f"kinesis-mock at {aws.kinesis_mock.endpoint_url}, moto at {aws.moto.endpoint_url}")
-        for name, shards in (("demo-source", 2), ("demo-sink", 1)):
-            create_stream(kinesis, name, shards)
-            print(f"created stream {name} with {shards} shard(s)")
-        sent = [(f'{{"id": {i}}}'.encode(), f"key-{i}") for i in range(args.records)]
-        put_records(kinesis, "demo-source", sent)
-        received = read_stream(kinesis, "demo-source")
-        ok = sorted((r["Data"], r["PartitionKey"]) for r in received) == sorted(sent)
-        print(f"wrote {len(sent)} records, read back {len(received)}: {'OK' if ok else 'MISMATCH'}")
-    print("local servers stopped")
-    return 0 if ok else 1
+    console = Console()
+    deadline = time.monotonic() + args.timeout_seconds - 15  # leave time to stop everything cleanly
+    try:
+        return run_pipeline(args, console, deadline)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted; everything stopped")
+        return 130
 
 
 if __name__ == "__main__":
