@@ -202,16 +202,28 @@ def trigger_of(args: Any) -> dict[str, Any]:
 def start_kinesis_query(
     df: DataFrame, args: Any, job: str, query_name: str, output_mode: str = "append"
 ) -> StreamingQuery:
-    """Write ``df`` (``data``, ``partitionKey``) to ``--sink-stream``; checkpoint in ``<checkpoint>/<query_name>``."""
-    return (
-        df.writeStream.format(KINESIS_FORMAT)
-        .options(**sink_options(args))
-        .outputMode(output_mode)
-        .queryName(f"{job}-{query_name}")
-        .option("checkpointLocation", checkpoint_of(args, query_name))
-        .trigger(**trigger_of(args))
-        .start()
-    )
+    """Write ``df`` (``data``, ``partitionKey``) to ``--sink-stream``; checkpoint in ``<checkpoint>/<query_name>``.
+
+    ``append`` uses the aws-kinesis streaming sink directly. A Python streaming sink supports append only, so
+    ``update`` (an aggregation re-emitting its changed rows each batch) goes through ``foreachBatch`` and the
+    sink's batch writer: same records, same at-least-once delivery.
+    """
+    writer = df.writeStream.outputMode(output_mode).queryName(f"{job}-{query_name}")
+    if output_mode == "append":
+        writer = writer.format(KINESIS_FORMAT).options(**sink_options(args))
+    else:
+        writer = writer.foreachBatch(KinesisBatchWriter(sink_options(args)))
+    return writer.option("checkpointLocation", checkpoint_of(args, query_name)).trigger(**trigger_of(args)).start()
+
+
+@dataclass
+class KinesisBatchWriter:
+    """A ``foreachBatch`` function that appends each micro-batch to a Kinesis stream with the batch writer."""
+
+    options: dict[str, str]
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        batch.write.format(KINESIS_FORMAT).options(**self.options).mode("append").save()
 
 
 def batch_time(alias: str) -> Column:

@@ -36,7 +36,7 @@ from rich.text import Text
 from localaws import KINESALITE, KINESIS_MOCK, LocalAws, project_root
 from localaws.streams import create_stream, list_shard_ids, put_records, read_stream, unique_name
 from spark_app import common, country_counts
-from spark_app.verdict import Expected, FinalCounts, Verdict, judge
+from spark_app.verdict import Expected, FinalCounts, Verdict, judge, user_payloads
 
 SERVERS = {"kinesalite": KINESALITE, "kinesis-mock": KINESIS_MOCK}
 SEED_TEMPLATE = project_root() / "generator" / "templates" / "seed.json"
@@ -199,6 +199,7 @@ def start_spark(app_name: str = "kinesis-demo") -> Any:
         SparkSession.builder.master("local[2]")
         .appName(app_name)
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")  # progress bars would tear the live table
         .config("spark.sql.shuffle.partitions", "2")
         # The events' dates carry no zone; the verdict reads them as UTC too.
         .config("spark.sql.session.timeZone", "UTC")
@@ -239,18 +240,6 @@ def count_dead_letters(path: Path) -> int:
 
 
 # --- reading the sink -------------------------------------------------------------------------------------------
-
-
-def user_payloads(records: list[dict]) -> Iterator[bytes]:
-    """The user records' data of GetRecords records, de-aggregating KPL aggregates (the sink's default)."""
-    from connector import kpl
-
-    for record in records:
-        data = record["Data"]
-        if kpl.is_aggregated(data):
-            yield from (user.data for user in kpl.deaggregate(data))
-        else:
-            yield data
 
 
 class SinkTail:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -141,3 +141,15 @@ def judge(
     if dead_letters != expected.malformed:
         problems.append(f"dead-letter path holds {dead_letters} records, source has {expected.malformed} malformed")
     return Verdict(not problems, problems)
+
+
+def user_payloads(records: list[dict]) -> Iterator[bytes]:
+    """The user records' data of GetRecords records, de-aggregating KPL aggregates (the sink's default)."""
+    from connector import kpl
+
+    for record in records:
+        data = record["Data"]
+        if kpl.is_aggregated(data):
+            yield from (user.data for user in kpl.deaggregate(data))
+        else:
+            yield data
