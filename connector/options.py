@@ -390,6 +390,17 @@ METADATA_PATH = _add(
         default_doc="`<temp dir>/aws-kinesis-metadata` (single machine only)",
     )
 )
+METADATA_S3_ENDPOINT_URL = _add(
+    Option(
+        "kinesis.metadata.s3EndpointUrl",
+        STRING,
+        None,
+        "S3 endpoint for an `s3://` `kinesis.metadataPath` (a VPC endpoint or a local S3); same credentials and "
+        "region as Kinesis.",
+        Side.SOURCE,
+        default_doc="the region's AWS endpoint",
+    )
+)
 MIN_BATCHES_TO_RETAIN = _add(
     Option(
         "kinesis.minBatchesToRetain",

@@ -102,3 +102,39 @@ def shard_for_hash_key(sorted_open: list[Shard], hash_key: int) -> Shard:
     if index < 0 or not sorted_open[index].holds_hash_key(hash_key):
         raise ValueError(f"hash key {hash_key} is outside every open shard's range (is the stream resharding?)")
     return sorted_open[index]
+
+
+class ShardCatalog:
+    """The driver's view of each stream's shards, listed at most once per ``min_interval_s`` per stream.
+
+    Hash-key ranges never change for a shard id, so ``hash_range`` answers from any earlier listing.
+    Holds no client (it is pickled with the reader): ``client_factory`` gives the process's client.
+    """
+
+    def __init__(self, client_factory: Any, retry: RetryPolicy, min_interval_s: float = 1.0):
+        self._client_factory = client_factory
+        self._retry = retry
+        self._min_interval_s = min_interval_s
+        self._listed: dict[str, tuple[float, list[Shard]]] = {}
+        self._by_key: dict[tuple[str, str], Shard] = {}
+
+    def shards(self, stream: str, fresh: bool = False) -> list[Shard]:
+        """The stream's shards, from a listing at most ``min_interval_s`` old (``fresh``: list now)."""
+        import time
+
+        now = time.monotonic()
+        cached = self._listed.get(stream)
+        if cached is not None and not fresh and now - cached[0] < self._min_interval_s:
+            return cached[1]
+        shards = list_shards(self._client_factory(), stream, self._retry)
+        self._listed[stream] = (now, shards)
+        self._by_key.update(((stream, shard.shard_id), shard) for shard in shards)
+        return shards
+
+    def hash_range(self, stream: str, shard_id: str) -> tuple[int, int]:
+        """The shard's hash-key range; the whole space for a shard no listing shows any more (expired)."""
+        shard = self._by_key.get((stream, shard_id))
+        if shard is None:
+            self.shards(stream, fresh=True)
+            shard = self._by_key.get((stream, shard_id))
+        return (shard.starting_hash_key, shard.ending_hash_key) if shard else (0, MAX_HASH_KEY)

@@ -1,0 +1,120 @@
+"""The batch reader: ``spark.read.format("aws-kinesis")`` reads a bounded range of every shard.
+
+Who calls what: Spark builds the reader on the driver at ``load()``; ``partitions()`` lists the shards and fixes
+the range; ``read(partition)`` runs on executors. The range is ``kinesis.startingPosition`` (default
+TRIM_HORIZON for batch reads) to ``kinesis.endingPosition``: ``LATEST`` stops each shard at the first record
+that arrived after planning (or when caught up), a JSON map stops a shard after the given record (inclusive).
+A task that runs again reads the same range: nothing in it depends on when it runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from connector import options as opts
+from connector.aws import kinesis_client
+from connector.fetch.polling import FetchLimits, ShardFetcher, ShardTask, now_ms
+from connector.offsets import (
+    AFTER_SEQUENCE_NUMBER,
+    AT_SEQUENCE_NUMBER,
+    LATEST,
+    TRIM_HORIZON,
+    Position,
+    PositionSpec,
+)
+from connector.options import OptionError
+from connector.shards import ShardCatalog
+from connector.source_settings import SourceSettings
+from connector.stream_reader import shard_context
+
+
+@dataclass(frozen=True)
+class ShardEnd:
+    """An inclusive end: stop after user record (sequence_number, sub_sequence_number)."""
+
+    sequence_number: str
+    sub_sequence_number: int
+
+
+@dataclass(frozen=True)
+class BatchPartition(InputPartition):
+    """One Spark task of a batch read: shards with their start and optional inclusive end."""
+
+    tasks: tuple[tuple[ShardTask, ShardEnd | None], ...]
+    stop_after_ms: int | None
+
+
+def parse_ending_position(text: str) -> dict[str, ShardEnd] | None:
+    """None for ``LATEST``; else the JSON map of shard key (``shardId`` or ``stream/shardId``) to inclusive end."""
+    if text.strip().upper() == LATEST:
+        return None
+    try:
+        raw = json.loads(text)
+        ends = {}
+        for key, value in raw.items():
+            position = Position.from_json(value)
+            if position.kind not in (AT_SEQUENCE_NUMBER, AFTER_SEQUENCE_NUMBER):
+                raise ValueError(f"shard {key!r}: an end must name a sequence number")
+            assert position.sequence_number is not None
+            ends[key] = ShardEnd(position.sequence_number, max(position.sub_sequence_number, 0))
+        return ends
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise OptionError(
+            f"option {opts.ENDING_POSITION.name}={text!r} is invalid ({exc}): allowed is {opts.ENDING.allowed}"
+        ) from None
+
+
+class KinesisBatchReader(DataSourceReader):
+    """``spark.read.format("aws-kinesis")``: see the module doc."""
+
+    def __init__(self, schema: StructType, options: dict[str, str]):
+        self.settings = SourceSettings.from_options(options)
+        self.ends = parse_ending_position(self.settings.ending)
+        starting = self.settings.starting
+        # LATEST would make a batch read empty: without an explicit start, a batch read starts at the oldest record.
+        self.starting = starting if self.settings.starting_given else PositionSpec(Position(TRIM_HORIZON))
+        if self.starting.default.kind == LATEST or any(p.kind == LATEST for p in self.starting.per_shard.values()):
+            raise OptionError(
+                f"option {opts.STARTING_POSITION.name}=LATEST makes a batch read empty: use TRIM_HORIZON, "
+                "AT_TIMESTAMP:<time> or per-shard positions"
+            )
+
+    def partitions(self) -> Sequence[InputPartition]:
+        """Every shard of every stream, with the range fixed now."""
+        catalog = ShardCatalog(functools.partial(kinesis_client, self.settings.client), self.settings.client.retry, 0.0)
+        stop_after = now_ms() if self.ends is None else None
+        tasks = []
+        for stream in self.settings.streams:
+            for shard in catalog.shards(stream):
+                start = self.starting.for_shard(stream, shard.shard_id)
+                task = ShardTask(stream, shard.shard_id, shard.starting_hash_key, shard.ending_hash_key, start)
+                end = None
+                if self.ends is not None:
+                    end = self.ends.get(f"{stream}/{shard.shard_id}", self.ends.get(shard.shard_id))
+                    if end is None:
+                        continue  # an explicit end map reads only the shards it names
+                tasks.append((task, end))
+        size = self.settings.shards_per_partition
+        return [BatchPartition(tuple(tasks[i : i + size]), stop_after) for i in range(0, len(tasks), size)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, BatchPartition)
+        client = kinesis_client(self.settings.client)
+        limits = FetchLimits(
+            records_per_call=self.settings.records_per_fetch,
+            fetch_interval_s=self.settings.fetch_interval_s,
+            stop_after_ms=partition.stop_after_ms,
+        )
+        for task, end in partition.tasks:
+            until = (int(end.sequence_number), end.sub_sequence_number) if end is not None else None
+            fetcher = ShardFetcher(
+                client, task, limits, self.settings.client.retry, shard_context(self.settings, task), until=until
+            )
+            yield from fetcher.batches()

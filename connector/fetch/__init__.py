@@ -1,0 +1,1 @@
+"""Executor-side shard readers: polling (GetRecords) now, enhanced fan-out later."""

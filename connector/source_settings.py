@@ -1,0 +1,96 @@
+"""The source's options, parsed and checked once on the driver into a frozen, picklable ``SourceSettings``.
+
+Who calls it: ``stream_reader`` and ``batch_reader`` when Spark builds them (query start / ``load()``). The
+settings travel to executors inside the pickled reader.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from connector import options as opts
+from connector.aws import ClientSettings
+from connector.offsets import PositionSpec, parse_starting_position
+from connector.options import OptionError, Side, parse_options
+
+_STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.\-]{1,128}$")
+DEFAULT_METADATA_DIR = "aws-kinesis-metadata"
+
+
+def default_metadata_path() -> str:
+    """``<temp dir>/aws-kinesis-metadata``: works when driver and executors share a machine (local mode)."""
+    return os.path.join(tempfile.gettempdir(), DEFAULT_METADATA_DIR)
+
+
+def parse_stream_names(value: str | None) -> tuple[str, ...]:
+    """The comma-separated ``kinesis.streamName``; raises OptionError for a missing, bad or repeated name."""
+    name = opts.STREAM_NAME.name
+    if value is None:
+        raise OptionError(f"option {name} is required: the stream(s) to read, comma-separated")
+    streams = tuple(part.strip() for part in value.split(","))
+    bad = [stream for stream in streams if not _STREAM_NAME.match(stream)]
+    if bad:
+        raise OptionError(
+            f"option {name}={value!r} is invalid: stream names {bad} must be 1-128 characters of a-z, A-Z, 0-9, _ . -"
+        )
+    if len(set(streams)) != len(streams):
+        raise OptionError(f"option {name}={value!r} names a stream twice")
+    return streams
+
+
+@dataclass(frozen=True)
+class SourceSettings:
+    """Everything the source's driver and executor sides need from the options."""
+
+    streams: tuple[str, ...]
+    client: ClientSettings
+    starting: PositionSpec
+    starting_given: bool
+    ending: str
+    max_fetch_records: int
+    max_fetch_time_s: float | None
+    describe_shard_interval_s: float
+    fail_on_data_loss: bool
+    records_per_fetch: int
+    fetch_interval_s: float
+    metadata_path: str
+    metadata_s3_endpoint_url: str | None
+    min_batches_to_retain: int
+    shards_per_partition: int
+    deaggregate: bool
+    pass_through_corrupt: bool
+
+    @classmethod
+    def from_options(cls, raw: Mapping[str, Any]) -> SourceSettings:
+        """Parse Spark's options dict; raises OptionError naming the option, value and what is allowed."""
+        parsed = parse_options(raw, Side.SOURCE)
+        if parsed[opts.CONSUMER_TYPE.key] != "GetRecords":
+            raise OptionError(
+                f"option {opts.CONSUMER_TYPE.name}={parsed[opts.CONSUMER_TYPE.key]!r} is not supported yet: "
+                "allowed is GetRecords (enhanced fan-out comes later)"
+            )
+        max_time = parsed[opts.MAX_FETCH_TIME_PER_SHARD_SEC.key]
+        return cls(
+            streams=parse_stream_names(parsed[opts.STREAM_NAME.key]),
+            client=ClientSettings.from_options(parsed),
+            starting=parse_starting_position(parsed[opts.STARTING_POSITION.key]),
+            starting_given=parsed.is_set(opts.STARTING_POSITION.key),
+            ending=parsed[opts.ENDING_POSITION.key],
+            max_fetch_records=parsed[opts.MAX_FETCH_RECORDS_PER_SHARD.key],
+            max_fetch_time_s=float(max_time) if max_time is not None else None,
+            describe_shard_interval_s=parsed[opts.DESCRIBE_SHARD_INTERVAL.key],
+            fail_on_data_loss=parsed[opts.FAIL_ON_DATA_LOSS.key],
+            records_per_fetch=parsed[opts.RECORDS_PER_FETCH.key],
+            fetch_interval_s=parsed[opts.FETCH_INTERVAL_MS.key] / 1000.0,
+            metadata_path=parsed[opts.METADATA_PATH.key] or default_metadata_path(),
+            metadata_s3_endpoint_url=parsed[opts.METADATA_S3_ENDPOINT_URL.key],
+            min_batches_to_retain=parsed[opts.MIN_BATCHES_TO_RETAIN.key],
+            shards_per_partition=parsed[opts.SHARDS_PER_PARTITION.key],
+            deaggregate=parsed[opts.DEAGGREGATE.key],
+            pass_through_corrupt=parsed[opts.PASS_THROUGH_CORRUPT.key],
+        )
