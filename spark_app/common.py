@@ -418,23 +418,15 @@ def run_until_stopped(
 def stop_between_batches(query: StreamingQuery, grace_s: float) -> None:
     """Stop ``query`` once no micro-batch is running, so that a batch is not cut half-written.
 
-    With a processing-time trigger a query idles between batches and the stop lands there. When batches run
-    back to back (``--trigger-seconds 0`` with a backlog, or batches longer than the interval) there is no idle
-    moment: the stop then comes right after the running batch completes, interrupting only the next one as it
-    starts, which Spark replays from its offset log on restart. After ``grace_s`` it stops regardless.
+    With a processing-time trigger a query idles between batches (once it has caught up with its backlog, and
+    after the no-data batch a watermark move causes) and the stop lands there. Batches that never leave an idle
+    moment (``--trigger-seconds 0`` under steady load) are interrupted after ``grace_s``; Spark then replays
+    the interrupted batch from its offset log on restart, so nothing is lost.
     """
     deadline = time.monotonic() + grace_s
-    finished = _last_batch_id(query)
-    while query.isActive and time.monotonic() < deadline:
-        if not query.status["isTriggerActive"] or _last_batch_id(query) != finished:
-            break
+    while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
         time.sleep(0.02)
     query.stop()
-
-
-def _last_batch_id(query: StreamingQuery) -> int:
-    progress = query.lastProgress
-    return -1 if progress is None else int(progress["batchId"])
 
 
 # --- main ----------------------------------------------------------------------------------------------------
