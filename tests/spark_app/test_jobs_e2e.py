@@ -40,7 +40,8 @@ def test_country_counts_stops_on_its_marker_and_resumes_from_its_checkpoint(jobs
     first = events(0, 24) + MALFORMED[:1]
     jobs.put(first, source)
     marker = tmp_path / "stop"
-    args = jobs.args(country_counts, source, sink, "--trigger-seconds", "1", "--window-seconds", "10")
+    # Every trigger runs a batch (the source's offsets always advance); 2 s leaves idle time for the stop.
+    args = jobs.args(country_counts, source, sink, "--trigger-seconds", "2", "--window-seconds", "10")
     queries = country_counts.start(jobs.spark, args)
 
     # Once the counts are all in the sink, ask the job to stop the way an operator would: with the marker.

@@ -44,7 +44,7 @@ def test_parse_events_reads_a_good_event_and_keeps_the_source_columns(spark):
 def test_parse_events_names_the_problem_of_each_malformed_record_and_drops_none(spark):
     parsed = parse_events(records(spark, [GOOD, *MALFORMED]))
     assert parsed.count() == 1 + len(MALFORMED)
-    reasons = {row.data: row.error for row in malformed(parsed).collect()}
+    reasons = {bytes(row.data): row.error for row in malformed(parsed).collect()}
     assert reasons == MALFORMED
     assert [row.id for row in good(parsed).collect()] == [7]
 
