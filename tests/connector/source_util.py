@@ -1,0 +1,80 @@
+"""Helpers for the source tests: options for a local server, driving a reader like Spark does, waiting."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+
+from connector.stream_reader import KinesisStreamReader
+from localaws import LocalServer
+from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
+
+FORMAT = "aws-kinesis"
+
+
+def source_options(server: LocalServer, streams: str, metadata_path: Any, **extra: str) -> dict[str, str]:
+    """Options for reading ``streams`` on a local server, fast retries, no pause between GetRecords calls."""
+    return {
+        "kinesis.streamName": streams,
+        "kinesis.endpointUrl": server.endpoint_url,
+        "kinesis.awsAccessKeyId": DUMMY_ACCESS_KEY,
+        "kinesis.awsSecretKey": DUMMY_SECRET_KEY,
+        "kinesis.metadataPath": str(metadata_path),
+        "kinesis.startingPosition": "TRIM_HORIZON",
+        "kinesis.getRecords.fetchIntervalMs": "0",
+        "kinesis.clientRetryIntervalsMs": "1",
+        "kinesis.clientMaxRetryIntervalMs": "20",
+        **extra,
+    }
+
+
+def reader(options: dict[str, str]) -> KinesisStreamReader:
+    """A stream reader as Spark builds it (Spark lower-cases option names)."""
+    return KinesisStreamReader(None, {key.lower(): value for key, value in options.items()})  # type: ignore[arg-type]
+
+
+def roundtrip(offset: dict) -> dict:
+    """What Spark does to an offset: JSON out, JSON back."""
+    return json.loads(json.dumps(offset))
+
+
+def read_all(source: KinesisStreamReader, partitions: list) -> list[dict[str, Any]]:
+    """Every row the partitions yield, as dicts, read on a fresh copy of the reader (as an executor does)."""
+    import pickle
+
+    executor_copy = pickle.loads(pickle.dumps(source))
+    rows: list[dict[str, Any]] = []
+    for partition in partitions:
+        executor_partition = pickle.loads(pickle.dumps(partition))
+        for batch in executor_copy.read(executor_partition):
+            assert isinstance(batch, pa.RecordBatch)
+            rows.extend(batch.to_pylist())
+    return rows
+
+
+def run_batch(source: KinesisStreamReader, start: dict) -> tuple[dict, list[dict[str, Any]]]:
+    """One micro-batch as pyspark 4.2+ runs it: latestOffset(start) -> partitions -> read -> commit."""
+    end = roundtrip(source.latestOffset(start, None))
+    rows = read_all(source, list(source.partitions(start, end)))
+    source.commit(end)
+    return end, rows
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float = 90.0, interval_s: float = 0.25, what: str = "") -> Any:
+    """Poll ``condition`` until it returns a truthy value; fail with ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what or condition}")
+        time.sleep(interval_s)
+
+
+def payloads(rows: list[dict[str, Any]]) -> list[bytes]:
+    return [bytes(row["data"]) for row in rows]
