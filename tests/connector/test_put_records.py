@@ -117,7 +117,7 @@ def test_only_failed_entries_are_retried_and_each_record_lands_once(
     stream = lite_stream(shards=2)
     proxy.faults = Faults(put_records_entry_failure_rate=0.3)
     entries = _entries(1500)
-    stats = put_all(via_proxy, stream, entries, FAST_RETRY)
+    stats = put_all(via_proxy, stream, entries, _patient())
     assert proxy.stats["failed_entries"] > 300
     assert stats.retried_entries == proxy.stats["failed_entries"]
     assert stats.records == 1500 and stats.failed_entries == 0
