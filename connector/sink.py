@@ -27,6 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from botocore.exceptions import ClientError
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
@@ -35,7 +36,7 @@ from connector import options as opts
 from connector.aws import ClientSettings
 from connector.kpl import Aggregator, OutgoingRecord, hash_key_of
 from connector.put_records import MAX_ENTRY_BYTES, MAX_PARTITION_KEY_CHARS, Entry, PutStats, put_all
-from connector.retry import RetryPolicy
+from connector.retry import RetryPolicy, error_code
 from connector.shards import list_shards, open_shards
 
 # --- pyspark version difference (kept here, it is the sink's only one) -------------------------------------
@@ -467,7 +468,19 @@ def kinesis_client(settings: SinkSettings) -> Any:
 
 
 def open_shard_router(client: Any, stream: str, settings: SinkSettings) -> ShardRouter:
-    """The stream's open shards, listed once per task and stream (aggregation only)."""
-    return ShardRouter(
-        (s.starting_hash_key, s.ending_hash_key) for s in open_shards(list_shards(client, stream, settings.retry))
-    )
+    """The stream's open shards, listed once per task and stream (aggregation only).
+
+    A missing stream raises connector.shards.StreamNotFoundError (it names the stream); denied access is turned
+    into a PermissionError that says which permission aggregation needs and how to do without it.
+    """
+    try:
+        shards = list_shards(client, stream, settings.retry)
+    except ClientError as exc:
+        if error_code(exc) not in ("AccessDeniedException", "UnrecognizedClientException"):
+            raise
+        raise PermissionError(
+            f"ListShards on Kinesis stream '{stream}' was refused ({error_code(exc)}) at "
+            f"{settings.client.where()}: with kinesis.sink.aggregationEnabled=true the sink needs kinesis:ListShards "
+            f"as well as kinesis:PutRecords on the stream (or set kinesis.sink.aggregationEnabled=false)"
+        ) from exc
+    return ShardRouter((shard.starting_hash_key, shard.ending_hash_key) for shard in open_shards(shards))
