@@ -148,12 +148,24 @@ def build_session(app_name: str, shuffle_partitions: int = 8) -> SparkSession:
     interpreter that has pyarrow and boto3, hence PYSPARK_PYTHON; EMR sets it through spark.pyspark.python.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    _put_project_on_worker_path()
     spark = SparkSession.builder.appName(app_name).getOrCreate()
     # 200 shuffle partitions mean 200 state stores per stateful query: far too many for a sample job's volume.
     if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
         spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     register_connector(spark)
     return spark
+
+
+def _put_project_on_worker_path() -> None:
+    """Run from a checkout (``python -m spark_app.<job>``), Python workers must import ``connector`` too.
+
+    Workers inherit the environment of the JVM this process is about to start. From the EMR zip (``--py-files``)
+    the project root is not a directory and Spark already ships the zip to the workers: nothing to do.
+    """
+    root = Path(__file__).resolve().parent.parent
+    if (root / "connector").is_dir():
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
 
 
 def register_connector(spark: SparkSession) -> None:
@@ -442,6 +454,7 @@ def run_job(
 ) -> int:
     """A job's ``main``: parse ``argv``, start its queries on a fresh session, run until done or stopped."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # one INFO line per callback otherwise
     args = parse_job_args(parser, argv, needs_sink=needs_sink)
     try:
         marker = StopMarker(args.stop_marker, region=args.region) if args.stop_marker else None
