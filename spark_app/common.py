@@ -33,7 +33,14 @@ log = logging.getLogger("spark_app")
 KINESIS_FORMAT = "aws-kinesis"
 STARTING_POSITIONS = ("TRIM_HORIZON", "LATEST")
 # Columns of the source's rows that a dead letter keeps, when the source provides them, to find the record again.
-SOURCE_METADATA_COLUMNS = ("streamName", "shardId", "partitionKey", "sequenceNumber", "approximateArrivalTimestamp")
+SOURCE_METADATA_COLUMNS = (
+    "streamName",
+    "shardId",
+    "partitionKey",
+    "sequenceNumber",
+    "subSequenceNumber",
+    "approximateArrivalTimestamp",
+)
 BATCH_TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
