@@ -1,0 +1,227 @@
+"""The source inside Spark: schema, multi-stream rows, restart from a checkpoint and SIGKILL of the driver with
+a file sink (every record exactly once, by content), batch reads, and option errors at load() / start()."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from source_util import FORMAT, source_options, wait_for
+
+from localaws import LocalServer
+from localaws.streams import put_records, read_stream
+
+APP = Path(__file__).with_name("kinesis_query_app.py")
+EXPECTED_SCHEMA = (
+    "struct<data:binary,streamName:string,partitionKey:string,sequenceNumber:string,subSequenceNumber:bigint,"
+    "shardId:string,approximateArrivalTimestamp:timestamp>"
+)
+
+
+def _put(server: LocalServer, stream: str, prefix: str, count: int) -> list[bytes]:
+    data = [f"{prefix}-{i:05d}".encode() for i in range(count)]
+    put_records(server.client("kinesis"), stream, [(item, f"key-{i % 13}") for i, item in enumerate(data)])
+    return data
+
+
+def _committed(spark, path: Path) -> list[bytes]:
+    """The records a file sink committed (Spark reads only files its _spark_metadata log lists)."""
+    if not (path / "_spark_metadata").exists():
+        return []
+    return [bytes(row.data) for row in spark.read.schema("data BINARY").parquet(str(path)).collect()]
+
+
+def test_stream_rows_schema_and_multiple_streams(spark, kinesalite: LocalServer, lite_stream, tmp_path) -> None:
+    first, second = lite_stream(shards=2), lite_stream(shards=1)
+    produced = {first: _put(kinesalite, first, "one", 25), second: _put(kinesalite, second, "two", 5)}
+    frame = spark.readStream.format(FORMAT).options(**source_options(kinesalite, f"{first}, {second}", tmp_path)).load()
+    assert frame.schema.simpleString() == EXPECTED_SCHEMA
+    query = (
+        frame.writeStream.format("memory")
+        .queryName("source_rows")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        wait_for(lambda: spark.table("source_rows").count() >= 30, what="30 rows in the memory sink")
+        rows = spark.table("source_rows").collect()
+    finally:
+        query.stop()
+    assert len(rows) == 30
+    by_stream = {stream: sorted(bytes(r.data) for r in rows if r.streamName == stream) for stream in produced}
+    assert by_stream == {stream: sorted(data) for stream, data in produced.items()}
+    stored = {record["SequenceNumber"]: record for record in read_stream(kinesalite.client("kinesis"), first)}
+    for row in rows:
+        if row.streamName == first:
+            record = stored[row.sequenceNumber]
+            assert (bytes(row.data), row.partitionKey, row.subSequenceNumber) == (
+                record["Data"],
+                record["PartitionKey"],
+                0,
+            )
+            assert row.shardId.startswith("shardId-")
+            arrival = record["ApproximateArrivalTimestamp"].timestamp()
+            assert abs(row.approximateArrivalTimestamp.timestamp() - arrival) < 0.002
+
+
+def test_restart_from_checkpoint_reads_every_record_once(spark, kinesalite: LocalServer, lite_stream, tmp_path) -> None:
+    stream = lite_stream(shards=2)
+    produced = _put(kinesalite, stream, "a", 120)
+    options = source_options(kinesalite, stream, tmp_path / "meta", **{"kinesis.maxFetchRecordsPerShard": "10"})
+    output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+
+    def start():
+        return (
+            spark.readStream.format(FORMAT)
+            .options(**options)
+            .load()
+            .writeStream.format("parquet")
+            .option("path", str(output))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="100 milliseconds")
+            .start()
+        )
+
+    query = start()
+    wait_for(lambda: len(_committed(spark, output)) >= 40, what="some batches committed")
+    query.stop()
+    assert len(_committed(spark, output)) < len(produced)  # stopped mid-stream
+    produced += _put(kinesalite, stream, "b", 40)
+    query = start()
+    try:
+        wait_for(lambda: len(_committed(spark, output)) >= len(produced), what="every record after the restart")
+    finally:
+        query.stop()
+    assert sorted(_committed(spark, output)) == sorted(produced)
+
+
+def test_sigkill_of_the_driver_then_restart_reads_every_record_once(
+    spark, kinesalite: LocalServer, lite_stream, tmp_path
+) -> None:
+    stream = lite_stream(shards=2)
+    produced = _put(kinesalite, stream, "before", 200)
+    options = source_options(kinesalite, stream, tmp_path / "meta", **{"kinesis.maxFetchRecordsPerShard": "15"})
+    output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    commits = checkpoint / "commits"
+
+    def launch() -> subprocess.Popen:
+        command = [sys.executable, str(APP), json.dumps(options), str(output), str(checkpoint)]
+        # Its own process group: SIGKILL takes the Python driver and its JVM down at once, like a lost machine.
+        return subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def kill(process: subprocess.Popen) -> None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(30)
+
+    def batches_done() -> int:
+        return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.exists() else 0
+
+    # Records keep arriving while the first driver runs and dies.
+    producing = threading.Event()
+    during: list[bytes] = []
+
+    def produce() -> None:
+        for round_ in range(30):
+            if producing.is_set():
+                return
+            during.extend(_put(kinesalite, stream, f"during-{round_}", 10))
+
+    first = launch()
+    try:
+        wait_for(lambda: batches_done() >= 2 or first.poll() is not None, timeout_s=120, what="two batches")
+        assert first.poll() is None, first.stderr.read().decode()[-3000:] if first.stderr else ""
+        producer = threading.Thread(target=produce)
+        producer.start()
+        wait_for(lambda: batches_done() >= 4, timeout_s=60, what="two more batches")
+    finally:
+        kill(first)
+    producing.set()
+    producer.join()
+    produced += during
+    assert len(_committed(spark, output)) < len(produced)  # killed mid-stream
+    second = launch()
+    try:
+        wait_for(
+            lambda: len(_committed(spark, output)) >= len(produced) or second.poll() is not None,
+            timeout_s=120,
+            what="every record after the restart",
+        )
+        assert second.poll() is None, second.stderr.read().decode()[-3000:] if second.stderr else ""
+    finally:
+        kill(second)
+    assert sorted(_committed(spark, output)) == sorted(produced)
+
+
+# --- batch reads --------------------------------------------------------------------------------------------
+
+
+def test_batch_read_reads_to_the_tip(spark, kinesalite: LocalServer, lite_stream, tmp_path) -> None:
+    stream = lite_stream(shards=2)
+    produced = _put(kinesalite, stream, "a", 40)
+    options = source_options(kinesalite, stream, tmp_path)
+    del options["kinesis.startingPosition"]  # a batch read starts at TRIM_HORIZON by default
+    rows = spark.read.format(FORMAT).options(**options).load().collect()
+    assert sorted(bytes(row.data) for row in rows) == sorted(produced)
+
+
+def test_batch_read_stops_at_the_ending_position(spark, kinesalite: LocalServer, lite_stream, tmp_path) -> None:
+    stream = lite_stream(shards=1)
+    _put(kinesalite, stream, "a", 10)
+    records = read_stream(kinesalite.client("kinesis"), stream)
+    shard = "shardId-000000000000"
+    ending = json.dumps({shard: {"type": "AT_SEQUENCE_NUMBER", "sequenceNumber": records[6]["SequenceNumber"]}})
+    starting = json.dumps({shard: {"type": "AFTER_SEQUENCE_NUMBER", "sequenceNumber": records[1]["SequenceNumber"]}})
+    options = source_options(
+        kinesalite, stream, tmp_path, **{"kinesis.startingPosition": starting, "kinesis.endingPosition": ending}
+    )
+    rows = spark.read.format(FORMAT).options(**options).load().collect()
+    assert [bytes(row.data) for row in rows] == [record["Data"] for record in records[2:7]]
+
+
+def test_at_timestamp_picks_exactly_the_records_at_or_after(
+    spark, kinesis_mock: LocalServer, mock_stream, tmp_path
+) -> None:
+    stream = mock_stream(shards=1)
+    kinesis = kinesis_mock.client("kinesis")
+    for i in range(6):  # one put at a time: each record gets its own arrival time
+        put_records(kinesis, stream, [(f"r{i}".encode(), "k")])
+    records = read_stream(kinesis, stream)
+    arrivals = sorted({record["ApproximateArrivalTimestamp"] for record in records})
+    assert len(arrivals) >= 3, "records need distinct arrival times"
+    cut = arrivals[len(arrivals) // 2]
+    options = source_options(
+        kinesis_mock, stream, tmp_path, **{"kinesis.startingPosition": f"AT_TIMESTAMP:{cut.isoformat()}"}
+    )
+    rows = spark.read.format(FORMAT).options(**options).load().collect()
+    assert [bytes(row.data) for row in rows] == [r["Data"] for r in records if r["ApproximateArrivalTimestamp"] >= cut]
+
+
+# --- errors ---------------------------------------------------------------------------------------------------
+
+
+def test_bad_option_fails_at_load_naming_it(spark, kinesalite: LocalServer, tmp_path) -> None:
+    options = source_options(kinesalite, "s", tmp_path, **{"kinesis.maxFetchRecordsPerShard": "-5"})
+    with pytest.raises(Exception, match=r"kinesis.maxFetchRecordsPerShard='-5' is invalid: allowed is an integer >= 1"):
+        spark.readStream.format(FORMAT).options(**options).load()
+    with pytest.raises(
+        Exception, match=r"unknown option 'kinesis.startingposiiton'; did you mean kinesis.startingPosition"
+    ):
+        spark.readStream.format(FORMAT).options(**{**options, "kinesis.startingPosiiton": "LATEST"}).load()
+
+
+def test_missing_stream_is_a_clear_error_at_start(spark, kinesalite: LocalServer, tmp_path) -> None:
+    options = source_options(kinesalite, "no-such-stream", tmp_path)
+    frame = spark.readStream.format(FORMAT).options(**options).load()
+    query = frame.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "cp")).start()
+    try:
+        with pytest.raises(Exception, match=r"stream 'no-such-stream' \(option kinesis.streamName\) does not exist"):
+            query.awaitTermination(60)
+    finally:
+        query.stop()
