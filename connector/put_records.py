@@ -50,7 +50,7 @@ _PERMANENT_HINTS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Entry:
     """One record to put. ``explicit_hash_key`` (a decimal 128-bit integer) overrides the key's MD5 routing."""
 

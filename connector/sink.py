@@ -57,7 +57,7 @@ _HASH_KEY_PATTERN = r"^(0|[1-9][0-9]{0,38})$"  # a decimal integer of at most 39
 _COLUMN_HELP = (
     f"the aws-kinesis sink takes columns {DATA} (binary or string) and {PARTITION_KEY} (string), and optionally "
     f"{EXPLICIT_HASH_KEY} (string, a decimal 128-bit hash key) and {STREAM_NAME} (string, routes the row to that "
-    f"stream); other columns are ignored"
+    f"stream when the option kinesis.streamName is not set); other columns are ignored"
 )
 
 
@@ -80,7 +80,11 @@ class SinkColumns:
 
 
 def resolve_columns(schema: StructType, default_stream: str | None) -> SinkColumns:
-    """Check the DataFrame's columns on the driver; raises KinesisSinkInputError naming every bad column."""
+    """Check the DataFrame's columns on the driver; raises KinesisSinkInputError naming every bad column.
+
+    ``default_stream`` is the kinesis.streamName option: when set, every row goes there and a streamName column
+    is ignored; when not, the streamName column is required and routes each row.
+    """
     by_name = {f.name.lower(): f for f in schema.fields}
     problems: list[str] = []
 
@@ -101,7 +105,9 @@ def resolve_columns(schema: StructType, default_stream: str | None) -> SinkColum
     data = column(DATA, (BinaryType, StringType), required=True)
     partition_key = column(PARTITION_KEY, (StringType,), required=True)
     explicit_hash_key = column(EXPLICIT_HASH_KEY, (StringType,), required=False)
-    stream_name = column(STREAM_NAME, (StringType,), required=False)
+    # Like Kafka's sink and its `topic` column: the option wins over the column. So a DataFrame read from
+    # Kinesis, which carries its source stream in `streamName`, never loops back into its source by accident.
+    stream_name = None if default_stream else column(STREAM_NAME, (StringType,), required=False)
     if stream_name is None and not default_stream:
         problems.append(f"no target stream: set the option kinesis.streamName or add a string column {STREAM_NAME}")
     if problems:
@@ -126,7 +132,7 @@ def _data_as_binary(table: pa.Table, columns: SinkColumns) -> pa.ChunkedArray:
     return pc.cast(data, pa.binary()) if columns.data_is_string else data
 
 
-def check_rows(table: pa.Table, columns: SinkColumns, default_stream: str | None) -> None:
+def check_rows(table: pa.Table, columns: SinkColumns) -> None:
     """Check every row of a task's input at once; raises KinesisSinkInputError listing each problem and count.
 
     Runs in the task before anything is sent, so bad input never leaves a half-written task behind.
@@ -154,13 +160,13 @@ def check_rows(table: pa.Table, columns: SinkColumns, default_stream: str | None
         )
     if columns.explicit_hash_key:
         problems += _hash_key_problems(table[columns.explicit_hash_key], columns.explicit_hash_key, rows)
-    if columns.stream_name and not default_stream:
+    if columns.stream_name:
         streams = table[columns.stream_name]
         missing = streams.null_count + _count(pc.equal(streams, ""))
         if missing:
             problems.append(
-                f"column '{columns.stream_name}' is null or empty in {missing} of {rows} rows and the option "
-                f"kinesis.streamName (the default stream) is not set"
+                f"column '{columns.stream_name}' is null or empty in {missing} of {rows} rows (or set the option "
+                f"kinesis.streamName to send every row to one stream)"
             )
     if problems:
         raise KinesisSinkInputError(f"Nothing was sent to Kinesis by this task: {'; '.join(problems)}.")
@@ -352,15 +358,14 @@ def _collect(batches: Iterable[pa.RecordBatch]) -> pa.Table | None:
 def split_by_stream(
     table: pa.Table, columns: SinkColumns, default_stream: str | None
 ) -> Iterator[tuple[str, pa.Table]]:
-    """(stream, rows for it) pairs, rows in input order; a null or empty streamName means the default stream."""
+    """(stream, rows for it) pairs, rows in input order: all rows to the option's stream, else by the column."""
     if columns.stream_name is None:
         assert default_stream
         yield default_stream, table
         return
-    names = table[columns.stream_name].to_pylist()
     rows_of: dict[str, list[int]] = {}
-    for row, name in enumerate(names):
-        rows_of.setdefault(name or default_stream, []).append(row)  # type: ignore[arg-type]
+    for row, name in enumerate(table[columns.stream_name].to_pylist()):
+        rows_of.setdefault(name, []).append(row)
     for name, rows in rows_of.items():
         yield name, table if len(rows) == table.num_rows else table.take(rows)
 
@@ -371,7 +376,7 @@ def write_task(batches: Iterable[pa.RecordBatch], columns: SinkColumns, settings
     table = _collect(batches)
     if table is None:
         return message
-    check_rows(table, columns, settings.stream_name)
+    check_rows(table, columns)
     client = kinesis_client(settings)
     for stream, rows in split_by_stream(table, columns, settings.stream_name):
         planned = _plan(client, stream, rows, columns, settings)

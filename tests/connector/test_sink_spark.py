@@ -105,16 +105,25 @@ def test_batch_write_plain_records_with_string_data_and_explicit_hash_keys(
 
 
 def test_rows_go_to_the_stream_their_streamName_column_names(spark, kinesalite: LocalServer, lite_stream) -> None:
-    default, other = lite_stream(shards=1), lite_stream(shards=1)
+    first, second = lite_stream(shards=1), lite_stream(shards=1)
     kinesis = kinesalite.client("kinesis")
     frame = rows_frame(spark, 300).selectExpr(
-        "data", "partitionKey", f"case when id % 3 = 0 then '{other}' when id % 3 = 1 then '' end as streamName"
+        "data", "partitionKey", f"case when id % 3 = 0 then '{first}' else '{second}' end as streamName"
     )
-    frame.write.format(FORMAT).options(**sink_options(kinesalite.endpoint_url, default)).mode("append").save()
-    to_other = Counter((data, key) for _, data, key in user_records(kinesis, other))
-    to_default = Counter((data, key) for _, data, key in user_records(kinesis, default))
-    assert to_other == Counter({row: 1 for row in expected_rows(300) if int(row[0][4:]) % 3 == 0})
-    assert to_default + to_other == expected_rows(300)
+    frame.write.format(FORMAT).options(**sink_options(kinesalite.endpoint_url, None)).mode("append").save()
+    to_first = Counter((data, key) for _, data, key in user_records(kinesis, first))
+    to_second = Counter((data, key) for _, data, key in user_records(kinesis, second))
+    assert to_first == Counter({row: 1 for row in expected_rows(300) if int(row[0][4:]) % 3 == 0})
+    assert to_first + to_second == expected_rows(300)
+
+
+def test_the_stream_option_overrides_the_streamName_column(spark, kinesalite: LocalServer, lite_stream) -> None:
+    target, elsewhere = lite_stream(shards=1), lite_stream(shards=1)
+    kinesis = kinesalite.client("kinesis")
+    frame = rows_frame(spark, 50).selectExpr("data", "partitionKey", f"'{elsewhere}' as streamName")
+    frame.write.format(FORMAT).options(**sink_options(kinesalite.endpoint_url, target)).mode("append").save()
+    assert Counter((data, key) for _, data, key in user_records(kinesis, target)) == expected_rows(50)
+    assert read_stream(kinesis, elsewhere) == []
 
 
 @pytest.mark.parametrize("aggregation", ["false", "true"])

@@ -33,6 +33,12 @@ def test_optional_columns_are_found() -> None:
     assert (columns.explicit_hash_key, columns.stream_name) == ("explicitHashKey", "streamName")
 
 
+def test_the_stream_option_wins_over_the_stream_column() -> None:
+    # A frame read from Kinesis carries its source stream in streamName: it must not be written back there.
+    schema = _schema(data=BinaryType(), partitionKey=StringType(), streamName=IntegerType())
+    assert resolve_columns(schema, "target").stream_name is None
+
+
 def test_a_missing_column_is_named_with_what_the_sink_takes() -> None:
     with pytest.raises(KinesisSinkInputError) as info:
         resolve_columns(_schema(data=BinaryType(), key=StringType()), "s")
@@ -63,7 +69,7 @@ def _table(**columns) -> pa.Table:
     return pa.table(columns)
 
 
-def _check(table: pa.Table, default_stream: str | None = "s") -> None:
+def _check(table: pa.Table) -> None:
     names = set(table.column_names)
     columns = SinkColumns(
         "data",
@@ -72,7 +78,7 @@ def _check(table: pa.Table, default_stream: str | None = "s") -> None:
         "streamName" if "streamName" in names else None,
         pa.types.is_string(table["data"].type),
     )
-    check_rows(table, columns, default_stream)
+    check_rows(table, columns)
 
 
 def test_good_rows_pass() -> None:
@@ -117,11 +123,13 @@ def test_bad_explicit_hash_keys_are_counted(bad: str) -> None:
         _check(table)
 
 
-def test_rows_without_a_stream_need_the_default_stream() -> None:
+def test_rows_routed_by_column_need_a_stream_name() -> None:
+    _check(_table(data=[b"1"], partitionKey=["a"], streamName=["s1"]))
     table = _table(data=[b"1", b"2", b"3"], partitionKey=["a", "b", "c"], streamName=["s1", None, ""])
-    _check(table, default_stream="fallback")
-    with pytest.raises(KinesisSinkInputError, match=r"'streamName' is null or empty in 2 of 3 rows and the option"):
-        _check(table, default_stream=None)
+    with pytest.raises(
+        KinesisSinkInputError, match=r"'streamName' is null or empty in 2 of 3 rows \(or set"
+    ):
+        _check(table)
 
 
 def test_every_problem_is_reported_at_once() -> None:
@@ -133,8 +141,8 @@ def test_every_problem_is_reported_at_once() -> None:
     assert "'data' is null in 1" in message and "null or empty in 1" in message and "longer than 256" in message
 
 
-def test_rows_are_split_by_stream_in_order_with_the_default_for_nulls() -> None:
-    table = _table(data=[b"1", b"2", b"3", b"4"], partitionKey=["a"] * 4, streamName=["x", None, "x", ""])
+def test_rows_are_split_by_stream_in_order() -> None:
+    table = _table(data=[b"1", b"2", b"3", b"4"], partitionKey=["a"] * 4, streamName=["x", "y", "x", "y"])
     columns = SinkColumns("data", "partitionKey", stream_name="streamName")
-    split = {stream: rows["data"].to_pylist() for stream, rows in split_by_stream(table, columns, "d")}
-    assert split == {"x": [b"1", b"3"], "d": [b"2", b"4"]}
+    split = {stream: rows["data"].to_pylist() for stream, rows in split_by_stream(table, columns, None)}
+    assert split == {"x": [b"1", b"3"], "y": [b"2", b"4"]}
