@@ -126,9 +126,7 @@ def test_bad_explicit_hash_keys_are_counted(bad: str) -> None:
 def test_rows_routed_by_column_need_a_stream_name() -> None:
     _check(_table(data=[b"1"], partitionKey=["a"], streamName=["s1"]))
     table = _table(data=[b"1", b"2", b"3"], partitionKey=["a", "b", "c"], streamName=["s1", None, ""])
-    with pytest.raises(
-        KinesisSinkInputError, match=r"'streamName' is null or empty in 2 of 3 rows \(or set"
-    ):
+    with pytest.raises(KinesisSinkInputError, match=r"'streamName' is null or empty in 2 of 3 rows \(or set"):
         _check(table)
 
 
