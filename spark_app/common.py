@@ -427,7 +427,7 @@ def run_until_stopped(
             return "every query finished"
         reason = stop.reason()
         if reason is not None:
-            log.warning("stopping: %s", reason)
+            log.info("stopping: %s", reason)
             for query in queries:
                 stop_between_batches(query, batch_grace_s)
             return reason

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import sys
 import tempfile
@@ -43,7 +44,8 @@ SEED_TEMPLATE = project_root() / "generator" / "templates" / "seed.json"
 # Records no job should accept; each must end up in the dead-letter path, not crash the job or vanish.
 MALFORMED_RECORDS = [b"not json at all", b'{"id": 1, "data": "Spain"}', b"\xff\xfe\x00 binary", b'{"id": "x"}']
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
-SHORT = {"seconds": 12.0, "rate": 25.0, "window_seconds": 5, "trigger_seconds": 1.0}
+# Every trigger runs a micro-batch (~1-1.5 s here); 2 s leaves idle time for the stop to land between batches.
+SHORT = {"seconds": 12.0, "rate": 25.0, "window_seconds": 5, "trigger_seconds": 2.0}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -53,7 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run = parser.add_argument_group("what runs")
     run.add_argument("--seconds", type=_positive, default=60.0, help="how long the generator runs (default: 60)")
     run.add_argument("--rate", type=_positive, default=50.0, help="events per second generated (default: 50)")
-    run.add_argument("--short", action="store_true", help="CI mode: 12 s at 25 events/s, 5 s windows, 1 s batches")
+    run.add_argument("--short", action="store_true", help="CI mode: 12 s at 25 events/s, 5 s windows")
     run.add_argument("--window-seconds", type=int, default=10, help="country_counts window (default: 10)")
     run.add_argument("--trigger-seconds", type=float, default=2.0, help="micro-batch interval (default: 2)")
     run.add_argument("--malformed", type=int, default=len(MALFORMED_RECORDS), help="malformed records to inject")
@@ -305,9 +307,9 @@ class Progress:
 
     def status(self, generator: GeneratorRun, queries: list[Any], final: FinalCounts, phase: str) -> str:
         batches = max((q.lastProgress or {"batchId": -1})["batchId"] for q in queries) + 1
-        gen = "running" if not generator.done.is_set() else f"done, {generator.sent} events sent"
+        gen = "running" if not generator.done.is_set() else f"sent {generator.sent}"
         return (
-            f"{time.monotonic() - self.started:5.0f}s  {phase}  generator: {gen}  Spark batches: {batches}  "
+            f"{time.monotonic() - self.started:4.0f}s {phase}; generator: {gen}; batches: {batches}; "
             f"sink records: {final.records}"
         )
 
@@ -419,6 +421,8 @@ def _verdict(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # Dead-letter warnings are worth seeing; the sink's per-batch INFO lines would bury the table.
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     console = Console()
     deadline = time.monotonic() + args.timeout_seconds - 15  # leave time to stop everything cleanly
     try:

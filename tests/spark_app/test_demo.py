@@ -1,0 +1,66 @@
+"""`make demo` in CI: the demo's short mode in its own process, its verdict, and nothing left running."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TAG = "KINESIS_DEMO_TEST_TAG"
+
+
+def processes_tagged(tag: str) -> list[int]:
+    """Live processes whose environment carries ``TAG=tag``: everything the demo started inherits it."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes()
+            state = (proc / "stat").read_text().split()[2]
+        except OSError:
+            continue
+        if f"{TAG}={tag}".encode() in environ.split(b"\0") and state != "Z":
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.slow
+def test_the_short_demo_counts_every_event_once_and_leaves_no_process_behind():
+    tag = uuid.uuid4().hex
+    env = {**os.environ, TAG: tag}
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "spark_app.demo", "--short", "--no-live"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert "VERDICT: PASS" in result.stdout, output[-4000:]
+    assert "4 dead letters" in result.stdout
+    assert time.monotonic() - started < 180, "the demo must end within 3 minutes"
+    deadline = time.monotonic() + 10  # the JVM notices its parent is gone within a moment
+    while (left := processes_tagged(tag)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left, f"processes left behind by the demo: {left}"
+
+
+def test_the_leftover_check_sees_a_tagged_process():
+    tag = uuid.uuid4().hex
+    child = subprocess.Popen(["sleep", "30"], env={**os.environ, TAG: tag})
+    try:
+        assert processes_tagged(tag) == [child.pid]
+    finally:
+        child.kill()
+        child.wait()
+    assert processes_tagged(tag) == []
