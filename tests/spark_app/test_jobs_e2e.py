@@ -128,3 +128,18 @@ def test_fan_out_writes_each_batch_to_parquet_and_kinesis_and_routes_the_malform
     assert len(dead_letters(jobs.dead_letter_path)) == len(MALFORMED)
     # The batch was unpersisted after its writes.
     assert not [rdd for rdd in jobs.spark.sparkContext._jsc.getPersistentRDDs().values()]
+
+
+def test_country_counts_in_append_mode_emits_each_closed_window_once(jobs: JobRunner, lite_stream):
+    source, sink = lite_stream(shards=1), lite_stream(shards=1)
+    early = events(0, 8)  # 08:00:00-08:00:07, window 08:00:00
+    jobs.put([*early, event(99, "Spain", "2026-11-22 08:10:00")], source)
+    flags = ("--output-mode", "append", "--window-seconds", "10", "--watermark-seconds", "10")
+    jobs.run_available_now(country_counts, source, sink, *flags)
+    # The batch that read the events moved the watermark to 08:09:50; windows close in the batch after it,
+    # which --available-now does not run: the next run (here, a restart) does.
+    assert sink_counts(jobs, sink).records == 0
+    jobs.run_available_now(country_counts, source, sink, *flags)
+    final = sink_counts(jobs, sink)
+    assert final.counts() == Expected.from_records(early, 10).counts  # the 08:10 window is still open
+    assert final.records == len(final.counts()), "append mode writes each (window, country) once"
