@@ -46,13 +46,19 @@ def user_records(kinesis, stream: str) -> list[tuple[str, bytes, str]]:
     return found
 
 
-def shard_of(kinesis, stream: str, partition_key: str) -> str:
-    shards = kinesis.list_shards(StreamName=stream)["Shards"]
-    key = hash_key_of(partition_key)
-    (shard,) = [
-        s for s in shards if int(s["HashKeyRange"]["StartingHashKey"]) <= key <= int(s["HashKeyRange"]["EndingHashKey"])
+def shard_finder(kinesis, stream: str):
+    """A function from partition key to the id of the shard whose hash-key range holds it."""
+    ranges = [
+        (int(s["HashKeyRange"]["StartingHashKey"]), int(s["HashKeyRange"]["EndingHashKey"]), s["ShardId"])
+        for s in kinesis.list_shards(StreamName=stream)["Shards"]
     ]
-    return shard["ShardId"]
+
+    def shard_of(partition_key: str) -> str:
+        key = hash_key_of(partition_key)
+        (shard_id,) = [shard_id for start, end, shard_id in ranges if start <= key <= end]
+        return shard_id
+
+    return shard_of
 
 
 def rows_frame(spark, count: int, keys: int = 20, partitions: int = 2):
@@ -77,8 +83,9 @@ def test_batch_write_aggregates_per_shard_and_every_row_arrives(spark, kinesalit
     stored = user_records(kinesis, stream)
     assert Counter((data, key) for _, data, key in stored) == expected_rows(3000)
     assert len(read_stream(kinesis, stream)) < 20  # thousands of rows in a handful of aggregates
+    shard_of = shard_finder(kinesis, stream)
     for shard_id, _, key in stored:  # each row sits on the shard its key hashes to
-        assert shard_id == shard_of(kinesis, stream, key)
+        assert shard_id == shard_of(key)
     for key in {key for _, _, key in stored}:  # rows of one key keep their order (within each task)
         ids = [int(data.decode()[4:]) for _, data, k in stored if k == key]
         assert [i for i in ids if i < 1500] == sorted(i for i in ids if i < 1500)
