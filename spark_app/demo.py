@@ -44,8 +44,7 @@ SEED_TEMPLATE = project_root() / "generator" / "templates" / "seed.json"
 # Records no job should accept; each must end up in the dead-letter path, not crash the job or vanish.
 MALFORMED_RECORDS = [b"not json at all", b'{"id": 1, "data": "Spain"}', b"\xff\xfe\x00 binary", b'{"id": "x"}']
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
-# Every trigger runs a micro-batch (~1-1.5 s here); 2 s leaves idle time for the stop to land between batches.
-SHORT = {"seconds": 12.0, "rate": 25.0, "window_seconds": 5, "trigger_seconds": 2.0}
+SHORT = {"seconds": 12.0, "rate": 25.0, "window_seconds": 5}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -57,7 +56,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--rate", type=_positive, default=50.0, help="events per second generated (default: 50)")
     run.add_argument("--short", action="store_true", help="CI mode: 12 s at 25 events/s, 5 s windows")
     run.add_argument("--window-seconds", type=int, default=10, help="country_counts window (default: 10)")
-    run.add_argument("--trigger-seconds", type=float, default=2.0, help="micro-batch interval (default: 2)")
+    # Every trigger runs a micro-batch (0.5-1.5 s each here, 2 queries on 2 cores); 3 s leaves idle time
+    # between batches for the final stop to land in.
+    run.add_argument("--trigger-seconds", type=_positive, default=3.0, help="micro-batch interval (default: 3)")
     run.add_argument("--malformed", type=int, default=len(MALFORMED_RECORDS), help="malformed records to inject")
     run.add_argument("--template", type=Path, default=SEED_TEMPLATE, help="generator template (default: seed)")
     run.add_argument("--timeout-seconds", type=_positive, default=170.0, help="hard end of the demo (default: 170)")
@@ -234,7 +235,7 @@ def stop_queries(queries: list[Any]) -> None:
     """Stop the job's queries between batches, as its stop marker would (raises if one had failed)."""
     stop = common.StopSignal()
     stop.request("the demo is done")
-    common.run_until_stopped(queries, stop, batch_grace_s=15)
+    common.run_until_stopped(queries, stop, batch_grace_s=30)
 
 
 def count_dead_letters(path: Path) -> int:
