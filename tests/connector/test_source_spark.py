@@ -9,8 +9,11 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
+from urllib.parse import urlparse
 
+import pyarrow.parquet as pq
 import pytest
 from source_util import FORMAT, source_options, wait_for
 
@@ -31,10 +34,18 @@ def _put(server: LocalServer, stream: str, prefix: str, count: int) -> list[byte
 
 
 def _committed(spark, path: Path) -> list[bytes]:
-    """The records a file sink committed (Spark reads only files its _spark_metadata log lists)."""
-    if not (path / "_spark_metadata").exists():
-        return []
-    return [bytes(row.data) for row in spark.read.schema("data BINARY").parquet(str(path)).collect()]
+    """The records a file sink committed: the files its _spark_metadata log lists (read without a Spark job, so
+    polling does not slow the query down)."""
+    log = path / "_spark_metadata"
+    files: set[str] = set()
+    for entry in sorted(log.iterdir()) if log.exists() else []:
+        if entry.name.startswith("."):
+            continue
+        for line in entry.read_text().splitlines()[1:]:  # the first line is the log's version
+            item = json.loads(line)
+            if item.get("action") == "add":
+                files.add(item["path"])
+    return [value for file in sorted(files) for value in pq.read_table(urlparse(file).path)["data"].to_pylist()]
 
 
 def test_stream_rows_schema_and_multiple_streams(spark, kinesalite: LocalServer, lite_stream, tmp_path) -> None:
@@ -106,8 +117,8 @@ def test_sigkill_of_the_driver_then_restart_reads_every_record_once(
     spark, kinesalite: LocalServer, lite_stream, tmp_path
 ) -> None:
     stream = lite_stream(shards=2)
-    produced = _put(kinesalite, stream, "before", 200)
-    options = source_options(kinesalite, stream, tmp_path / "meta", **{"kinesis.maxFetchRecordsPerShard": "15"})
+    produced = _put(kinesalite, stream, "before", 100)
+    options = source_options(kinesalite, stream, tmp_path / "meta", **{"kinesis.maxFetchRecordsPerShard": "20"})
     output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     commits = checkpoint / "commits"
 
@@ -123,29 +134,26 @@ def test_sigkill_of_the_driver_then_restart_reads_every_record_once(
     def batches_done() -> int:
         return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.exists() else 0
 
-    # Records keep arriving while the first driver runs and dies.
-    producing = threading.Event()
+    # Records keep arriving before, during and after the kill.
     during: list[bytes] = []
 
     def produce() -> None:
-        for round_ in range(30):
-            if producing.is_set():
-                return
+        for round_ in range(15):
             during.extend(_put(kinesalite, stream, f"during-{round_}", 10))
+            time.sleep(0.25)
 
+    producer = threading.Thread(target=produce)
     first = launch()
     try:
-        wait_for(lambda: batches_done() >= 2 or first.poll() is not None, timeout_s=120, what="two batches")
+        wait_for(lambda: batches_done() >= 1 or first.poll() is not None, timeout_s=120, what="a first batch")
         assert first.poll() is None, first.stderr.read().decode()[-3000:] if first.stderr else ""
-        producer = threading.Thread(target=produce)
         producer.start()
-        wait_for(lambda: batches_done() >= 4, timeout_s=60, what="two more batches")
+        wait_for(lambda: batches_done() >= 2, timeout_s=60, what="another batch")
+        assert producer.is_alive(), "the producer must still be running when the driver dies"
     finally:
         kill(first)
-    producing.set()
     producer.join()
     produced += during
-    assert len(_committed(spark, output)) < len(produced)  # killed mid-stream
     second = launch()
     try:
         wait_for(
