@@ -1,0 +1,118 @@
+"""Metadata stores: first write wins (also under concurrent attempts), the fixed key layout, purge, and the same
+contract on a local directory, a pyarrow filesystem and S3 (moto); a streaming run with its metadata on S3."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pyarrow.fs as pafs
+import pytest
+from source_util import reader, roundtrip, run_batch, source_options
+
+from connector.aws import ClientSettings
+from connector.metadata.filesystem import ArrowFileSystemStore, LocalStore
+from connector.metadata.s3 import S3Store
+from connector.metadata.store import MetadataStore, ShardRead, batch_shard_key, open_store
+from connector.offsets import AFTER_SEQUENCE_NUMBER, TRIM_HORIZON, WHOLE_RECORD, Position
+from localaws import LocalServer, aws_client
+from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
+from localaws.streams import put_records, unique_name
+
+
+def _read(shard: str = "shardId-000000000000", records: int = 0, last: str | None = None) -> ShardRead:
+    return ShardRead("stream-a", shard, Position(TRIM_HORIZON), records, last, 0 if last else WHOLE_RECORD)
+
+
+@pytest.fixture(params=["local", "arrow", "s3"])
+def store(request, tmp_path: Path) -> MetadataStore:
+    if request.param == "local":
+        return LocalStore(str(tmp_path / "meta"))
+    if request.param == "arrow":
+        return ArrowFileSystemStore(str(tmp_path / "meta"), pafs.LocalFileSystem())
+    moto: LocalServer = request.getfixturevalue("moto")
+    bucket = unique_name("meta").lower()
+    aws_client("s3", moto.endpoint_url).create_bucket(Bucket=bucket)
+    settings = ClientSettings("us-east-1", access_key_id=DUMMY_ACCESS_KEY, secret_key=DUMMY_SECRET_KEY)
+    return S3Store(f"s3://{bucket}/some/prefix", settings, moto.endpoint_url)
+
+
+def test_first_write_wins(store: MetadataStore) -> None:
+    first, other = _read(records=2, last="17"), _read(records=5, last="99")
+    assert store.get_shard_read("src", 3, "stream-a", first.shard_id) is None
+    assert store.put_shard_read("src", 3, first) == first
+    assert store.put_shard_read("src", 3, other) == first
+    assert store.get_shard_read("src", 3, "stream-a", first.shard_id) == first
+    assert store.put_document("nonce1", {"a": 1}) == {"a": 1}
+    assert store.put_document("nonce1", {"a": 2}) == {"a": 1}
+    assert store.get_document("nonce1") == {"a": 1} and store.get_document("other") is None
+
+
+def test_purge_keeps_recent_batches(store: MetadataStore) -> None:
+    for batch in range(5):
+        store.put_shard_read("src", batch, _read())
+        store.put_shard_read("src", batch, _read("shardId-000000000001"))
+    store.put_shard_read("another-source", 0, _read())
+    assert store.purge("src", 3) == 3
+    assert [store.get_shard_read("src", b, "stream-a", "shardId-000000000001") is not None for b in range(5)] == [
+        False,
+        False,
+        False,
+        True,
+        True,
+    ]
+    assert store.get_shard_read("another-source", 0, "stream-a", "shardId-000000000000") is not None
+
+
+def test_concurrent_attempts_agree_on_one_winner(tmp_path: Path) -> None:
+    store = LocalStore(str(tmp_path))
+    candidates = [_read(records=i, last=str(100 + i)) for i in range(16)]
+    with ThreadPoolExecutor(8) as pool:
+        stored = list(pool.map(lambda read: store.put_shard_read("src", 0, read), candidates))
+    assert len(set(stored)) == 1 and stored[0] in candidates
+
+
+def test_layout_matches_the_dynamodb_keys(tmp_path: Path) -> None:
+    assert batch_shard_key(42, "orders", "shardId-000000000007") == "00000000000000000042/orders/shardId-000000000007"
+    LocalStore(str(tmp_path)).put_shard_read("src", 42, _read())
+    assert (tmp_path / "src" / "00000000000000000042" / "stream-a" / "shardId-000000000000.json").is_file()
+
+
+def test_ids_cannot_escape_the_store(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="cannot be used in a metadata key"):
+        LocalStore(str(tmp_path)).get_shard_read("../x", 0, "s", "shardId-0")
+
+
+def test_open_store_picks_the_implementation(tmp_path: Path) -> None:
+    assert isinstance(open_store(str(tmp_path)), LocalStore)
+    assert isinstance(open_store(f"file://{tmp_path}"), LocalStore)
+    assert isinstance(open_store("s3://bucket/prefix"), S3Store)
+
+
+def test_shard_read_next_start() -> None:
+    assert _read().next_start() == Position(TRIM_HORIZON)
+    assert _read(records=1, last="5").next_start() == Position(AFTER_SEQUENCE_NUMBER, "5", WHOLE_RECORD)
+    inside = ShardRead("s", "shardId-0", Position(TRIM_HORIZON), 1, "5", 3, last_complete=False)
+    assert inside.next_start() == Position(AFTER_SEQUENCE_NUMBER, "5", 3)
+    assert ShardRead.from_json(inside.to_json()) == inside
+
+
+def test_streaming_with_metadata_on_s3(moto: LocalServer, kinesalite: LocalServer, lite_stream) -> None:
+    bucket = unique_name("meta").lower()
+    aws_client("s3", moto.endpoint_url).create_bucket(Bucket=bucket)
+    stream = lite_stream(shards=1)
+    produced = [f"r{i}".encode() for i in range(7)]
+    put_records(kinesalite.client("kinesis"), stream, [(data, "k") for data in produced])
+    options = source_options(
+        kinesalite,
+        stream,
+        f"s3://{bucket}/checkpoints/q1",
+        **{"kinesis.metadata.s3EndpointUrl": moto.endpoint_url, "kinesis.maxFetchRecordsPerShard": "4"},
+    )
+    source = reader(options)
+    start = roundtrip(source.initialOffset())
+    start, first = run_batch(source, start)
+    start, second = run_batch(source, start)
+    assert [bytes(r["data"]) for r in first + second] == produced
+    keys = [o["Key"] for o in aws_client("s3", moto.endpoint_url).list_objects_v2(Bucket=bucket)["Contents"]]
+    assert any(key.endswith(f"00000000000000000000/{stream}/shardId-000000000000.json") for key in keys)
