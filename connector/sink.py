@@ -213,7 +213,8 @@ class ShardRouter:
     """Maps a 128-bit hash key to the index of the open shard whose hash-key range holds it.
 
     Built in each task from ``connector.shards.list_shards`` when aggregating: an aggregate is routed by its
-    first record's key, so each aggregate may only hold records of one shard.
+    first record's key, so each aggregate may only hold records of one shard. (``shards.shard_for_hash_key``
+    answers the same question but rebuilds its index per call; here it is built once for a task's rows.)
     """
 
     def __init__(self, ranges: Iterable[tuple[int, int]]):
