@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python -m bench.sink_throughput [--records N] [--size BYTES] [--small-records N]``.
 
 Two tables, each printed with ratios (measured here, never asserted):
-1. Same records (default 40,000 x 1 KiB), the baseline is a plain boto3 loop (500 entries per call, failed
+1. Same records (default 60,000 x 1 KiB), the baseline is a plain boto3 loop (500 entries per call, failed
    entries retried) in this process; ours is ``df.write.format("aws-kinesis")`` from a cached DataFrame on
    local[2], with aggregation off (one Kinesis record per row, like the baseline) and on (the default).
 2. 100-byte records (default 200,000): aggregation on vs off, in records per second.
@@ -112,7 +112,7 @@ def median_of(repeats: int, run) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=40_000)
+    parser.add_argument("--records", type=int, default=60_000)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--small-records", type=int, default=200_000)
     parser.add_argument("--repeats", type=int, default=3, help="runs of each case; the median is shown")

@@ -102,8 +102,8 @@ def test_batch_write_plain_records_with_string_data_and_explicit_hash_keys(
         # Even rows go to the top of the hash range, odd rows follow their key.
         f"case when id % 2 = 0 then '{2**128 - 1}' end as explicitHashKey",
     )
-    options = sink_options(kinesalite.endpoint_url, stream, **{"kinesis.sink.aggregationEnabled": "false"})
-    frame.write.format(FORMAT).options(**options).mode("append").save()
+    plain = {"kinesis.sink.aggregationEnabled": "false"}
+    frame.write.format(FORMAT).options(**sink_options(kinesalite.endpoint_url, stream, **plain)).mode("append").save()
     records = read_stream(kinesis, stream)
     assert len(records) == 40 and not any(is_aggregated(r["Data"]) for r in records)
     top_shard = list_shard_ids(kinesis, stream)[-1]
@@ -145,7 +145,11 @@ def test_partially_failed_calls_still_deliver_every_row_exactly_once(
     with FaultProxy(kinesalite.endpoint_url, Faults(put_records_entry_failure_rate=0.3), seed=3) as proxy:
         # Two tasks share the proxy's random draws, so the run is not repeatable: a budget of 10 stalled rounds
         # makes "the last few entries failed 11 times in a row" (0.3**11) practically impossible.
-        patient = {"kinesis.sink.aggregationEnabled": aggregation, "kinesis.clientNumRetries": "10"}
+        patient = {
+            "kinesis.sink.aggregationEnabled": aggregation,
+            "kinesis.clientNumRetries": "10",
+            "kinesis.sink.maxConnections": "3",  # retries on parallel call sequences too
+        }
         options = sink_options(proxy.endpoint_url, stream, **patient)
         frame.write.format(FORMAT).options(**options).mode("append").save()
         failed = proxy.stats["failed_entries"]
