@@ -3,6 +3,8 @@
 - ``latestOffset(start, limit)`` (4.2+) vs ``latestOffset()`` (4.0): readers declare
   ``latestOffset(self, start=None, limit=None)``; 4.2+ counts two parameters and passes both, 4.0.2 passes none.
 - ``SupportsTriggerAvailableNow`` and the ``ReadLimit`` classes exist from 4.2 on; stand-ins keep one code base.
+- ``DataSourceStreamArrowWriter`` exists from 4.1 on; on 4.0.2 a stream writer that also derives from
+  ``DataSourceArrowWriter`` is handed RecordBatches by the same worker code (``STREAM_ARROW_WRITER_BASES``).
 """
 
 from __future__ import annotations
@@ -28,4 +30,21 @@ except ImportError:  # pyspark < 4.2
 
     HAS_READ_LIMITS = False
 
-__all__ = ["HAS_READ_LIMITS", "PYSPARK_VERSION", "ReadAllAvailable", "SupportsTriggerAvailableNow"]
+# --- sink (added by the sink engineer): base classes of an Arrow stream writer ---------------------------------
+try:
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter
+
+    STREAM_ARROW_WRITER_BASES: tuple[type, ...] = (DataSourceStreamArrowWriter,)
+except ImportError:  # pyspark 4.0.x
+    from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter
+
+    STREAM_ARROW_WRITER_BASES = (DataSourceStreamWriter, DataSourceArrowWriter)
+# ----------------------------------------------------------------------------------------------- end of sink block
+
+__all__ = [
+    "HAS_READ_LIMITS",
+    "PYSPARK_VERSION",
+    "STREAM_ARROW_WRITER_BASES",
+    "ReadAllAvailable",
+    "SupportsTriggerAvailableNow",
+]

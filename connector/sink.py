@@ -28,26 +28,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from botocore.exceptions import ClientError
-from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from connector import aws
 from connector import options as opts
 from connector.aws import ClientSettings
+from connector.compat import STREAM_ARROW_WRITER_BASES
 from connector.kpl import Aggregator, OutgoingRecord, hash_key_of
 from connector.put_records import MAX_ENTRY_BYTES, MAX_PARTITION_KEY_CHARS, Entry, PutStats, put_all
 from connector.retry import RetryPolicy, error_code
 from connector.shards import list_shards, open_shards
-
-# --- pyspark version difference (kept here, it is the sink's only one) -------------------------------------
-# pyspark 4.1+ has DataSourceStreamArrowWriter; on 4.0.2 a stream writer that also derives from
-# DataSourceArrowWriter is handed RecordBatches by the same worker code (measured, see NOTES.md).
-try:
-    from pyspark.sql.datasource import DataSourceStreamArrowWriter
-
-    _STREAM_WRITER_BASES: tuple[type, ...] = (DataSourceStreamArrowWriter,)
-except ImportError:  # pyspark 4.0.x
-    _STREAM_WRITER_BASES = (DataSourceStreamWriter, DataSourceArrowWriter)
 
 log = logging.getLogger(__name__)
 
@@ -438,7 +429,7 @@ class KinesisBatchWriter(_KinesisWriter, DataSourceArrowWriter):
         _log_outcome("batch write aborted (records already sent stay in the stream)", messages, logging.WARNING)
 
 
-class KinesisStreamWriter(_KinesisWriter, *_STREAM_WRITER_BASES):
+class KinesisStreamWriter(_KinesisWriter, *STREAM_ARROW_WRITER_BASES):
     """``df.writeStream.format("aws-kinesis")``: each micro-batch's counts logged with its batch id."""
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
