@@ -185,22 +185,35 @@ def test_streaming_write_delivers_each_micro_batch(spark, kinesalite: LocalServe
     assert [progress["numInputRows"] for progress in query.recentProgress if progress["numInputRows"]] == [250, 250]
 
 
-def test_commit_logs_the_batch_counts(caplog: pytest.LogCaptureFixture) -> None:
+TASK_MESSAGES = [
+    SinkCommitMessage(0, ("s",), 700, 2, PutStats(records=2, bytes=9000, calls=1)),
+    SinkCommitMessage(1, ("s",), 300, 1, PutStats(records=1, bytes=4000, calls=2, retried_entries=1)),
+    None,  # a task that failed before reporting
+]
+
+
+def _stream_writer() -> KinesisStreamWriter:
     from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
     schema = StructType([StructField("data", BinaryType()), StructField("partitionKey", StringType())])
-    writer = KinesisStreamWriter(schema, sink_options("http://127.0.0.1:1", "s"))
-    messages = [
-        SinkCommitMessage(0, ("s",), 700, 2, PutStats(records=2, bytes=9000, calls=1)),
-        SinkCommitMessage(1, ("s",), 300, 1, PutStats(records=1, bytes=4000, calls=2, retried_entries=1)),
-        None,
-    ]
+    return KinesisStreamWriter(schema, sink_options("http://127.0.0.1:1", "s"))
+
+
+def test_commit_logs_the_batch_counts(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="connector.sink"):
-        writer.commit(messages, 42)
+        _stream_writer().commit(TASK_MESSAGES, 42)
     assert (
         "batch 42 committed: 2 tasks wrote 1000 records in 3 Kinesis records (3 aggregates, 13000 bytes) to s; "
         "3 PutRecords calls, 1 entries and 0 calls retried" in caplog.text
     )
+
+
+def test_abort_warns_with_what_was_already_sent(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="connector.sink"):
+        _stream_writer().abort(TASK_MESSAGES, 7)
+    (record,) = caplog.records
+    assert record.levelno == logging.WARNING
+    assert "batch 7 aborted (records already sent stay in the stream): 2 tasks wrote 1000 records" in record.message
 
 
 # --- refusals ---------------------------------------------------------------------------------------------
