@@ -239,14 +239,26 @@ class ShardFetcher:
     def _iterator(self, position: Position) -> str:
         request = iterator_request(position)
         self._from = position
-        answer = self.retry.call(
-            self.kinesis.get_shard_iterator,
-            StreamName=self.task.stream,
-            ShardId=self.task.shard_id,
-            what=f"GetShardIterator on {self._what}",
-            **request,
+        for _attempt in range(FUTURE_TIMESTAMP_WAITS):
+            try:
+                answer = self.retry.call(
+                    self.kinesis.get_shard_iterator,
+                    StreamName=self.task.stream,
+                    ShardId=self.task.shard_id,
+                    what=f"GetShardIterator on {self._what}",
+                    **request,
+                )
+                return answer["ShardIterator"]
+            except ClientError as exc:
+                # The driver's clock may run ahead of Kinesis': an AT_TIMESTAMP made from it (LATEST) can be a
+                # few milliseconds in Kinesis' future, which it refuses. Wait for Kinesis' clock to pass it.
+                if not _is_future_timestamp(exc):
+                    raise
+                time.sleep(FUTURE_TIMESTAMP_PAUSE_S)
+        raise RuntimeError(
+            f"GetShardIterator on {self._what}: Kinesis kept refusing AT_TIMESTAMP {position.timestamp_ms} as in the "
+            f"future for {FUTURE_TIMESTAMP_WAITS * FUTURE_TIMESTAMP_PAUSE_S:.0f} s; is this machine's clock ahead?"
         )
-        return answer["ShardIterator"]
 
     def _get_records(self, iterator: str) -> dict[str, Any] | None:
         """One GetRecords answer, or None when the iterator expired."""
@@ -262,6 +274,15 @@ class ShardFetcher:
             if exc.response.get("Error", {}).get("Code") == "ExpiredIteratorException":
                 return None
             raise
+
+
+FUTURE_TIMESTAMP_WAITS = 50
+FUTURE_TIMESTAMP_PAUSE_S = 0.2
+
+
+def _is_future_timestamp(exc: ClientError) -> bool:
+    error = exc.response.get("Error", {})
+    return error.get("Code") == "InvalidArgumentException" and "cannot be greater than" in error.get("Message", "")
 
 
 def now_ms() -> int:
