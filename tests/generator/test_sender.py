@@ -1,0 +1,154 @@
+"""``generator.run`` against kinesalite: every record arrives once, the rate holds, failed entries are retried
+(faults injected by ``localaws.fault_proxy``), aggregates read back with ``connector.kpl.deaggregate``."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+
+import pytest
+
+import generator
+from connector.kpl import UserRecord, deaggregate, hash_key_of, is_aggregated
+from connector.put_records import PutRecordsFailedError
+from connector.retry import RetryPolicy
+from localaws.fault_proxy import FaultProxy, Faults
+from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, LocalServer
+from localaws.streams import iterate_shard, read_stream
+
+FAST_RETRY = RetryPolicy(max_retries=8, initial_interval_ms=5, max_interval_ms=50)
+
+
+@pytest.fixture(autouse=True)
+def dummy_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``connector.aws`` uses boto3's default chain; the local servers accept any keys."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", DUMMY_ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", DUMMY_SECRET_KEY)
+
+
+def stored(kinesalite: LocalServer, stream: str) -> Counter[tuple[str, bytes]]:
+    return Counter((r["PartitionKey"], r["Data"]) for r in read_stream(kinesalite.client("kinesis"), stream))
+
+
+def test_count_run_stores_every_record_once(kinesalite: LocalServer, lite_stream):
+    stream = lite_stream(shards=2)
+    batches: list[int] = []
+    summary = generator.run(
+        stream_name=stream,
+        count=1200,
+        rate=20_000,
+        endpoint_url=kinesalite.endpoint_url,
+        workers=3,
+        collect=True,
+        on_sent=lambda users: batches.append(len(users)),
+    )
+    assert (summary.records, summary.kinesis_records, summary.failed) == (1200, 1200, 0)
+    assert sum(batches) == 1200 and summary.sent_records is not None
+    assert stored(kinesalite, stream) == Counter(summary.sent_records)
+    countries = {json.loads(data)["data"] for _, data in summary.sent_records}
+    assert countries == {"Spain", "Portugal", "Finland", "France"}
+    assert summary.bytes == sum(len(pk) + len(data) for pk, data in summary.sent_records)
+
+
+def test_constant_rate_holds_over_a_short_run(kinesalite: LocalServer, lite_stream):
+    stream = lite_stream()
+    sent_at: list[tuple[float, int]] = []
+    started = time.monotonic()
+    summary = generator.run(
+        stream_name=stream,
+        rate=400,
+        duration_s=3.0,
+        endpoint_url=kinesalite.endpoint_url,
+        on_sent=lambda users: sent_at.append((time.monotonic() - started, len(users))),
+    )
+    assert summary.records == 1200
+    assert summary.rate == pytest.approx(400, rel=0.05)
+    # Evenly spread, not bursts: about half the records are out by half time.
+    by_half_time = sum(n for at, n in sent_at if at <= 1.5)
+    assert 600 * 0.9 <= by_half_time <= 600 * 1.1
+
+
+def test_periodic_mode_sends_a_burst_each_second(kinesalite: LocalServer, lite_stream):
+    stream = lite_stream()
+    summary = generator.run(
+        stream_name=stream, periodic=(150, 0), duration_s=2.0, client=kinesalite.client("kinesis"), collect=True
+    )
+    assert summary.records == 300 and summary.elapsed_s >= 1.0
+    assert "periodic" in summary.target
+
+
+def test_partial_failures_are_retried_without_duplicates(kinesalite: LocalServer, lite_stream):
+    stream = lite_stream(shards=2)
+    faults = Faults(put_records_entry_failure_rate=0.3, throttle_rate=0.1, actions=frozenset({"PutRecords"}))
+    with FaultProxy(kinesalite.endpoint_url, faults, seed=3) as proxy:
+        summary = generator.run(
+            stream_name=stream, count=1000, rate=50_000, endpoint_url=proxy.endpoint_url, retry=FAST_RETRY, collect=True
+        )
+    assert summary.retried_entries > 0 and summary.retried_calls > 0
+    assert (summary.records, summary.failed) == (1000, 0)
+    assert stored(kinesalite, stream) == Counter(summary.sent_records)
+
+
+def test_entries_failing_through_the_budget_are_counted_and_the_run_goes_on(kinesalite: LocalServer, lite_stream):
+    stream = lite_stream()
+    faults = Faults(put_records_entry_failure_rate=1.0, actions=frozenset({"PutRecords"}))
+    with FaultProxy(kinesalite.endpoint_url, faults) as proxy:
+        summary = generator.run(
+            stream_name=stream,
+            count=30,
+            rate=100,
+            endpoint_url=proxy.endpoint_url,
+            retry=RetryPolicy(max_retries=1, initial_interval_ms=1, max_interval_ms=2),
+        )
+    assert (summary.records, summary.failed) == (0, 30)
+    assert summary.retried_entries >= 30
+    assert not stored(kinesalite, stream)
+
+
+def test_aggregated_records_are_readable_by_our_deaggregation(kinesalite: LocalServer, lite_stream):
+    stream = lite_stream(shards=3)
+    kinesis = kinesalite.client("kinesis")
+    summary = generator.run(
+        stream_name=stream,
+        count=3000,
+        rate=100_000,
+        endpoint_url=kinesalite.endpoint_url,
+        aggregate=True,
+        partition_key="{{random.uuid}}",
+        collect=True,
+    )
+    assert summary.records == 3000 and summary.kinesis_records < 300
+    shards = {s["ShardId"]: s["HashKeyRange"] for s in kinesis.list_shards(StreamName=stream)["Shards"]}
+    read: Counter[tuple[str, bytes]] = Counter()
+    aggregated = 0
+    for shard_id, hash_range in shards.items():
+        for record in iterate_shard(kinesis, stream, shard_id):
+            # A lone record (the first tick sends one) travels plain, as the KPL does.
+            aggregated += is_aggregated(record["Data"])
+            users = deaggregate(record["Data"]) if is_aggregated(record["Data"]) else [plain(record)]
+            for user in users:
+                # Each user record sits on the shard its own key hashes to.
+                assert int(hash_range["StartingHashKey"]) <= hash_key_of(user.partition_key)
+                assert hash_key_of(user.partition_key) <= int(hash_range["EndingHashKey"])
+                read[user.partition_key, user.data] += 1
+    assert read == Counter(summary.sent_records)
+    assert aggregated >= summary.kinesis_records - 3
+
+
+def plain(record: dict) -> UserRecord:
+    return UserRecord(record["Data"], record["PartitionKey"], None, 0)
+
+
+def test_bad_template_fails_before_sending(kinesalite: LocalServer, lite_stream):
+    stream, endpoint = lite_stream(), kinesalite.endpoint_url
+    with pytest.raises(generator.TemplateError, match="line 1, column 9"):
+        generator.run(stream_name=stream, template='{"a": 1,{{random.numbr}}}', count=5, endpoint_url=endpoint)
+    with pytest.raises(ValueError, match="partition key"):
+        generator.run(stream_name=stream, partition_key="{{random.alphaNumeric(300)}}", count=5, endpoint_url=endpoint)
+    assert not stored(kinesalite, stream)
+
+
+def test_missing_stream_stops_the_run_with_the_reason(kinesalite: LocalServer):
+    with pytest.raises(PutRecordsFailedError, match=r"no-such-stream.*does not exist"):
+        generator.run(stream_name="no-such-stream", count=10, rate=1000, endpoint_url=kinesalite.endpoint_url)
