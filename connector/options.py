@@ -353,7 +353,8 @@ FAIL_ON_DATA_LOSS = _add(
         BOOL,
         False,
         "Fail the query when records it should read are gone (trimmed past retention, deleted shard) instead "
-        "of continuing from the oldest records still there.",
+        "of continuing from the oldest records still there. Accepted now, enforced by part 2 of the source; "
+        "until then a batch that runs again and misses its recorded records always fails.",
         Side.SOURCE,
     )
 )
