@@ -137,3 +137,12 @@ def test_every_option_is_documented_and_valid() -> None:
 def test_options_doc_is_up_to_date() -> None:
     committed = (ROOT / "docs" / "options.md").read_text()
     assert committed == opts.render_markdown(), "run: python -m connector.options > docs/options.md"
+
+
+def test_every_option_named_in_the_source_docs_exists() -> None:
+    import re
+
+    text = (ROOT / "docs" / "source.md").read_text()
+    named = set(re.findall(r"`(kinesis\.[A-Za-z.]+)`", text)) | set(re.findall(r'"(kinesis\.[A-Za-z.]+)"', text))
+    assert named, "the docs name options"
+    assert sorted(name for name in named if name.lower() not in opts.REGISTRY) == []
