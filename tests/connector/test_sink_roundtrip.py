@@ -55,7 +55,7 @@ def test_batch_round_trip_keeps_every_row_and_key(
     spark, kinesalite: LocalServer, lite_stream, tmp_path: Path, aggregation: str
 ) -> None:
     source, target = lite_stream(shards=2), lite_stream(shards=3)
-    produced = _produce(kinesalite, source, 900)
+    produced = _produce(kinesalite, source, 400)
     rows = spark.read.format(FORMAT).options(**_read_options(kinesalite, source, tmp_path / "m1")).load()
     # The frame still carries the source's streamName column: the kinesis.streamName option must win over it.
     write_options = _options(kinesalite, target, **{"kinesis.sink.aggregationEnabled": aggregation})
@@ -67,12 +67,12 @@ def test_batch_round_trip_keeps_every_row_and_key(
     if aggregation == "true":
         assert len(read_stream(kinesalite.client("kinesis"), target)) < 20  # written as aggregates, read as rows
         assert max(row.subSequenceNumber for row in back) > 0
-    assert len(read_stream(kinesalite.client("kinesis"), source)) == 900  # nothing looped back into the source
+    assert len(read_stream(kinesalite.client("kinesis"), source)) == 400  # nothing looped back into the source
 
 
 def test_streaming_round_trip(spark, kinesalite: LocalServer, lite_stream, tmp_path: Path) -> None:
     source, target = lite_stream(shards=2), lite_stream(shards=2)
-    produced = _produce(kinesalite, source, 600)
+    produced = _produce(kinesalite, source, 300)
     query = (
         spark.readStream.format(FORMAT)
         .options(**_read_options(kinesalite, source, tmp_path / "m1"))
