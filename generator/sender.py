@@ -242,7 +242,10 @@ class _SenderPool:
     def _work(self) -> None:
         while (job := self._queue.get()) is not None:
             if self.fatal is None:
-                self._send(job)
+                try:
+                    self._send(job)
+                except Exception as exc:  # e.g. the caller's on_sent: stop the run, keep draining the queue
+                    self.fatal = exc
 
     def _send(self, job: _Job) -> None:
         stats = PutStats()
