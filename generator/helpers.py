@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import json
 import re
 import time
 import uuid
@@ -72,13 +73,16 @@ def _number(ctx: Context, args: Any) -> Render:
     # faker.js: floor(rand * (max/p - min/p + 1) + min/p) * p, shown with the precision's decimals.
     steps_low, steps = low / precision, int(high / precision - low / precision) + 1
     decimals = max(0, -int(f"{precision:e}".split("e")[1]))
+    if decimals == 0:
+        return lambda: int((int(rand() * steps) + steps_low) * precision)
     return lambda: round((int(rand() * steps) + steps_low) * precision, decimals)
 
 
 def _array_element(ctx: Context, args: Any) -> Render:
     if not isinstance(args, list) or not args:
         raise HelperArgumentError(f"expects a non-empty JSON array, got {args!r}")
-    return lambda: ctx.rng.choice(args)
+    elements = _as_text(args)
+    return lambda: ctx.rng.choice(elements)
 
 
 def _weighted_array_element(ctx: Context, args: Any) -> Render:
@@ -91,9 +95,15 @@ def _weighted_array_element(ctx: Context, args: Any) -> Render:
             "weights and data must be arrays of the same non-zero length, weights >= 0 with a positive sum; "
             f"got {args!r}"
         )
+    data = _as_text(data)
     cumulative = list(itertools.accumulate(weights))
     total, rand = cumulative[-1], ctx.rng.random
     return lambda: data[bisect.bisect_right(cumulative, rand() * total)]
+
+
+def _as_text(values: list[Any]) -> list[str]:
+    """Elements as they appear in the record: strings as is, anything else as JSON (true, not Python's True)."""
+    return [value if isinstance(value, str) else json.dumps(value) for value in values]
 
 
 def _uuid(ctx: Context, args: Any) -> Render:

@@ -55,7 +55,9 @@ def test_weighted_array_element_follows_weights():
 
 def test_uuid_array_element_and_boolean():
     assert all(uuid.UUID(v).version == 4 for v in values("{{random.uuid}}", 50))
-    assert set(values('{{random.arrayElement(["x", 2])}}')) == {"x", "2"}
+    mixed = set(values('{{random.arrayElement(["x", 2, true, null, {"a": 1}])}}'))
+    assert mixed == {"x", "2", "true", "null", '{"a": 1}'}  # JSON, as the KDG renders them
+    assert set(values("{{random.number(2.5)}}")) == {"0", "1", "2"}
     assert set(values("{{random.boolean}}")) == {"true", "false"}
 
 
