@@ -281,7 +281,8 @@ def render(final: FinalCounts, status: str) -> Group:
     return Group(table, Text(status, style="dim"))
 
 
-def render_verdict(verdict: Verdict, expected: Expected, final: FinalCounts, dead_letters: int) -> Table:
+def render_verdict(expected: Expected, final: FinalCounts, dead_letters: int) -> Table:
+    """Per country: events in the source stream vs. counted in the sink; and the malformed records."""
     table = Table(title="verdict: sink counts vs. source stream")
     for name in ("country", "in source", "counted", ""):
         table.add_column(name, justify="right" if name else "left")
@@ -303,33 +304,25 @@ class Progress:
         batches = max((q.lastProgress or {"batchId": -1})["batchId"] for q in queries) + 1
         gen = "running" if not generator.done.is_set() else f"sent {generator.sent}"
         return (
-            f"{time.monotonic() - self.started:4.0f}s {phase}; generator: {gen}; batches: {batches}; "
+            f"{time.monotonic() - self.started:4.0f}s {phase}; generator: {gen}; batches done: {batches}; "
             f"sink records: {final.records}"
         )
 
 
 def run_pipeline(args: argparse.Namespace, console: Console, deadline: float) -> int:
-    """Everything between 'servers up' and the verdict; returns the exit code."""
+    """Everything from starting the servers to the verdict; returns the exit code."""
     say = console.print
     with contextlib.ExitStack() as stack:
         target = stack.enter_context(open_target(args, say))
         stack.enter_context(demo_streams(args, target, say))
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kinesis-demo-")))
+        # Spark first: its start takes 5-15 s, which would otherwise pass with no counts to show.
+        queries = start_job(stack, args, target, workdir, say)
         bad = MALFORMED_RECORDS[: args.malformed]
         put_records(target.kinesis, args.source_stream, [(data, f"bad-{i}") for i, data in enumerate(bad)])
         generator = GeneratorRun()
         generator.start(args, target)
-        say(
-            f"generator: {args.rate:g} events/s for {args.seconds:g} s into {args.source_stream}, +{len(bad)} malformed"
-        )
-        say("starting Spark (local[2]) and country_counts ...")
-        spark = start_spark()
-        stack.callback(spark.stop)
-        common.register_connector(spark)
-        job_args = job_arguments(args, target, workdir)
-        queries = country_counts.start(spark, job_args)
-        stack.callback(stop_queries, queries)  # also when anything below fails
-
+        say(f"generator: {args.rate:g} events/s for {args.seconds:g} s, and {len(bad)} malformed records")
         tail = SinkTail(target.kinesis, args.sink_stream)
         expected = watch(args, console, generator, queries, tail, target, workdir, deadline)
         try:
@@ -338,17 +331,41 @@ def run_pipeline(args: argparse.Namespace, console: Console, deadline: float) ->
             console.print(f"[bold red]VERDICT: FAIL[/] the job failed: {error}")
             return 1
         tail.poll()
-        dead_letters = count_dead_letters(workdir / "dead-letter")
-        verdict = _verdict(generator, expected, tail.final, dead_letters, len(bad), args, target)
-        console.print(render_verdict(verdict, expected, tail.final, dead_letters))
-        for problem in verdict.problems[:20]:
-            console.print(f"  [red]- {problem}")
-        console.print(
-            "[bold green]VERDICT: PASS[/] every generated event was counted exactly once"
-            if verdict.ok
-            else f"[bold red]VERDICT: FAIL[/] {len(verdict.problems)} problem(s)"
-        )
-        return 0 if verdict.ok else 1
+        return report(console, generator, expected, tail.final, count_dead_letters(workdir / "dead-letter"), len(bad))
+
+
+def start_job(
+    stack: contextlib.ExitStack, args: argparse.Namespace, target: Target, workdir: Path, say: Any
+) -> list[Any]:
+    """Start local Spark and country_counts; both are stopped when ``stack`` closes."""
+    say("starting Spark (local[2]) and country_counts ...")
+    spark = start_spark()
+    stack.callback(spark.stop)
+    common.register_connector(spark)
+    queries = country_counts.start(spark, job_arguments(args, target, workdir))
+    stack.callback(stop_queries, queries)  # also when anything after this fails
+    say(f"country_counts started: {args.source_stream} -> {args.sink_stream}")
+    return queries
+
+
+def report(
+    console: Console, generator: GeneratorRun, expected: Expected, final: FinalCounts, dead_letters: int, injected: int
+) -> int:
+    """Print the verdict table, each problem and the verdict line; 0 when every check held."""
+    verdict = judge(expected, final, dead_letters, generator.sent, injected)
+    if generator.error is not None:
+        verdict = Verdict(False, [f"generator failed: {generator.error!r}", *verdict.problems])
+    elif not generator.done.is_set():
+        verdict = Verdict(False, ["generator still running at the deadline", *verdict.problems])
+    console.print(render_verdict(expected, final, dead_letters))
+    for problem in verdict.problems[:20]:
+        console.print(f"  [red]- {problem}")
+    console.print(
+        "[bold green]VERDICT: PASS[/] every generated event was counted exactly once"
+        if verdict.ok
+        else f"[bold red]VERDICT: FAIL[/] {len(verdict.problems)} problem(s)"
+    )
+    return 0 if verdict.ok else 1
 
 
 def watch(
@@ -393,24 +410,6 @@ def watch(
 
 def _settled(expected: Expected, final: FinalCounts, workdir: Path) -> bool:
     return final.counts() == expected.counts and count_dead_letters(workdir / "dead-letter") >= expected.malformed
-
-
-def _verdict(
-    generator: GeneratorRun,
-    expected: Expected,
-    final: FinalCounts,
-    dead_letters: int,
-    injected: int,
-    args: argparse.Namespace,
-    target: Target,
-) -> Verdict:
-    verdict = judge(expected, final, dead_letters, generator.sent, injected)
-    extra = []
-    if generator.error is not None:
-        extra.append(f"generator failed: {generator.error!r}")
-    elif not generator.done.is_set():
-        extra.append(f"generator still running at the deadline ({args.timeout_seconds:g} s)")
-    return Verdict(verdict.ok and not extra, extra + verdict.problems)
 
 
 def main(argv: list[str] | None = None) -> int:
