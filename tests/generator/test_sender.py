@@ -82,12 +82,14 @@ def test_periodic_mode_sends_a_burst_each_second(kinesalite: LocalServer, lite_s
 
 def test_partial_failures_are_retried_without_duplicates(kinesalite: LocalServer, lite_stream):
     stream = lite_stream(shards=2)
-    faults = Faults(put_records_entry_failure_rate=0.3, throttle_rate=0.1, actions=frozenset({"PutRecords"}))
+    faults = Faults(put_records_entry_failure_rate=0.3, throttle_rate=0.3, actions=frozenset({"PutRecords"}))
     with FaultProxy(kinesalite.endpoint_url, faults, seed=3) as proxy:
         summary = generator.run(
             stream_name=stream, count=1000, rate=50_000, endpoint_url=proxy.endpoint_url, retry=FAST_RETRY, collect=True
         )
-    assert summary.retried_entries > 0 and summary.retried_calls > 0
+    # Every injected fault was seen and retried: each failed entry once, each throttled call once.
+    assert summary.retried_entries == proxy.stats["failed_entries"] > 0
+    assert summary.retried_calls == proxy.stats["throttled"] > 0
     assert (summary.records, summary.failed) == (1000, 0)
     assert stored(kinesalite, stream) == Counter(summary.sent_records)
 
