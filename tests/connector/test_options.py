@@ -146,3 +146,12 @@ def test_every_option_named_in_the_source_docs_exists() -> None:
     named = set(re.findall(r"`(kinesis\.[A-Za-z.]+)`", text)) | set(re.findall(r'"(kinesis\.[A-Za-z.]+)"', text))
     assert named, "the docs name options"
     assert sorted(name for name in named if name.lower() not in opts.REGISTRY) == []
+
+
+def test_region_that_cannot_be_found_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    parsed = parse_options({"kinesis.endpointUrl": "https://vpce-1.example.com"}, Side.SOURCE)
+    with pytest.raises(OptionError, match=r"option kinesis.region is not set and cannot be inferred"):
+        ClientSettings.from_options(parsed)
