@@ -459,7 +459,7 @@ def run_job(
     *,
     needs_sink: SinkNeed = True,
 ) -> int:
-    """A job's ``main``: parse ``argv``, start its queries on a fresh session, run until done or stopped."""
+    """A job's ``main``: parse ``argv``, build the session, ``serve`` the job, stop the session."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)  # one INFO line per callback otherwise
     args = parse_job_args(parser, argv, needs_sink=needs_sink)
@@ -467,9 +467,25 @@ def run_job(
         marker = StopMarker(args.stop_marker, region=args.region) if args.stop_marker else None
     except ValueError as error:
         parser.error(str(error))
-    stop = StopSignal(marker)
-    restore = stop.install_signal_handlers()
     spark = build_session(app_name)
+    try:
+        return serve(spark, args, start, app_name, StopSignal(marker))
+    finally:
+        spark.stop()
+
+
+def serve(
+    spark: SparkSession,
+    args: Any,
+    start: Callable[[SparkSession, Any], list[StreamingQuery]],
+    app_name: str,
+    stop: StopSignal,
+) -> int:
+    """Start the job's queries and run them until they finish, fail, or SIGTERM/SIGINT/the marker stops them.
+
+    Returns the exit code. Must run on the main thread (signal handlers); restores the previous handlers.
+    """
+    restore = stop.install_signal_handlers()
     try:
         queries = start(spark, args)
         log.info("%s started %d quer%s", app_name, len(queries), "y" if len(queries) == 1 else "ies")
@@ -481,4 +497,3 @@ def run_job(
         return EXIT_FAILED
     finally:
         restore()
-        spark.stop()

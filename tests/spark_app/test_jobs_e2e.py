@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
 from collections import Counter
@@ -79,21 +81,56 @@ def test_country_counts_stops_on_its_marker_and_resumes_from_its_checkpoint(jobs
     assert {letter["streamName"] for letter in letters} == {source}
 
 
-def test_word_count_writes_each_words_running_count_to_kinesis(jobs: JobRunner, lite_stream):
+def test_word_count_runs_until_sigterm_and_writes_each_words_running_count(jobs: JobRunner, lite_stream):
+    """The job as its main() runs it (``serve``: signal handlers, run until stopped), stopped by SIGTERM."""
     source, sink = lite_stream(shards=2), lite_stream(shards=1)
     jobs.put([b"the quick brown fox", b"The lazy dog and THE fox", b"\xff\xfe not text"], source)
-    jobs.run_available_now(word_count, source, sink, "--output", "kinesis")
-    latest: dict[str, tuple[str, int]] = {}
-    for data, key in user_records(jobs.kinesis, sink):
-        record = json.loads(data)
-        assert key == record["word"]
-        if record["word"] not in latest or record["emitted_at"] >= latest[record["word"]][0]:
-            latest[record["word"]] = (record["emitted_at"], record["count"])
-    assert {word: count for word, (_, count) in latest.items()} == Counter(
-        ["the", "quick", "brown", "fox", "the", "lazy", "dog", "and", "the", "fox"]
-    )
+    expected = Counter(["the", "quick", "brown", "fox", "the", "lazy", "dog", "and", "the", "fox"])
+
+    def latest_counts() -> dict[str, int]:
+        latest: dict[str, tuple[str, int]] = {}
+        for data, key in user_records(jobs.kinesis, sink):
+            record = json.loads(data)
+            assert key == record["word"]
+            if record["word"] not in latest or record["emitted_at"] >= latest[record["word"]][0]:
+                latest[record["word"]] = (record["emitted_at"], record["count"])
+        return {word: count for word, (_, count) in latest.items()}
+
+    served = threading.Event()
+
+    def sigterm_when_counted() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (latest_counts() == expected and dead_letters(jobs.dead_letter_path)):
+            time.sleep(0.5)
+        if not served.is_set():  # after serve() the default handler is back: SIGTERM would end pytest
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=sigterm_when_counted, daemon=True).start()
+    args = jobs.args(word_count, source, sink, "--output", "kinesis", "--trigger-seconds", "2")
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        assert common.serve(jobs.spark, args, word_count.start, "word_count", common.StopSignal()) == common.EXIT_OK
+    finally:
+        served.set()
+    assert signal.getsignal(signal.SIGTERM) is handler
+    assert not [q for q in jobs.spark.streams.active if q.name.startswith("word_count")]
+    assert latest_counts() == expected
     [letter] = dead_letters(jobs.dead_letter_path)
     assert letter["error"] == "payload: not valid UTF-8"
+
+
+def test_word_count_console_output_reads_every_record(jobs: JobRunner, lite_stream):
+    source = lite_stream(shards=1)
+    jobs.put([b"hello kinesis hello", b"bye"], source)
+    queries = word_count.start(
+        jobs.spark, jobs.args(word_count, source, None, "--output", "console", "--available-now")
+    )
+    for query in queries:
+        query.awaitTermination(180)
+    console = next(q for q in queries if q.name == "word_count-console")
+    assert console.exception() is None
+    assert "Console" in console.lastProgress["sink"]["description"]
+    assert sum(progress["numInputRows"] for progress in console.recentProgress) == 2
 
 
 def test_kinesis_to_kinesis_copies_each_good_event_once_under_its_partition_key(jobs: JobRunner, lite_stream):
