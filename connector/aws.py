@@ -58,7 +58,7 @@ class ClientSettings:
     def from_options(cls, options: ParsedOptions, max_pool_connections: int = 10) -> ClientSettings:
         """Build from parsed options; raises OptionError when no region can be found or keys come alone."""
         endpoint = options[opts.ENDPOINT_URL.key]
-        region = options[opts.REGION.key] or infer_region(endpoint) or _sdk_default_region()
+        region = options[opts.REGION.key] or infer_region(endpoint) or sdk_default_region()
         if not region:
             raise OptionError(
                 f"option {opts.REGION.name} is not set and cannot be inferred from {opts.ENDPOINT_URL.name}="
@@ -101,10 +101,14 @@ def retry_policy(options: ParsedOptions) -> RetryPolicy:
     return RetryPolicy(options[opts.CLIENT_NUM_RETRIES.key], initial, maximum)
 
 
-def _sdk_default_region() -> str | None:
+def sdk_default_region() -> str | None:
+    """The AWS SDK's default region (AWS_REGION, AWS_DEFAULT_REGION, the config file), or None."""
     import boto3
 
     return boto3.session.Session().region_name
+
+
+_sdk_default_region = sdk_default_region  # the generator's name for it
 
 
 def credentials_provider(settings: ClientSettings) -> dict[str, str | None]:
