@@ -41,6 +41,7 @@ SOURCE_METADATA_COLUMNS = (
     "subSequenceNumber",
     "approximateArrivalTimestamp",
 )
+FETCH_TIME_OPTION = "kinesis.maxFetchTimePerShardSec"
 BATCH_TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -155,7 +156,7 @@ def build_session(app_name: str, shuffle_partitions: int = 8) -> SparkSession:
     interpreter that has pyarrow and boto3, hence PYSPARK_PYTHON; EMR sets it through spark.pyspark.python.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    _put_project_on_worker_path()
+    put_project_on_worker_path()
     spark = SparkSession.builder.appName(app_name).getOrCreate()
     # 200 shuffle partitions mean 200 state stores per stateful query: far too many for a sample job's volume.
     if not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
@@ -164,7 +165,7 @@ def build_session(app_name: str, shuffle_partitions: int = 8) -> SparkSession:
     return spark
 
 
-def _put_project_on_worker_path() -> None:
+def put_project_on_worker_path() -> None:
     """Run from a checkout (``python -m spark_app.<job>``), Python workers must import ``connector`` too.
 
     Workers inherit the environment of the JVM this process is about to start. From the EMR zip (``--py-files``)
@@ -197,9 +198,15 @@ def read_source(spark: SparkSession, args: Any, query_name: str) -> DataFrame:
         "kinesis.startingPosition": args.starting_position,
         # The source is not told the query's checkpoint; keep its per-batch shard positions beside it.
         "kinesis.metadataPath": child_path(checkpoint_of(args, query_name), "kinesis-metadata"),
-        **dict(args.source_option),
     }
-    return spark.readStream.format(KINESIS_FORMAT).options(**options).load()
+    if not args.available_now:
+        # An executor reads a shard until it has caught up: under a steady producer that never happens, and
+        # the first batch would last as long as the producer runs. Bound it by the trigger interval.
+        options[FETCH_TIME_OPTION] = str(max(1, round(args.trigger_seconds)))
+    user = dict(args.source_option)
+    # Option names are case-insensitive: a user's spelling of one of ours replaces ours.
+    options = {k: v for k, v in options.items() if k.lower() not in {u.lower() for u in user}}
+    return spark.readStream.format(KINESIS_FORMAT).options(**options, **user).load()
 
 
 def sink_options(args: Any) -> dict[str, str]:

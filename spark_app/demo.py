@@ -31,10 +31,11 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.logging import RichHandler
 from rich.table import Table
 from rich.text import Text
 
-from localaws import KINESALITE, KINESIS_MOCK, LocalAws, project_root
+from localaws import KINESALITE, KINESIS_MOCK, LocalAws
 from localaws.streams import create_stream, list_shard_ids, put_records, read_stream, unique_name
 from spark_app import common, country_counts
 from spark_app.verdict import Expected, FinalCounts, Verdict, judge, user_payloads
@@ -183,25 +184,43 @@ class GeneratorRun:
 # --- Spark -----------------------------------------------------------------------------------------------------
 
 
-def start_spark(app_name: str = "kinesis-demo") -> Any:
-    """A local[2] session whose Python workers run this interpreter and import this project."""
+def start_spark(log_path: Path, app_name: str = "kinesis-demo") -> Any:
+    """A local[2] session whose Python workers run this interpreter and import this project.
+
+    The JVM and its Python workers write their logs to ``log_path``: on the terminal they would tear the live
+    table (the demo's own messages still go to the terminal).
+    """
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    root = str(project_root())
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    common.put_project_on_worker_path()
     from pyspark.sql import SparkSession
 
-    spark = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName(app_name)
         .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")  # progress bars would tear the live table
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         # The events' dates carry no zone; the verdict reads them as UTC too.
         .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
     )
-    spark.sparkContext.setLogLevel("ERROR")
+    with _stderr_to(log_path):  # the JVM inherits file descriptor 2 when it starts
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+@contextlib.contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    sys.stderr.flush()
+    saved = os.dup(2)
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(target, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
 
 
 def job_arguments(args: argparse.Namespace, target: Target, workdir: Path) -> Any:
@@ -338,8 +357,9 @@ def start_job(
     stack: contextlib.ExitStack, args: argparse.Namespace, target: Target, workdir: Path, say: Any
 ) -> list[Any]:
     """Start local Spark and country_counts; both are stopped when ``stack`` closes."""
-    say("starting Spark (local[2]) and country_counts ...")
-    spark = start_spark()
+    log_path = Path(tempfile.gettempdir()) / f"{args.sink_stream}-spark.log"
+    say(f"starting Spark (local[2]) and country_counts; Spark's log: {log_path}")
+    spark = start_spark(log_path)
     stack.callback(spark.stop)
     common.register_connector(spark)
     queries = country_counts.start(spark, job_arguments(args, target, workdir))
@@ -414,9 +434,10 @@ def _settled(expected: Expected, final: FinalCounts, workdir: Path) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    # Dead-letter warnings are worth seeing; the sink's per-batch INFO lines would bury the table.
-    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     console = Console()
+    # Dead-letter warnings are worth seeing; through the console they print above the live table, not into it.
+    handler = RichHandler(console=console, show_time=False, show_path=False, show_level=False)
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s", handlers=[handler])
     deadline = time.monotonic() + args.timeout_seconds - 15  # leave time to stop everything cleanly
     try:
         return run_pipeline(args, console, deadline)

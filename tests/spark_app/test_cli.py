@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_a_local_run_puts_the_checkout_on_the_python_workers_path(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", "/elsewhere")
-    common._put_project_on_worker_path()
+    common.put_project_on_worker_path()
     assert os.environ["PYTHONPATH"].split(os.pathsep) == [str(ROOT), "/elsewhere"]
 
 
