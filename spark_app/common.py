@@ -192,6 +192,11 @@ def endpoint_options(args: Any) -> dict[str, str]:
 
 def read_source(spark: SparkSession, args: Any, query_name: str) -> DataFrame:
     """The source stream as a streaming DataFrame, for the query ``query_name`` (one reader per query)."""
+    return spark.readStream.format(KINESIS_FORMAT).options(**source_options(args, query_name)).load()
+
+
+def source_options(args: Any, query_name: str) -> dict[str, str]:
+    """The source's options for ``query_name``: ours, then the user's ``--source-option`` values over them."""
     options = {
         **endpoint_options(args),
         "kinesis.streamName": args.source_stream,
@@ -205,8 +210,8 @@ def read_source(spark: SparkSession, args: Any, query_name: str) -> DataFrame:
         options[FETCH_TIME_OPTION] = str(max(1, round(args.trigger_seconds)))
     user = dict(args.source_option)
     # Option names are case-insensitive: a user's spelling of one of ours replaces ours.
-    options = {k: v for k, v in options.items() if k.lower() not in {u.lower() for u in user}}
-    return spark.readStream.format(KINESIS_FORMAT).options(**options, **user).load()
+    overridden = {name.lower() for name in user}
+    return {**{k: v for k, v in options.items() if k.lower() not in overridden}, **user}
 
 
 def sink_options(args: Any) -> dict[str, str]:

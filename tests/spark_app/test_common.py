@@ -51,6 +51,23 @@ def test_options_reach_source_and_sink_with_the_connector_names():
     }
 
 
+def test_source_options_bound_a_batch_by_the_trigger_and_let_the_user_override_any_of_them():
+    args = parse(country_counts, ["--sink-stream", "o", "--trigger-seconds", "0.2"])
+    assert common.source_options(args, "counts") == {
+        "kinesis.region": "us-east-1",
+        "kinesis.streamName": "src",
+        "kinesis.startingPosition": "TRIM_HORIZON",
+        "kinesis.metadataPath": "/tmp/ck/counts/kinesis-metadata",
+        "kinesis.maxFetchTimePerShardSec": "1",
+    }
+    assert "kinesis.maxFetchTimePerShardSec" not in common.source_options(
+        parse(country_counts, ["--sink-stream", "o", "--available-now"]), "counts"
+    )
+    custom = parse(country_counts, ["--sink-stream", "o", "--source-option", "kinesis.MAXFETCHTIMEPERSHARDSEC=30"])
+    options = common.source_options(custom, "counts")
+    assert options["kinesis.MAXFETCHTIMEPERSHARDSEC"] == "30" and "kinesis.maxFetchTimePerShardSec" not in options
+
+
 def test_a_job_that_writes_to_kinesis_names_the_missing_sink_stream(capsys):
     assert "--sink-stream: missing" in usage_error(capsys, country_counts, [])
     # word_count needs it only for Kinesis output.
