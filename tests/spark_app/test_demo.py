@@ -59,7 +59,10 @@ def test_the_leftover_check_sees_a_tagged_process():
     tag = uuid.uuid4().hex
     child = subprocess.Popen(["sleep", "30"], env={**os.environ, TAG: tag})
     try:
-        assert processes_tagged(tag) == [child.pid]
+        deadline = time.monotonic() + 10  # on a busy machine the child may not have exec'd yet
+        while (found := processes_tagged(tag)) != [child.pid] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert found == [child.pid]
     finally:
         child.kill()
         child.wait()
