@@ -62,7 +62,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--trigger-seconds", type=_positive, default=3.0, help="micro-batch interval (default: 3)")
     run.add_argument("--malformed", type=int, default=len(MALFORMED_RECORDS), help="malformed records to inject")
     run.add_argument("--template", type=Path, help="generator template file (default: generator's seed template)")
-    run.add_argument("--timeout-seconds", type=_positive, default=170.0, help="hard end of the demo (default: 170)")
+    run.add_argument(
+        "--timeout-seconds", type=_positive, default=170.0, help="the demo ends by then at the latest (default: 170)"
+    )
     run.add_argument("--no-live", action="store_true", help="print progress lines instead of a live table")
     where = parser.add_argument_group("where it runs (default: local servers)")
     where.add_argument("--kinesis-server", choices=sorted(SERVERS), default="kinesalite", help="local Kinesis")
@@ -79,6 +81,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             setattr(args, name, value)
     if not 0 <= args.malformed <= len(MALFORMED_RECORDS):
         parser.error(f"--malformed: got {args.malformed}; allowed: 0 to {len(MALFORMED_RECORDS)}")
+    if args.timeout_seconds < 60:
+        parser.error(
+            f"--timeout-seconds: got {args.timeout_seconds:g}; allowed: 60 or more (Spark alone starts in 5-15 s)"
+        )
     if args.window_seconds <= 0 or args.shards <= 0:
         parser.error("--window-seconds and --shards: allowed: whole numbers > 0")
     args.source_stream = args.source_stream or unique_name("demo-source")
@@ -407,9 +413,7 @@ def watch(
         while time.monotonic() < deadline:
             tail.poll()
             if generator.done.is_set() and expected is None:
-                expected = Expected.from_records(
-                    user_payloads(read_stream(target.kinesis, args.source_stream)), args.window_seconds
-                )
+                expected = read_expected(args, target)
             settled = expected is not None and _settled(expected, tail.final, workdir)
             phase = "settled" if settled else ("draining" if expected else "generating")
             status = progress.status(generator, queries, tail.final, phase)
@@ -421,11 +425,12 @@ def watch(
             if settled or any(not q.isActive for q in queries):
                 break
             time.sleep(1.0)
-    if expected is None:  # deadline hit while generating: judge what is there
-        expected = Expected.from_records(
-            user_payloads(read_stream(target.kinesis, args.source_stream)), args.window_seconds
-        )
-    return expected
+    return expected if expected is not None else read_expected(args, target)  # the deadline hit while generating
+
+
+def read_expected(args: argparse.Namespace, target: Target) -> Expected:
+    """What the source stream holds now, read back with boto3: the verdict's reference."""
+    return Expected.from_records(user_payloads(read_stream(target.kinesis, args.source_stream)), args.window_seconds)
 
 
 def _settled(expected: Expected, final: FinalCounts, workdir: Path) -> bool:
@@ -438,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     # Dead-letter warnings are worth seeing; through the console they print above the live table, not into it.
     handler = RichHandler(console=console, show_time=False, show_path=False, show_level=False)
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s", handlers=[handler])
-    deadline = time.monotonic() + args.timeout_seconds - 15  # leave time to stop everything cleanly
+    # Leave time to stop everything cleanly: up to 30 s for the job's last batch, then Spark and the servers.
+    deadline = time.monotonic() + args.timeout_seconds - 45
     try:
         return run_pipeline(args, console, deadline)
     except KeyboardInterrupt:
