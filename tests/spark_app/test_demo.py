@@ -67,3 +67,19 @@ def test_the_leftover_check_sees_a_tagged_process():
         child.kill()
         child.wait()
     assert processes_tagged(tag) == []
+
+
+def test_demo_options_short_mode_and_errors(capsys):
+    from spark_app.demo import parse_args
+
+    args = parse_args(["--short"])
+    assert (args.seconds, args.rate, args.window_seconds) == (12.0, 25.0, 5)
+    assert args.source_stream.startswith("demo-source-") and args.sink_stream.startswith("demo-sink-")
+    for argv, message in (
+        (["--malformed", "9"], "--malformed: got 9; allowed: 0 to 4"),
+        (["--timeout-seconds", "10"], "--timeout-seconds: got 10; allowed: 60 or more"),
+        (["--rate", "0"], "--rate: got '0'; allowed: a number > 0"),
+    ):
+        with pytest.raises(SystemExit):
+            parse_args(argv)
+        assert message in capsys.readouterr().err
