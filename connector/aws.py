@@ -125,24 +125,40 @@ def credentials_provider(settings: ClientSettings) -> dict[str, str | None]:
     }
 
 
-_clients: dict[tuple[str, ClientSettings], Any] = {}
+_clients: dict[tuple[str, ClientSettings, bool], Any] = {}
 _lock = threading.Lock()
+RAW_BODY = "RawBody"  # where a reader client's GetRecords answer carries its undecoded body
 
 
-def client(service: str, settings: ClientSettings) -> Any:
+def client(service: str, settings: ClientSettings, raw_get_records: bool = False) -> Any:
     """A boto3 client for ``service``, made once per process and settings (boto3 clients are thread-safe).
 
     ``settings.endpoint_url`` is used as given: for another service than Kinesis, pass settings whose endpoint is
     that service's (``dataclasses.replace(settings, endpoint_url=...)``) or None for AWS's.
+    ``raw_get_records``: see ``kinesis_reader_client``.
     """
-    key = (service, settings)
+    key = (service, settings, raw_get_records)
     found = _clients.get(key)
     if found is not None:
         return found
     with _lock:  # boto3 sessions are not thread-safe to create
         if key not in _clients:
-            _clients[key] = _new_client(service, settings)
+            made = _new_client(service, settings)
+            if raw_get_records:
+                made.meta.events.register(f"before-parse.{service}.GetRecords", _keep_raw_body)
+            _clients[key] = made
         return _clients[key]
+
+
+def _keep_raw_body(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_: Any) -> None:
+    """botocore's ``before-parse`` hook: a successful GetRecords answer skips botocore's parser.
+
+    The body moves to ``RAW_BODY`` for ``connector.decode`` and botocore parses an empty object instead. Errors
+    keep their body, so botocore still raises ClientError with the AWS error code.
+    """
+    if response_dict.get("status_code") == 200:
+        customized_response_dict[RAW_BODY] = response_dict["body"]
+        response_dict["body"] = b"{}"
 
 
 def _new_client(service: str, settings: ClientSettings) -> Any:
@@ -163,3 +179,9 @@ def _new_client(service: str, settings: ClientSettings) -> Any:
 def kinesis_client(settings: ClientSettings) -> Any:
     """The process's Kinesis client for ``settings``."""
     return client("kinesis", settings)
+
+
+def kinesis_reader_client(settings: ClientSettings) -> Any:
+    """The process's Kinesis client for reading records: its ``get_records`` answers ``{RAW_BODY: bytes}``
+    (decoded by ``connector.decode``, ~4x faster than botocore's parser); every other call is as usual."""
+    return client("kinesis", settings, raw_get_records=True)

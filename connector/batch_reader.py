@@ -19,7 +19,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from connector import options as opts
-from connector.aws import kinesis_client
+from connector.aws import kinesis_client, kinesis_reader_client
 from connector.fetch.polling import FetchLimits, ShardFetcher, ShardTask, now_ms
 from connector.offsets import (
     AFTER_SEQUENCE_NUMBER,
@@ -63,7 +63,7 @@ def parse_ending_position(text: str) -> dict[str, ShardEnd] | None:
             if position.kind not in (AT_SEQUENCE_NUMBER, AFTER_SEQUENCE_NUMBER):
                 raise ValueError(f"shard {key!r}: an end must name a sequence number")
             assert position.sequence_number is not None
-            ends[key] = ShardEnd(position.sequence_number, max(position.sub_sequence_number, 0))
+            ends[key] = ShardEnd(str(int(position.sequence_number)), max(position.sub_sequence_number, 0))
         return ends
     except (ValueError, AttributeError, TypeError) as exc:
         raise OptionError(
@@ -106,15 +106,21 @@ class KinesisBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, BatchPartition)
-        client = kinesis_client(self.settings.client)
+        client = kinesis_reader_client(self.settings.client)
         limits = FetchLimits(
             records_per_call=self.settings.records_per_fetch,
             fetch_interval_s=self.settings.fetch_interval_s,
             stop_after_ms=partition.stop_after_ms,
         )
         for task, end in partition.tasks:
-            until = (int(end.sequence_number), end.sub_sequence_number) if end is not None else None
+            until = (end.sequence_number, end.sub_sequence_number) if end is not None else None
             fetcher = ShardFetcher(
-                client, task, limits, self.settings.client.retry, shard_context(self.settings, task), until=until
+                client,
+                task,
+                limits,
+                self.settings.client.retry,
+                shard_context(self.settings, task),
+                until=until,
+                fail_on_data_loss=self.settings.fail_on_data_loss,
             )
             yield from fetcher.batches()

@@ -14,10 +14,11 @@ import pyspark
 PYSPARK_VERSION = tuple(int(part) for part in pyspark.__version__.split(".")[:2])
 
 try:
-    from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
     HAS_READ_LIMITS = True
 except ImportError:  # pyspark < 4.2
+    from dataclasses import dataclass
 
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         """Stand-in: on pyspark < 4.2 AvailableNow runs everything up to one latestOffset in one batch."""
@@ -27,6 +28,12 @@ except ImportError:  # pyspark < 4.2
 
     class ReadAllAvailable:  # type: ignore[no-redef]
         """Stand-in for pyspark < 4.2, which has no read limits."""
+
+    @dataclass
+    class ReadMaxRows:  # type: ignore[no-redef]
+        """Stand-in for pyspark < 4.2, which has no read limits."""
+
+        max_rows: int
 
     HAS_READ_LIMITS = False
 
@@ -46,5 +53,6 @@ __all__ = [
     "PYSPARK_VERSION",
     "STREAM_ARROW_WRITER_BASES",
     "ReadAllAvailable",
+    "ReadMaxRows",
     "SupportsTriggerAvailableNow",
 ]

@@ -193,26 +193,61 @@ def split_shard_key(key: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class KinesisOffset:
-    """Batch ``batch_id``'s starting position per shard (keys from ``shard_key``); SHARD_END marks finished shards."""
+    """Batch ``batch_id``'s plan: where each shard starts, and which shards it reads.
+
+    - ``shards``: every shard the query tracks (keys from ``shard_key``); SHARD_END marks shards read to their
+      end, kept while ListShards still shows them so that they are never read again.
+    - ``parents``: for a shard whose parents are tracked too, their keys. A shard is *readable* only once every
+      tracked parent is at SHARD_END: children are read after their parents, so per-key order holds.
+    - ``reads``: the readable shards this batch reads (those with records waiting); None means all of them.
+    - ``max_records``: per-shard caps from ``kinesis.maxRecordsPerTrigger`` / Spark's ReadMaxRows.
+    - ``until_ms``: records that arrived after this instant are left for later batches (planning time, or the
+      start of an AvailableNow run).
+    """
 
     source_id: str
     metadata_path: str
     batch_id: int
     shards: Mapping[str, Position]
+    parents: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    reads: frozenset[str] | None = None
+    max_records: Mapping[str, int] = field(default_factory=dict)
+    until_ms: int | None = None
 
     def to_json(self) -> str:
-        body = {
+        body: dict[str, Any] = {
             "v": OFFSET_VERSION,
             "sourceId": self.source_id,
             "metadataPath": self.metadata_path,
             "batchId": self.batch_id,
             "shards": {key: self.shards[key].to_json() for key in sorted(self.shards)},
         }
+        if self.parents:
+            body["parents"] = {key: list(parents) for key, parents in self.parents.items()}
+        if self.reads is not None:
+            body["reads"] = sorted(self.reads)
+        if self.max_records:
+            body["maxRecords"] = dict(self.max_records)
+        if self.until_ms is not None:
+            body["untilMs"] = self.until_ms
         return json.dumps(body, separators=(",", ":"), sort_keys=True)
 
+    def readable(self) -> list[str]:
+        """Shards not finished whose tracked parents are all finished, sorted."""
+        return sorted(key for key in self.shards if is_readable(key, self.shards, self.parents))
+
     def active(self) -> dict[str, Position]:
-        """The shards this batch reads (not finished)."""
-        return {key: position for key, position in sorted(self.shards.items()) if not position.is_shard_end}
+        """The shards this batch reads."""
+        return {
+            key: self.shards[key] for key in self.readable() if self.reads is None or key in self.reads
+        }
+
+
+def is_readable(key: str, shards: Mapping[str, Position], parents: Mapping[str, tuple[str, ...]]) -> bool:
+    """Not finished, and every tracked parent finished (an untracked parent is long gone, or was never ours)."""
+    if shards[key].is_shard_end:
+        return False
+    return all(parent not in shards or shards[parent].is_shard_end for parent in parents.get(key, ()))
 
 
 @dataclass(frozen=True)
@@ -236,4 +271,14 @@ def parse_offset(value: str | Mapping[str, Any]) -> KinesisOffset | PendingOffse
     if "pending" in body:
         return PendingOffset(body["pending"], body["metadataPath"])
     shards = {key: Position.from_json(position) for key, position in body["shards"].items()}
-    return KinesisOffset(body["sourceId"], body["metadataPath"], int(body["batchId"]), shards)
+    reads = body.get("reads")
+    return KinesisOffset(
+        body["sourceId"],
+        body["metadataPath"],
+        int(body["batchId"]),
+        shards,
+        parents={key: tuple(parents) for key, parents in body.get("parents", {}).items()},
+        reads=frozenset(reads) if reads is not None else None,
+        max_records={key: int(cap) for key, cap in body.get("maxRecords", {}).items()},
+        until_ms=body.get("untilMs"),
+    )

@@ -352,10 +352,24 @@ FAIL_ON_DATA_LOSS = _add(
         "kinesis.failOnDataLoss",
         BOOL,
         False,
-        "Fail the query when records it should read are gone (trimmed past retention, deleted shard) instead "
-        "of continuing from the oldest records still there. Accepted now, enforced by part 2 of the source; "
-        "until then a batch that runs again and misses its recorded records always fails.",
+        "When records the query should read are gone (its position was trimmed past retention or the stream "
+        "re-created, or an unfinished shard vanished): `true` fails the query naming the shard, `false` logs a "
+        "warning and continues from the oldest record still there (or the shard's children). A batch that runs "
+        "again and cannot find its recorded records always fails.",
         Side.SOURCE,
+    )
+)
+MAX_RECORDS_PER_TRIGGER = _add(
+    Option(
+        "kinesis.maxRecordsPerTrigger",
+        integer(1),
+        None,
+        "Most records one micro-batch reads from all shards together, shared evenly among the shards with "
+        "records waiting (pyspark 4.2+ also takes Spark's own ReadMaxRows limit; `Trigger.AvailableNow` then runs "
+        "several batches). Each shard still stops at `kinesis.maxFetchRecordsPerShard`.",
+        Side.SOURCE,
+        unit="records",
+        default_doc="no limit",
     )
 )
 RECORDS_PER_FETCH = _add(
@@ -373,7 +387,9 @@ FETCH_INTERVAL_MS = _add(
         "kinesis.getRecords.fetchIntervalMs",
         integer(0),
         200,
-        "Pause between two GetRecords calls on one shard (Kinesis allows 5 calls per second per shard).",
+        "Pause between two GetRecords calls on one shard (Kinesis allows 5 calls per second per shard). The "
+        "driver's idle probes (is anything new?) run at most once per this interval per shard, and not more "
+        "often than every 200 ms.",
         Side.SOURCE,
         unit="ms",
     )

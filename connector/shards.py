@@ -1,18 +1,22 @@
-"""Listing a stream's shards: the ``Shard`` record, ListShards paging and a clear error for a missing stream.
+"""Listing a stream's shards (ListShards paging, a clear error for a missing stream) and tracking their lineage.
 
-Who calls it: the source's driver side when planning a batch (``stream_reader`` / ``batch_reader``) and the sink
-when it routes aggregates to shards. Lineage ordering (parent before child) builds on ``Shard`` in part 2.
+Who calls it: the source's driver side when planning a batch (``planner`` / ``batch_reader``) and the sink when
+it routes aggregates to shards. ``track_listing`` folds a new listing into the shards a query tracks: new shards
+(the children of a split or merge) are tracked with their tracked parents, so that they are read only after
+their parents are read to their end (``offsets.is_readable``); finished shards that ListShards no longer shows
+are forgotten; unfinished ones that vanished are reported (``kinesis.failOnDataLoss``).
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from connector.offsets import Position, shard_key, split_shard_key
 from connector.retry import RetryPolicy
 
 MAX_HASH_KEY = 2**128 - 1
@@ -102,6 +106,45 @@ def shard_for_hash_key(sorted_open: list[Shard], hash_key: int) -> Shard:
     if index < 0 or not sorted_open[index].holds_hash_key(hash_key):
         raise ValueError(f"hash key {hash_key} is outside every open shard's range (is the stream resharding?)")
     return sorted_open[index]
+
+
+def track_listing(
+    positions: MutableMapping[str, Position],
+    parents: MutableMapping[str, tuple[str, ...]],
+    stream: str,
+    listing: Iterable[Shard],
+    start_of: Callable[[Shard], Position],
+) -> dict[str, Position]:
+    """Fold ``stream``'s ``listing`` into the tracked ``positions`` and ``parents`` (both updated in place).
+
+    A shard seen for the first time starts at ``start_of(shard)`` and records which of its parents are tracked.
+    A tracked shard missing from the listing is forgotten; those that were not finished (records possibly lost)
+    are returned with their positions. Parents that are no longer tracked are dropped from ``parents``.
+    """
+    listed = {shard_key(stream, shard.shard_id): shard for shard in listing}
+    new = [key for key in listed if key not in positions]
+    for key in new:  # positions first, so that a new child sees its new parent
+        positions[key] = start_of(listed[key])
+    for key in new:
+        shard = listed[key]
+        tracked = tuple(
+            shard_key(stream, parent)
+            for parent in (shard.parent_shard_id, shard.adjacent_parent_shard_id)
+            if parent and shard_key(stream, parent) in positions
+        )
+        if tracked:
+            parents[key] = tracked
+    gone = [key for key in positions if split_shard_key(key)[0] == stream and key not in listed]
+    vanished = {key: positions[key] for key in gone if not positions[key].is_shard_end}
+    for key in gone:
+        del positions[key]
+    for key, tracked in list(parents.items()):
+        kept = tuple(parent for parent in tracked if parent in positions)
+        if key not in positions or not kept:
+            del parents[key]
+        elif kept != tracked:
+            parents[key] = kept
+    return vanished
 
 
 class ShardCatalog:

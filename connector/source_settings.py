@@ -53,6 +53,7 @@ class SourceSettings:
     starting_given: bool
     ending: str
     max_fetch_records: int
+    max_records_per_trigger: int | None
     max_fetch_time_s: float | None
     describe_shard_interval_s: float
     fail_on_data_loss: bool
@@ -82,6 +83,7 @@ class SourceSettings:
             starting_given=parsed.is_set(opts.STARTING_POSITION.key),
             ending=parsed[opts.ENDING_POSITION.key],
             max_fetch_records=parsed[opts.MAX_FETCH_RECORDS_PER_SHARD.key],
+            max_records_per_trigger=parsed[opts.MAX_RECORDS_PER_TRIGGER.key],
             max_fetch_time_s=float(max_time) if max_time is not None else None,
             describe_shard_interval_s=parsed[opts.DESCRIBE_SHARD_INTERVAL.key],
             fail_on_data_loss=parsed[opts.FAIL_ON_DATA_LOSS.key],

@@ -2,18 +2,20 @@
 
 Who calls what (see docs/source.md for the full story):
 - Driver, one long-lived reader per query: ``initialOffset`` (new query only), ``latestOffset`` every trigger,
-  ``partitions(start, end)`` for each batch (also when a batch runs again after a restart), ``commit(end)``.
+  ``partitions(start, end)`` for each batch (also when a batch runs again after a restart), ``commit(end)``;
+  with ``Trigger.AvailableNow`` first ``prepareForTriggerAvailableNow``; ``reportLatestOffset`` for progress.
 - Executors: ``read(partition)`` on an unpickled copy of the reader; everything it needs is in the partition.
 
-Offsets (``connector.offsets``): batch ``k``'s offset holds the position each shard starts at in batch ``k``.
-Executors record where they stopped in the metadata store under (source id, batch id, shard); the driver builds
-batch ``k+1``'s offset from batch ``k``'s records. A batch that runs again (task retry, restart before commit)
-finds its records and stops at exactly the same record, whatever the time or record limits say.
+Offsets (``connector.offsets``): batch ``k``'s offset holds the position each shard starts at in batch ``k``
+and which shards it reads. Executors record where they stopped in the metadata store under (source id, batch
+id, shard); ``connector.planner`` builds batch ``k+1``'s offset from batch ``k``'s records, and answers "no new
+batch" (the start offset itself) while no shard has records waiting. A batch that runs again (task retry,
+restart before commit) finds its records and stops at exactly the same record, whatever the limits say.
 """
 
 from __future__ import annotations
 
-import functools
+import json
 import logging
 import uuid
 from collections.abc import Iterator, Sequence
@@ -24,30 +26,18 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from connector.aws import kinesis_client
+from connector.aws import kinesis_reader_client
+from connector.compat import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from connector.decode import ShardContext
 from connector.fetch.polling import FetchLimits, ShardFetcher, ShardTask, now_ms
 from connector.metadata.store import MetadataStore, open_store
-from connector.offsets import (
-    AT_TIMESTAMP,
-    LATEST,
-    TRIM_HORIZON,
-    KinesisOffset,
-    PendingOffset,
-    Position,
-    parse_offset,
-    shard_key,
-    split_shard_key,
-)
-from connector.shards import ShardCatalog
+from connector.offsets import KinesisOffset, PendingOffset, parse_offset, split_shard_key
+from connector.planner import INITIAL_BATCH, BatchPlanner, MissingMetadataError
 from connector.source_settings import SourceSettings
 
 log = logging.getLogger(__name__)
-INITIAL_BATCH = -1  # the initial offset's batch id: no batch reads it, batch 0 starts at its positions
 
-
-class MissingMetadataError(RuntimeError):
-    """The metadata store has no record of where the previous batch stopped on a shard."""
+__all__ = ["INITIAL_BATCH", "KinesisPartition", "KinesisStreamReader", "MissingMetadataError"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +48,7 @@ class KinesisPartition(InputPartition):
     source_id: str
     metadata_path: str
     tasks: tuple[ShardTask, ...]
+    until_ms: int | None = None  # records that arrived after this wait for a later batch
 
 
 def shard_context(settings: SourceSettings, task: ShardTask) -> ShardContext:
@@ -76,81 +67,79 @@ def make_store(settings: SourceSettings, path: str) -> MetadataStore:
 
 
 def _as_dict(offset: KinesisOffset | PendingOffset) -> dict[str, Any]:
-    import json
-
     return json.loads(offset.to_json())
 
 
-class KinesisStreamReader(DataSourceStreamReader):
+class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("aws-kinesis")``: see the module doc."""
 
     def __init__(self, schema: StructType, options: dict[str, str]):
         self.settings = SourceSettings.from_options(options)
-        self._catalog = ShardCatalog(
-            functools.partial(kinesis_client, self.settings.client),
-            self.settings.client.retry,
-            self.settings.describe_shard_interval_s,
-        )
+        self._planner: BatchPlanner | None = None  # driver only, made on first use
         self._initial: KinesisOffset | None = None
-        self._last: KinesisOffset | None = None  # the end of the last batch planned or committed
+        self._last: KinesisOffset | None = None  # the end of the last batch planned or committed ...
+        self._last_raw: dict[str, Any] | None = None  # ... as Spark knows it (a pending offset stays pending)
         self._pending: PendingOffset | None = None
+        self._available_now_ms: int | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Executors get a pickled copy: they need the settings, not the driver's planner (threads, caches).
+        return {**self.__dict__, "_planner": None}
+
+    @property
+    def planner(self) -> BatchPlanner:
+        if self._planner is None:
+            self._planner = BatchPlanner(self.settings)
+        return self._planner
 
     # --- driver: offsets ------------------------------------------------------------------------------------
 
     def initialOffset(self) -> dict[str, Any]:
         """Where a new query starts: the starting positions of every shard listed now (LATEST = now)."""
         if self._initial is None:  # Spark may ask twice; the answer must not change
-            self._initial = self._make_initial()
+            self._initial = self.planner.initial(uuid.uuid4().hex, self.settings.metadata_path)
+            log.info(
+                "aws-kinesis source %s starts %d shards; metadata in %s",
+                self._initial.source_id,
+                len(self._initial.shards),
+                self._initial.metadata_path,
+            )
         return _as_dict(self._initial)
 
-    def _make_initial(self) -> KinesisOffset:
-        now = now_ms()
-        positions: dict[str, Position] = {}
-        for stream in self.settings.streams:
-            for shard in self._catalog.shards(stream, fresh=True):
-                position = self.settings.starting.for_shard(stream, shard.shard_id)
-                if position.kind == LATEST:
-                    # A LATEST iterator cannot be replayed; the arrival time it stands for can.
-                    position = Position(AT_TIMESTAMP, timestamp_ms=now)
-                positions[shard_key(stream, shard.shard_id)] = position
-        source_id = uuid.uuid4().hex
-        log.info("aws-kinesis source %s starts %d shards; metadata in %s", source_id, len(positions), self._path)
-        return KinesisOffset(source_id, self._path, INITIAL_BATCH, positions)
+    def getDefaultReadLimit(self) -> Any:
+        """pyspark 4.2+: ``kinesis.maxRecordsPerTrigger`` as Spark's ReadMaxRows, else read all available."""
+        cap = self.settings.max_records_per_trigger
+        return ReadMaxRows(cap) if cap is not None else ReadAllAvailable()
 
-    @property
-    def _path(self) -> str:
-        return self.settings.metadata_path
+    def prepareForTriggerAvailableNow(self) -> None:
+        """``Trigger.AvailableNow`` (pyspark 4.2+): read what arrived until now, in as many batches as limits
+        need, then report no new data so that Spark stops the query."""
+        self._available_now_ms = now_ms()
+        log.info("aws-kinesis AvailableNow: reading records that arrived until %d ms", self._available_now_ms)
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict[str, Any]:
-        """The next batch's offset. pyspark 4.2+ passes ``start``; 4.0.2 passes nothing, so the reader uses
-        the last offset it planned, or, right after a (re)start, a pending offset that ``partitions`` resolves."""
-        base = self._resolve(parse_offset(start)) if start is not None else self._last
+        """The next batch's offset, or ``start`` itself when no shard has records waiting.
+
+        pyspark 4.2+ passes ``start`` and Spark's read limit; 4.0.2 passes nothing, so the reader uses the last
+        offset it planned, or, right after a (re)start, a pending offset that ``partitions`` resolves.
+        """
+        if start is not None:
+            base, known = self._resolve(parse_offset(start)), start
+        else:
+            base, known = self._last, self._last_raw
         if base is None:
             if self._pending is None:
-                self._pending = PendingOffset(uuid.uuid4().hex, self._path)
+                self._pending = PendingOffset(uuid.uuid4().hex, self.settings.metadata_path)
             return _as_dict(self._pending)
-        return _as_dict(self._next_offset(base))
+        planned = self.planner.next(base, self._max_rows(limit), self._available_now_ms)
+        if planned is None:
+            return known if known is not None else _as_dict(base)
+        return _as_dict(planned)
 
-    def _next_offset(self, base: KinesisOffset) -> KinesisOffset:
-        """Batch ``base.batch_id + 1``: each shard continues where batch ``base`` stopped; new shards (children
-        of a reshard) start at TRIM_HORIZON."""
-        positions = dict(base.shards)
-        if base.batch_id != INITIAL_BATCH:
-            store = make_store(self.settings, base.metadata_path)
-            for key in base.active():
-                stream, shard_id = split_shard_key(key)
-                read = store.get_shard_read(base.source_id, base.batch_id, stream, shard_id)
-                if read is None:
-                    raise MissingMetadataError(
-                        f"no record of where batch {base.batch_id} stopped reading stream '{stream}' shard "
-                        f"{shard_id} in {base.metadata_path} (source {base.source_id}); was kinesis.metadataPath "
-                        "changed, deleted or not shared between driver and executors?"
-                    )
-                positions[key] = read.next_start()
-        for stream in self.settings.streams:
-            for shard in self._catalog.shards(stream):
-                positions.setdefault(shard_key(stream, shard.shard_id), Position(TRIM_HORIZON))
-        return KinesisOffset(base.source_id, base.metadata_path, base.batch_id + 1, positions)
+    def _max_rows(self, limit: Any) -> int | None:
+        if limit is None:  # pyspark 4.0.2: no read limits, the option alone
+            return self.settings.max_records_per_trigger
+        return limit.max_rows if isinstance(limit, ReadMaxRows) else None
 
     def _resolve(self, offset: KinesisOffset | PendingOffset, start: Any = None) -> KinesisOffset:
         """A real offset for ``offset``: pending ones are resolved from ``start`` once, then from the store."""
@@ -164,35 +153,49 @@ class KinesisStreamReader(DataSourceStreamReader):
                     f"pending offset {offset.nonce} has no resolution in {offset.metadata_path}; was "
                     "kinesis.metadataPath changed or deleted?"
                 )
-            resolved = self._next_offset(self._resolve(parse_offset(start)))
+            base = self._resolve(parse_offset(start))
+            resolved = self.planner.next(
+                base, self.settings.max_records_per_trigger, self._available_now_ms, force=True
+            )
+            assert resolved is not None
             recorded = store.put_document(offset.nonce, _as_dict(resolved))  # first resolution wins
         return parse_offset(recorded)  # type: ignore[return-value]
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        """One partition per ``kinesis.shardsPerPartition`` shards still open in batch ``end``."""
+        """One partition per ``kinesis.shardsPerPartition`` shards that batch ``end`` reads."""
         if start == end:
             return []
         offset = self._resolve(parse_offset(end), start)
-        self._last = offset
+        self._remember(offset, end)
         tasks = []
         for key, position in offset.active().items():
             stream, shard_id = split_shard_key(key)
-            low, high = self._catalog.hash_range(stream, shard_id)
-            tasks.append(ShardTask(stream, shard_id, low, high, position))
+            low, high = self.planner.catalog.hash_range(stream, shard_id)
+            tasks.append(ShardTask(stream, shard_id, low, high, position, offset.max_records.get(key)))
         size = self.settings.shards_per_partition
         return [
-            KinesisPartition(offset.batch_id, offset.source_id, offset.metadata_path, tuple(tasks[i : i + size]))
+            KinesisPartition(
+                offset.batch_id, offset.source_id, offset.metadata_path, tuple(tasks[i : i + size]), offset.until_ms
+            )
             for i in range(0, len(tasks), size)
         ]
+
+    def _remember(self, offset: KinesisOffset, raw: dict[str, Any]) -> None:
+        if self._last is None or offset.batch_id >= self._last.batch_id:
+            self._last, self._last_raw = offset, raw
 
     def commit(self, end: dict) -> None:
         """Spark finished the batch ending at ``end``: purge batches older than ``kinesis.minBatchesToRetain``."""
         offset = self._resolve(parse_offset(end))
-        if self._last is None or offset.batch_id > self._last.batch_id:
-            self._last = offset
+        self._remember(offset, end)
         keep_from = offset.batch_id - self.settings.min_batches_to_retain + 1
         if keep_from > 0:
             make_store(self.settings, offset.metadata_path).purge(offset.source_id, keep_from)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        """pyspark 4.2+ shows this as the source's ``latestOffset`` in the query progress: millisBehindLatest
+        per shard and its maximum (the only channel a Python source has into the progress)."""
+        return self._planner.lag_report() if self._planner is not None else None
 
     # --- executors: reading -----------------------------------------------------------------------------------
 
@@ -200,23 +203,31 @@ class KinesisStreamReader(DataSourceStreamReader):
         """Read each shard of the partition, replaying the recorded range when this batch ran before."""
         assert isinstance(partition, KinesisPartition)
         store = make_store(self.settings, partition.metadata_path)
-        client = kinesis_client(self.settings.client)
+        client = kinesis_reader_client(self.settings.client)
+        limits = self._limits(partition.until_ms)
         for task in partition.tasks:
             recorded = store.get_shard_read(partition.source_id, partition.batch_id, task.stream, task.shard_id)
             fetcher = ShardFetcher(
-                client, task, self._limits(), self.settings.client.retry, shard_context(self.settings, task), recorded
+                client,
+                task,
+                limits,
+                self.settings.client.retry,
+                shard_context(self.settings, task),
+                recorded,
+                fail_on_data_loss=self.settings.fail_on_data_loss,
             )
             yield from fetcher.batches()
             assert fetcher.result is not None
             if recorded is None:
                 store.record_shard_read(partition.source_id, partition.batch_id, fetcher.result)
 
-    def _limits(self) -> FetchLimits:
+    def _limits(self, until_ms: int | None) -> FetchLimits:
         return FetchLimits(
             max_records=self.settings.max_fetch_records,
             max_time_s=self.settings.max_fetch_time_s,
             records_per_call=self.settings.records_per_fetch,
             fetch_interval_s=self.settings.fetch_interval_s,
+            stop_after_ms=until_ms,
         )
 
     def stop(self) -> None:

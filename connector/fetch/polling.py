@@ -1,8 +1,8 @@
 """Executor side: read ONE shard from a start position with GetShardIterator + GetRecords, until a stop condition.
 
-Who calls it: the source's ``read()`` (on an executor, once per shard of the input partition). It yields Arrow
-RecordBatches (one per non-empty GetRecords answer) and, once exhausted, leaves in ``result`` a ``ShardRead``
-saying where it stopped, which the caller records in the metadata store.
+Who calls it: the source's ``read()`` (on an executor, once per shard of the input partition) and the batch
+reader. It yields Arrow RecordBatches (one per non-empty GetRecords answer) and, once exhausted, leaves in
+``result`` a ``ShardRead`` saying where it stopped and why, which the caller records in the metadata store.
 
 Stop conditions, in order of precedence:
 - ``replay``: a batch that runs again stops exactly after the recorded last record (or returns nothing when the
@@ -10,7 +10,8 @@ Stop conditions, in order of precedence:
   stops the same way but without requiring the record to exist;
 - the end of a closed shard (GetRecords answers without NextShardIterator);
 - ``max_records`` user records returned (may stop inside a KPL aggregate: the position keeps the sub-sequence);
-- ``stop_after_ms``: the first record that arrived after this time (batch reads: "the tip at planning time");
+- ``stop_after_ms``: the first record that arrived after this time (the batch's planning time: a batch reads
+  what had arrived when it was planned, so a steady producer cannot keep a read going);
 - caught up: an empty answer with MillisBehindLatest 0;
 - ``max_time_s`` spent (not during a replay).
 """
@@ -26,16 +27,19 @@ from typing import Any
 import pyarrow as pa
 from botocore.exceptions import ClientError
 
-from connector.decode import BatchBuilder, ShardContext, UserRow, user_rows
-from connector.metadata.store import ShardRead
-from connector.offsets import (
-    AFTER_SEQUENCE_NUMBER,
-    AT_SEQUENCE_NUMBER,
-    AT_TIMESTAMP,
-    SHARD_END,
-    WHOLE_RECORD,
-    Position,
+from connector.aws import RAW_BODY
+from connector.decode import Page, ShardContext, decode_get_records
+from connector.fetch.iterators import PositionGoneError, ShardGoneError, data_loss, open_iterator
+from connector.metadata.store import (
+    STOP_BOUND,
+    STOP_CAUGHT_UP,
+    STOP_END,
+    STOP_LIMIT,
+    STOP_SHARD_END,
+    STOP_TIME,
+    ShardRead,
 )
+from connector.offsets import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, TRIM_HORIZON, WHOLE_RECORD, Position
 from connector.retry import RetryPolicy
 
 
@@ -45,13 +49,14 @@ class ReplayError(RuntimeError):
 
 @dataclass(frozen=True)
 class ShardTask:
-    """One shard to read in one batch: which shard, its hash-key range and where to start."""
+    """One shard to read in one batch: which shard, its hash-key range, where to start, and its own record cap."""
 
     stream: str
     shard_id: str
     starting_hash_key: int
     ending_hash_key: int
     start: Position
+    max_records: int | None = None  # this batch's share of kinesis.maxRecordsPerTrigger, if any
 
 
 @dataclass(frozen=True)
@@ -65,29 +70,27 @@ class FetchLimits:
     stop_after_ms: int | None = None
 
 
-def iterator_request(position: Position) -> dict[str, Any]:
-    """GetShardIterator arguments for a position (AT/AFTER inside an aggregate re-read the record and skip)."""
-    if position.kind == AT_TIMESTAMP:
-        assert position.timestamp_ms is not None
-        return {"ShardIteratorType": AT_TIMESTAMP, "Timestamp": position.timestamp_ms / 1000.0}
-    if position.kind == AFTER_SEQUENCE_NUMBER and position.sub_sequence_number == WHOLE_RECORD:
-        return {"ShardIteratorType": AFTER_SEQUENCE_NUMBER, "StartingSequenceNumber": position.sequence_number}
-    if position.kind in (AT_SEQUENCE_NUMBER, AFTER_SEQUENCE_NUMBER):
-        return {"ShardIteratorType": AT_SEQUENCE_NUMBER, "StartingSequenceNumber": position.sequence_number}
-    if position.kind == SHARD_END:
-        raise ValueError("a finished shard (SHARD_END) has nothing to read")
-    return {"ShardIteratorType": position.kind}
+def skipped_rows(position: Position, page: Page, start: int = 0) -> int:
+    """Index of the first row at or after ``start`` that ``position`` does not exclude.
 
-
-def skips(position: Position, row: UserRow) -> bool:
-    """True for user records before ``position`` inside the record it points at."""
-    if row.sequence_number != position.sequence_number:
-        return False
-    if position.kind == AT_SEQUENCE_NUMBER:
-        return row.sub_sequence_number < position.sub_sequence_number
-    if position.kind == AFTER_SEQUENCE_NUMBER:
-        return position.sub_sequence_number == WHOLE_RECORD or row.sub_sequence_number <= position.sub_sequence_number
-    return False
+    Only rows of the record a position points at can be excluded (an AT/AFTER position inside a KPL aggregate
+    re-reads the whole record), and that record is the first of the first answer after the iterator was opened.
+    """
+    if position.kind not in (AT_SEQUENCE_NUMBER, AFTER_SEQUENCE_NUMBER):
+        return start
+    index = start
+    while index < len(page) and page.sequences[index] == position.sequence_number:
+        sub = page.subs[index]
+        if position.kind == AT_SEQUENCE_NUMBER and sub >= position.sub_sequence_number:
+            break
+        if (
+            position.kind == AFTER_SEQUENCE_NUMBER
+            and position.sub_sequence_number != WHOLE_RECORD
+            and sub > position.sub_sequence_number
+        ):
+            break
+        index += 1
+    return index
 
 
 class ShardFetcher:
@@ -101,7 +104,8 @@ class ShardFetcher:
         retry: RetryPolicy,
         context: ShardContext,
         replay: ShardRead | None = None,
-        until: tuple[int, int] | None = None,
+        until: tuple[str, int] | None = None,
+        fail_on_data_loss: bool = False,
     ):
         self.kinesis = kinesis
         self.task = task
@@ -110,90 +114,94 @@ class ShardFetcher:
         self.context = context
         self.replay = replay
         self.until = until  # (sequence number, sub-sequence number) of the last record to return, inclusive
+        self.fail_on_data_loss = fail_on_data_loss
         self.result: ShardRead | None = None
+        self.calls = 0
         self._count = 0
-        self._last: UserRow | None = None
-        self._last_complete = True
+        self._last: tuple[str, int, bool] | None = None  # sequence, sub-sequence, last of its Kinesis record
         self._behind: int | None = None
-        self._calls = 0
-        self._from = task.start  # the position of the current iterator: records before it are skipped
+        self._from = task.start  # the position of the current iterator: rows before it are skipped
+        self._start = task.start  # where reading really started (TRIM_HORIZON after lost data)
 
     @property
     def _what(self) -> str:
         return f"stream '{self.task.stream}' shard {self.task.shard_id}"
+
+    @property
+    def _max_records(self) -> int | None:
+        caps = [cap for cap in (self.limits.max_records, self.task.max_records) if cap is not None]
+        return min(caps) if caps else None
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         """RecordBatches of the shard's records from the start position to the first stop condition."""
         if self.replay is not None and self.replay.records == 0:
             self.result = self.replay  # the first run returned nothing: so does this one, without asking AWS
             return
-        shard_end = yield from self._read()
-        self._finish(shard_end)
+        stop = yield from self._read()
+        self._finish(stop)
 
     def _read(self) -> Iterator[pa.RecordBatch]:
-        """Yields batches; returns True when the shard's end was reached."""
+        """Yields batches; returns why reading stopped (a ``STOP_*``)."""
         deadline = None
         if self.limits.max_time_s is not None and self.replay is None:
             deadline = time.monotonic() + self.limits.max_time_s
-        iterator = self._iterator(self.task.start)
-        builder = BatchBuilder(self.context)
+        iterator = self._open_start()
+        if iterator is None:
+            return STOP_SHARD_END
         while True:
-            answer = self._get_records(iterator)
-            if answer is None:  # the iterator expired: get a new one where we are
-                iterator = self._iterator(self._position())
+            page = self._get_records(iterator)
+            if page is None:  # the iterator expired: get a new one where we are
+                iterator = self._open(self._position())
                 continue
-            self._behind = answer.get("MillisBehindLatest")
-            stop = self._take(answer["Records"], builder)
-            if len(builder):
-                yield builder.build()
-            if stop:
-                return False
-            iterator = answer.get("NextShardIterator")
-            if iterator is None:
+            self._behind = page.millis_behind_latest
+            start, stop_at, stop = self._cut(page)
+            if stop_at > start:
+                yield page.to_batch(self.context, start, stop_at)
+                self._took(page, start, stop_at)
+            if stop is not None:
+                return stop
+            if page.next_iterator is None:
                 self._check_replay_reached(at_shard_end=True)
-                return True
-            if self._caught_up(answer):
+                return STOP_SHARD_END
+            if page.caught_up:
                 self._check_replay_reached(at_shard_end=False)
-                return False
+                return STOP_CAUGHT_UP
             if deadline is not None and time.monotonic() >= deadline:
-                return False
+                return STOP_TIME
+            iterator = page.next_iterator
             if self.limits.fetch_interval_s:
                 time.sleep(self.limits.fetch_interval_s)
 
-    def _caught_up(self, answer: dict[str, Any]) -> bool:
-        return not answer["Records"] and answer.get("MillisBehindLatest", 0) == 0
-
-    def _take(self, records: list[dict[str, Any]], builder: BatchBuilder) -> bool:
-        """Add the answer's user records to ``builder``; True when a stop condition was met inside the answer."""
+    def _cut(self, page: Page) -> tuple[int, int, str | None]:
+        """Which rows of ``page`` to return (``start:stop_at``) and the stop condition met inside it, if any."""
+        start = skipped_rows(self._from, page)
+        stop_at, stop = len(page), None
         until = self._until()
-        for record in records:
-            if self._after_stop_time(record):
-                return True
-            rows = [row for row in user_rows(record, self.context) if not skips(self._from, row)]
-            for index, row in enumerate(rows):
-                if until is not None and (int(row.sequence_number), row.sub_sequence_number) > until:
-                    return True  # past an end that names no existing record
-                builder.append(row)
-                self._count += 1
-                self._last = row
-                self._last_complete = index == len(rows) - 1
-                if until is not None:
-                    if (int(row.sequence_number), row.sub_sequence_number) == until:
-                        return True
-                elif self.limits.max_records is not None and self._count >= self.limits.max_records:
-                    return True
-        return False
+        if until is not None:
+            after = page.first_after(*until, start)
+            if after < len(page) or (after > start and (page.sequences[after - 1], page.subs[after - 1]) == until):
+                return start, after, STOP_END
+            return start, after, None
+        if self.limits.stop_after_ms is not None:
+            late = page.first_arrival_after(self.limits.stop_after_ms, start)
+            if late < stop_at:
+                stop_at, stop = late, STOP_BOUND
+        cap = self._max_records
+        if cap is not None:
+            limit_at = start + cap - self._count
+            if limit_at < stop_at or (limit_at == stop_at and stop is None):
+                stop_at, stop = limit_at, STOP_LIMIT
+        return start, stop_at, stop
 
-    def _after_stop_time(self, record: dict[str, Any]) -> bool:
-        if self.limits.stop_after_ms is None or self._until() is not None:
-            return False
-        arrival: datetime | None = record.get("ApproximateArrivalTimestamp")
-        return arrival is not None and arrival.timestamp() * 1000 > self.limits.stop_after_ms
+    def _took(self, page: Page, start: int, stop_at: int) -> None:
+        self._count += stop_at - start
+        last = stop_at - 1
+        self._last = (page.sequences[last], page.subs[last], page.record_ends[last])
 
-    def _until(self) -> tuple[int, int] | None:
+    def _until(self) -> tuple[str, int] | None:
         """The last record to return when the range has a fixed end (a replay, or a batch read's end)."""
         if self.replay is not None and self.replay.last_sequence_number is not None:
-            return int(self.replay.last_sequence_number), self.replay.last_sub_sequence_number
+            return self.replay.last_sequence_number, self.replay.last_sub_sequence_number
         return self.until
 
     def _check_replay_reached(self, at_shard_end: bool) -> None:
@@ -206,24 +214,25 @@ class ShardFetcher:
             )
 
     def _position(self) -> Position:
-        """Where reading continues from now (after the last returned record, else the task's start)."""
+        """Where reading continues from now (after the last returned record, else the current start)."""
         if self._last is None:
-            return self.task.start
-        sub = WHOLE_RECORD if self._last_complete else self._last.sub_sequence_number
-        return Position(AFTER_SEQUENCE_NUMBER, self._last.sequence_number, sub)
+            return self._from
+        sequence, sub, complete = self._last
+        return Position(AFTER_SEQUENCE_NUMBER, sequence, WHOLE_RECORD if complete else sub)
 
-    def _finish(self, shard_end: bool) -> None:
-        last = self._last
+    def _finish(self, stop: str) -> None:
+        sequence, sub, complete = self._last if self._last else (None, WHOLE_RECORD, True)
         self.result = ShardRead(
             stream=self.task.stream,
             shard_id=self.task.shard_id,
-            start=self.task.start,
+            start=self._start,
             records=self._count,
-            last_sequence_number=last.sequence_number if last else None,
-            last_sub_sequence_number=last.sub_sequence_number if last else WHOLE_RECORD,
-            last_complete=self._last_complete,
-            shard_end=shard_end,
+            last_sequence_number=sequence,
+            last_sub_sequence_number=sub,
+            last_complete=complete,
+            shard_end=stop == STOP_SHARD_END,
             millis_behind_latest=self._behind,
+            stop=stop,
         )
         if self.replay is not None:
             if self._count != self.replay.records:
@@ -236,35 +245,29 @@ class ShardFetcher:
 
     # -- AWS calls --
 
-    def _iterator(self, position: Position) -> str:
-        request = iterator_request(position)
+    def _open_start(self) -> str | None:
+        """The first iterator; on lost data, fail or go on from the oldest record (None: the shard is gone)."""
+        try:
+            return self._open(self.task.start)
+        except (PositionGoneError, ShardGoneError) as gone:
+            if isinstance(gone, ShardGoneError):
+                data_loss(self._what, self.task.start, gone, self.fail_on_data_loss, "the shard's children")
+                return None
+            data_loss(self._what, self.task.start, gone, self.fail_on_data_loss, "the oldest record still there")
+            self._start = Position(TRIM_HORIZON)
+            return self._open(self._start)
+
+    def _open(self, position: Position) -> str:
         self._from = position
-        for _attempt in range(FUTURE_TIMESTAMP_WAITS):
-            try:
-                answer = self.retry.call(
-                    self.kinesis.get_shard_iterator,
-                    StreamName=self.task.stream,
-                    ShardId=self.task.shard_id,
-                    what=f"GetShardIterator on {self._what}",
-                    **request,
-                )
-                return answer["ShardIterator"]
-            except ClientError as exc:
-                # The driver's clock may run ahead of Kinesis': an AT_TIMESTAMP made from it (LATEST) can be a
-                # few milliseconds in Kinesis' future, which it refuses. Wait for Kinesis' clock to pass it.
-                if not _is_future_timestamp(exc):
-                    raise
-                time.sleep(FUTURE_TIMESTAMP_PAUSE_S)
-        raise RuntimeError(
-            f"GetShardIterator on {self._what}: Kinesis kept refusing AT_TIMESTAMP {position.timestamp_ms} as in the "
-            f"future for {FUTURE_TIMESTAMP_WAITS * FUTURE_TIMESTAMP_PAUSE_S:.0f} s; is this machine's clock ahead?"
+        return open_iterator(
+            self.kinesis, self.task.stream, self.task.shard_id, position, self.retry, self._what
         )
 
-    def _get_records(self, iterator: str) -> dict[str, Any] | None:
-        """One GetRecords answer, or None when the iterator expired."""
-        self._calls += 1
+    def _get_records(self, iterator: str) -> Page | None:
+        """One GetRecords answer, decoded; None when the iterator expired."""
+        self.calls += 1
         try:
-            return self.retry.call(
+            answer = self.retry.call(
                 self.kinesis.get_records,
                 ShardIterator=iterator,
                 Limit=self.limits.records_per_call,
@@ -274,15 +277,7 @@ class ShardFetcher:
             if exc.response.get("Error", {}).get("Code") == "ExpiredIteratorException":
                 return None
             raise
-
-
-FUTURE_TIMESTAMP_WAITS = 50
-FUTURE_TIMESTAMP_PAUSE_S = 0.2
-
-
-def _is_future_timestamp(exc: ClientError) -> bool:
-    error = exc.response.get("Error", {})
-    return error.get("Code") == "InvalidArgumentException" and "cannot be greater than" in error.get("Message", "")
+        return decode_get_records(answer[RAW_BODY], self.context)
 
 
 def now_ms() -> int:

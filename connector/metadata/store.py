@@ -24,6 +24,16 @@ BATCH_DIGITS = 20
 PENDING = "pending"
 
 
+# Why a batch's read of a shard stopped (``ShardRead.stop``); the driver plans the next batch from it.
+STOP_LIMIT = "limit"  # maxFetchRecordsPerShard / maxRecordsPerTrigger reached: more records are waiting
+STOP_TIME = "time"  # maxFetchTimePerShardSec spent: more records are probably waiting
+STOP_BOUND = "bound"  # the next record arrived after the batch's planning time (or AvailableNow's start)
+STOP_CAUGHT_UP = "caughtUp"  # an empty answer at the tip
+STOP_SHARD_END = "shardEnd"  # a closed shard read to its end (or a shard that vanished)
+STOP_END = "end"  # a fixed end reached: a replay's recorded last record, a batch read's ending position
+MORE_WAITING = frozenset({STOP_LIMIT, STOP_TIME})
+
+
 class MetadataConflictError(RuntimeError):
     """Another attempt of the same batch recorded a different end for a shard: this attempt must not be kept."""
 
@@ -34,7 +44,8 @@ class ShardRead:
 
     ``last_*`` name the last user record returned (None when the batch returned nothing from the shard);
     ``last_complete`` says it was the final user record of its Kinesis record, so the next batch may start after
-    the whole record; ``shard_end`` says the shard is closed and was read to its end.
+    the whole record; ``shard_end`` says the shard is closed and was read to its end; ``stop`` says why the
+    read stopped (``STOP_*``).
     """
 
     stream: str
@@ -46,6 +57,7 @@ class ShardRead:
     last_complete: bool = True
     shard_end: bool = False
     millis_behind_latest: int | None = None
+    stop: str | None = None
 
     def next_start(self) -> Position:
         """Where the next batch starts reading this shard."""
@@ -67,6 +79,7 @@ class ShardRead:
             "lastComplete": self.last_complete,
             "shardEnd": self.shard_end,
             "millisBehindLatest": self.millis_behind_latest,
+            "stop": self.stop,
         }
 
     @classmethod
@@ -81,6 +94,7 @@ class ShardRead:
             last_complete=bool(body.get("lastComplete", True)),
             shard_end=bool(body.get("shardEnd", False)),
             millis_behind_latest=body.get("millisBehindLatest"),
+            stop=body.get("stop"),
         )
 
 

@@ -78,3 +78,29 @@ def wait_for(condition: Callable[[], Any], timeout_s: float = 90.0, interval_s: 
 
 def payloads(rows: list[dict[str, Any]]) -> list[bytes]:
     return [bytes(row["data"]) for row in rows]
+
+
+def next_batch(source: KinesisStreamReader, start: dict, timeout_s: float = 30.0) -> tuple[dict, list[dict[str, Any]]]:
+    """The next micro-batch that Spark would run: trigger until ``latestOffset`` plans one (idle triggers plan
+    none), then read and commit it. Fails after ``timeout_s`` without a batch."""
+    end = wait_for(
+        lambda: (lambda e: e if e != start else None)(roundtrip(source.latestOffset(start, None))),
+        timeout_s,
+        interval_s=0.05,
+        what="a micro-batch to be planned",
+    )
+    rows = read_all(source, list(source.partitions(start, end)))
+    source.commit(end)
+    return end, rows
+
+
+def drain(source: KinesisStreamReader, start: dict, idle_s: float = 1.0) -> tuple[dict, list[list[dict[str, Any]]]]:
+    """Run micro-batches until none is planned for ``idle_s`` (longer than the probe interval); returns the last
+    offset and each batch's rows."""
+    batches: list[list[dict[str, Any]]] = []
+    while True:
+        try:
+            start, rows = next_batch(source, start, timeout_s=idle_s)
+        except AssertionError:
+            return start, batches
+        batches.append(rows)

@@ -10,8 +10,9 @@ from botocore.exceptions import ClientError
 from source_util import payloads, read_all, reader, roundtrip, source_options
 
 from connector.aws import kinesis_client
-from connector.decode import UserRow
-from connector.fetch.polling import _is_future_timestamp, iterator_request, skips
+from connector.decode import Page
+from connector.fetch.iterators import _is_future_timestamp, iterator_request
+from connector.fetch.polling import skipped_rows
 from connector.offsets import (
     AFTER_SEQUENCE_NUMBER,
     AT_SEQUENCE_NUMBER,
@@ -110,10 +111,12 @@ def test_iterators_and_skips_inside_an_aggregate() -> None:
     assert iterator_request(Position(AFTER_SEQUENCE_NUMBER, "5", WHOLE_RECORD))["ShardIteratorType"] == (
         AFTER_SEQUENCE_NUMBER
     )
-    rows = [UserRow(b"", "k", "5", sub, None) for sub in range(4)] + [UserRow(b"", "k", "6", 0, None)]
-    assert [(r.sequence_number, r.sub_sequence_number) for r in rows if not skips(inside, r)] == [("5", 3), ("6", 0)]
-    at = Position(AT_SEQUENCE_NUMBER, "5", 1)
-    assert [r.sub_sequence_number for r in rows if not skips(at, r)] == [1, 2, 3, 0]
+    page = Page(sequences=["5", "5", "5", "5", "6"], subs=[0, 1, 2, 3, 0], data=[b""] * 5)
+    assert skipped_rows(inside, page) == 3  # rows 5/0..5/2 skipped: reading resumes at 5/3
+    assert skipped_rows(Position(AT_SEQUENCE_NUMBER, "5", 1), page) == 1
+    assert skipped_rows(Position(AT_SEQUENCE_NUMBER, "5", 0), page) == 0
+    assert skipped_rows(Position(AFTER_SEQUENCE_NUMBER, "5", 3), page) == 4
+    assert skipped_rows(Position(TRIM_HORIZON), page) == 0
 
 
 def test_shards_are_grouped_into_partitions(kinesalite: LocalServer, lite_stream, tmp_path) -> None:

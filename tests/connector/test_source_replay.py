@@ -3,8 +3,10 @@ returns the same records, positions carry over between batches, and both pyspark
 
 from __future__ import annotations
 
+import time
+
 import pytest
-from source_util import payloads, read_all, reader, roundtrip, run_batch, source_options
+from source_util import drain, next_batch, payloads, read_all, reader, roundtrip, run_batch, source_options
 
 from connector.fetch.polling import ReplayError
 from connector.metadata.store import MetadataConflictError, ShardRead, open_store
@@ -24,17 +26,15 @@ def test_batches_carry_positions_and_read_every_record_once(kinesalite: LocalSer
     produced = _put(kinesalite, stream, "a", 30)
     source = reader(source_options(kinesalite, stream, tmp_path, **{"kinesis.maxFetchRecordsPerShard": "4"}))
     start = roundtrip(source.initialOffset())
-    seen: list[bytes] = []
-    for _ in range(6):
-        start, rows = run_batch(source, start)
-        assert all(len([r for r in rows if r["shardId"] == shard]) <= 4 for shard in {r["shardId"] for r in rows})
-        seen += payloads(rows)
+    start, batches = drain(source, start)
     produced += _put(kinesalite, stream, "b", 10)
-    for _ in range(6):
-        start, rows = run_batch(source, start)
-        seen += payloads(rows)
-    assert sorted(seen) == sorted(produced)
-    assert parse_offset(start).batch_id == 11
+    start, more = drain(source, start)
+    for rows in batches + more:
+        assert all(len([r for r in rows if r["shardId"] == shard]) <= 4 for shard in {r["shardId"] for r in rows})
+    assert sorted(payloads([row for rows in batches + more for row in rows])) == sorted(produced)
+    assert len(batches) >= 4  # 30 records in 2 shards, at most 4 per shard per batch
+    # Everything is read: the next trigger plans no batch (the start offset comes back unchanged).
+    assert roundtrip(source.latestOffset(start, None)) == start
 
 
 def test_a_batch_that_runs_again_returns_the_same_records(kinesalite: LocalServer, lite_stream, tmp_path) -> None:
@@ -89,13 +89,15 @@ def test_latest_starts_at_query_start_and_survives_idle_batches(
     source = reader(source_options(kinesis_mock, stream, tmp_path, **{"kinesis.startingPosition": "LATEST"}))
     start = roundtrip(source.initialOffset())
     assert {p.kind for p in parse_offset(start).shards.values()} == {AT_TIMESTAMP}
-    start, rows = run_batch(source, start)
-    assert rows == []  # idle: the position stays where it was, no record can fall into a gap
+    time.sleep(0.3)  # longer than the probe interval: the trigger below really asks Kinesis
+    assert roundtrip(source.latestOffset(start, None)) == start  # idle: no batch, the position stays put
     new = _put(kinesis_mock, stream, "new", 3)
-    start, rows = run_batch(source, start)
+    start, rows = next_batch(source, start)
     assert payloads(rows) == new
     assert {p.kind for p in parse_offset(start).shards.values()} == {AT_TIMESTAMP}  # start of the batch read
-    start, rows = run_batch(source, start)
+    newer = _put(kinesis_mock, stream, "newer", 2)
+    start, rows = next_batch(source, start)
+    assert payloads(rows) == newer
     assert {p.kind for p in parse_offset(start).shards.values()} == {AFTER_SEQUENCE_NUMBER}
 
 
@@ -134,7 +136,8 @@ def test_commit_purges_beyond_min_batches_to_retain(kinesalite: LocalServer, lit
     stream = lite_stream(shards=1)
     source = reader(source_options(kinesalite, stream, tmp_path, **{"kinesis.minBatchesToRetain": "2"}))
     start = roundtrip(source.initialOffset())
-    for _ in range(5):
-        start, _rows = run_batch(source, start)
+    for index in range(5):
+        _put(kinesalite, stream, f"b{index}", 1)
+        start, _rows = next_batch(source, start)
     source_id = parse_offset(start).source_id
     assert sorted(int(p.name) for p in (tmp_path / source_id).iterdir()) == [3, 4]

@@ -1,0 +1,117 @@
+"""Opening a shard iterator at a position, and telling lost data apart from other errors.
+
+Who calls it: the executor's ``fetch.polling.ShardFetcher`` (reading a shard) and the driver's
+``probe.ShardProber`` (asking whether a shard has new records). Both need the same answers to the same
+questions: which GetShardIterator request a position means, what to do when Kinesis thinks an AT_TIMESTAMP is
+in its future, and whether an error means the position's records are gone (``kinesis.failOnDataLoss``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from connector.offsets import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, AT_TIMESTAMP, SHARD_END, WHOLE_RECORD, Position
+from connector.retry import RetryPolicy, error_code
+
+log = logging.getLogger(__name__)
+
+FUTURE_TIMESTAMP_WAITS = 50
+FUTURE_TIMESTAMP_PAUSE_S = 0.2
+
+
+class DataLossError(RuntimeError):
+    """Records the query should read are gone, and ``kinesis.failOnDataLoss`` is true."""
+
+
+class ShardGoneError(RuntimeError):
+    """The shard itself no longer exists (its stream was deleted, or it expired past retention)."""
+
+
+class PositionGoneError(RuntimeError):
+    """The record a position points at is no longer in the shard (trimmed, or the stream was re-created)."""
+
+
+def iterator_request(position: Position) -> dict[str, Any]:
+    """GetShardIterator arguments for a position (AT/AFTER inside an aggregate re-read the record and skip)."""
+    if position.kind == AT_TIMESTAMP:
+        assert position.timestamp_ms is not None
+        return {"ShardIteratorType": AT_TIMESTAMP, "Timestamp": position.timestamp_ms / 1000.0}
+    if position.kind == AFTER_SEQUENCE_NUMBER and position.sub_sequence_number == WHOLE_RECORD:
+        return {"ShardIteratorType": AFTER_SEQUENCE_NUMBER, "StartingSequenceNumber": position.sequence_number}
+    if position.kind in (AT_SEQUENCE_NUMBER, AFTER_SEQUENCE_NUMBER):
+        return {"ShardIteratorType": AT_SEQUENCE_NUMBER, "StartingSequenceNumber": position.sequence_number}
+    if position.kind == SHARD_END:
+        raise ValueError("a finished shard (SHARD_END) has nothing to read")
+    return {"ShardIteratorType": position.kind}
+
+
+def _is_future_timestamp(exc: ClientError) -> bool:
+    message = exc.response.get("Error", {}).get("Message", "")
+    return error_code(exc) == "InvalidArgumentException" and "cannot be greater than" in message
+
+
+def _classify_missing(exc: ClientError, position: Position) -> Exception | None:
+    """ShardGoneError / PositionGoneError for an error that says so, else None.
+
+    AWS answers a trimmed or foreign sequence number with InvalidArgumentException about the
+    StartingSequenceNumber; kinesis-mock with ResourceNotFoundException "Unable to find record with provided
+    SequenceNumber". A missing shard or stream is ResourceNotFoundException everywhere.
+    """
+    code = error_code(exc)
+    message = exc.response.get("Error", {}).get("Message", "")
+    by_sequence = position.kind in (AT_SEQUENCE_NUMBER, AFTER_SEQUENCE_NUMBER)
+    names_sequence = "sequencenumber" in message.replace(" ", "").lower()
+    if by_sequence and names_sequence and code in ("InvalidArgumentException", "ResourceNotFoundException"):
+        return PositionGoneError(message)
+    if code == "ResourceNotFoundException":
+        return ShardGoneError(message)
+    return None
+
+
+def open_iterator(
+    kinesis: Any, stream: str, shard_id: str, position: Position, retry: RetryPolicy, what: str
+) -> str:
+    """A shard iterator at ``position``; raises ShardGoneError / PositionGoneError when those are gone.
+
+    The driver's clock may run ahead of Kinesis': an AT_TIMESTAMP made from it (LATEST) can be a few
+    milliseconds in Kinesis' future, which it refuses; we wait for Kinesis' clock to pass it.
+    """
+    request = iterator_request(position)
+    for _attempt in range(FUTURE_TIMESTAMP_WAITS):
+        try:
+            answer = retry.call(
+                kinesis.get_shard_iterator,
+                StreamName=stream,
+                ShardId=shard_id,
+                what=f"GetShardIterator on {what}",
+                **request,
+            )
+            return answer["ShardIterator"]
+        except ClientError as exc:
+            if _is_future_timestamp(exc):
+                time.sleep(FUTURE_TIMESTAMP_PAUSE_S)
+                continue
+            missing = _classify_missing(exc, position)
+            if missing is not None:
+                raise missing from exc
+            raise
+    raise RuntimeError(
+        f"GetShardIterator on {what}: Kinesis kept refusing AT_TIMESTAMP {position.timestamp_ms} as in the "
+        f"future for {FUTURE_TIMESTAMP_WAITS * FUTURE_TIMESTAMP_PAUSE_S:.0f} s; is this machine's clock ahead?"
+    )
+
+
+def data_loss(what: str, position: Position, gone: Exception, fail: bool, instead: str) -> None:
+    """Fail (``fail``: kinesis.failOnDataLoss=true) or log a warning that says what is skipped and what follows."""
+    if isinstance(gone, ShardGoneError):
+        problem = f"{what} no longer exists ({gone})"
+    else:
+        problem = f"the position {position.to_json()} on {what} is no longer in the shard ({gone})"
+    message = f"{problem}: records not yet read there are lost (trimmed past retention, or the stream was re-created)"
+    if fail:
+        raise DataLossError(f"{message}. Set kinesis.failOnDataLoss=false to continue with {instead} instead.")
+    log.warning("%s; kinesis.failOnDataLoss is false, so the query continues with %s", message, instead)

@@ -1,0 +1,245 @@
+"""Driver side: from where the last micro-batch stopped to the next batch's plan, or no plan when nothing waits.
+
+Who calls it: ``stream_reader.KinesisStreamReader`` (``initialOffset``, ``latestOffset``, and ``partitions``
+for pyspark 4.0.2's pending offsets). It never reads records; it asks three things:
+
+1. the metadata store: where each shard's read in the last batch stopped, and why (``ShardRead.stop``);
+2. ``ShardCatalog``: which shards exist now; ``shards.track_listing`` adds children of a reshard (read only once
+   their parents are read to their end), forgets finished shards that expired, and reports vanished ones;
+3. ``ShardProber``: whether the readable shards whose last read caught up have records waiting.
+
+A batch is planned only when some shard has records waiting, so an idle stream runs no empty micro-batches.
+The plan (a ``KinesisOffset``) names the shards to read, their starting positions, their share of
+``kinesis.maxRecordsPerTrigger`` and the arrival time after which records wait for a later batch.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from connector.aws import kinesis_client
+from connector.fetch.iterators import PositionGoneError, ShardGoneError, data_loss
+from connector.fetch.polling import now_ms
+from connector.metadata.store import MORE_WAITING, ShardRead, open_store
+from connector.offsets import (
+    AT_TIMESTAMP,
+    LATEST,
+    SHARD_END,
+    TRIM_HORIZON,
+    KinesisOffset,
+    Position,
+    is_readable,
+    split_shard_key,
+)
+from connector.parallel import parallel_map
+from connector.probe import Found, ProbeResult, ShardProber
+from connector.shards import Shard, ShardCatalog, track_listing
+from connector.source_settings import SourceSettings
+
+log = logging.getLogger(__name__)
+INITIAL_BATCH = -1  # the initial offset's batch id: no batch reads it, batch 0 starts at its positions
+MIN_PROBE_INTERVAL_S = 0.2  # Kinesis allows 5 GetRecords per second per shard
+
+
+class MissingMetadataError(RuntimeError):
+    """The metadata store has no record of where the previous batch stopped on a shard."""
+
+
+def describe(key: str) -> str:
+    stream, shard_id = split_shard_key(key)
+    return f"stream '{stream}' shard {shard_id}"
+
+
+def fair_shares(keys: list[str], max_rows: int | None, batch_id: int) -> tuple[dict[str, int], list[str]]:
+    """Split ``max_rows`` evenly over ``keys`` (sorted); returns (cap per shard, shards to read).
+
+    The remainder (or, with fewer rows than shards, the rows themselves) goes to shards in an order that rotates
+    with the batch id, so no shard is always the one left short.
+    """
+    if max_rows is None or not keys:
+        return {}, keys
+    turn = batch_id % len(keys)
+    rotated = keys[turn:] + keys[:turn]
+    share, extra = divmod(max_rows, len(keys))
+    caps = {key: share + (1 if index < extra else 0) for index, key in enumerate(rotated)}
+    chosen = {key: cap for key, cap in caps.items() if cap > 0}
+    return chosen, sorted(chosen)
+
+
+class BatchPlanner:
+    """Plans micro-batches for one query; lives on the driver for the query's lifetime (never pickled)."""
+
+    def __init__(self, settings: SourceSettings):
+        self.settings = settings
+        client_factory = functools.partial(kinesis_client, settings.client)
+        self.catalog = ShardCatalog(client_factory, settings.client.retry, settings.describe_shard_interval_s)
+        probe_interval = max(settings.fetch_interval_s, MIN_PROBE_INTERVAL_S)
+        self.prober = ShardProber(client_factory, settings.client.retry, probe_interval)
+        self.lag: dict[str, int] = {}  # millisBehindLatest per shard, from the last read or probe
+        self._ends: tuple[tuple[str, int], dict[str, Position], set[str]] | None = None
+
+    # --- the first offset -------------------------------------------------------------------------------------
+
+    def initial(self, source_id: str, metadata_path: str) -> KinesisOffset:
+        """Every shard listed now at its starting position (``LATEST`` = the arrival time of now)."""
+        now = now_ms()
+        positions: dict[str, Position] = {}
+        parents: dict[str, tuple[str, ...]] = {}
+        for stream in self.settings.streams:
+            listing = self.catalog.shards(stream, fresh=True)
+            track_listing(positions, parents, stream, listing, functools.partial(self._starting, stream, now))
+        return KinesisOffset(source_id, metadata_path, INITIAL_BATCH, positions, parents)
+
+    def _starting(self, stream: str, now: int, shard: Shard) -> Position:
+        position = self.settings.starting.for_shard(stream, shard.shard_id)
+        if position.kind != LATEST:
+            return position
+        # A LATEST iterator cannot be replayed; the arrival time it stands for can. A closed shard takes no
+        # new records, so LATEST finds it finished.
+        return Position(AT_TIMESTAMP, timestamp_ms=now) if shard.is_open else Position(SHARD_END)
+
+    # --- the next offset --------------------------------------------------------------------------------------
+
+    def next(
+        self, base: KinesisOffset, max_rows: int | None = None, bound_ms: int | None = None, force: bool = False
+    ) -> KinesisOffset | None:
+        """Batch ``base.batch_id + 1``, or None when no shard has records waiting (unless ``force``).
+
+        ``max_rows``: cap on the batch's records; ``bound_ms``: read nothing that arrived after it (AvailableNow).
+        """
+        positions, waiting = self._after(base)
+        parents = dict(base.parents)
+        self._track(positions, parents)
+        with_data, arrivals = self._find_waiting(positions, parents, waiting, bound_ms)
+        if not with_data and not force:
+            return None
+        batch_id = base.batch_id + 1
+        caps, reads = fair_shares(sorted(with_data), max_rows, batch_id)
+        until = bound_ms if bound_ms is not None else max([now_ms(), *arrivals])
+        offset = KinesisOffset(
+            base.source_id, base.metadata_path, batch_id, positions, parents, frozenset(reads), caps, until
+        )
+        self._log_plan(offset)
+        return offset
+
+    def _after(self, base: KinesisOffset) -> tuple[dict[str, Position], set[str]]:
+        """Where each shard continues after batch ``base``, and which shards are known to have more records."""
+        if base.batch_id == INITIAL_BATCH:
+            return dict(base.shards), set()
+        batch = (base.source_id, base.batch_id)
+        if self._ends is None or self._ends[0] != batch:  # records never change once written: read them once
+            self._ends = (batch, *self._read_ends(base))
+        return dict(self._ends[1]), set(self._ends[2])
+
+    def _read_ends(self, base: KinesisOffset) -> tuple[dict[str, Position], set[str]]:
+        store = open_store(base.metadata_path, self.settings.client, self.settings.metadata_s3_endpoint_url)
+        keys = list(base.active())
+
+        def lookup(key: str) -> ShardRead | None:
+            return store.get_shard_read(base.source_id, base.batch_id, *split_shard_key(key))
+
+        positions, waiting = dict(base.shards), set()
+        for key, read in zip(keys, parallel_map(lookup, keys), strict=True):
+            if read is None:
+                raise MissingMetadataError(
+                    f"no record of where batch {base.batch_id} stopped reading {describe(key)} in "
+                    f"{base.metadata_path} (source {base.source_id}); was kinesis.metadataPath changed, deleted "
+                    "or not shared between driver and executors?"
+                )
+            positions[key] = read.next_start()
+            if read.stop in MORE_WAITING:
+                waiting.add(key)
+            if read.millis_behind_latest is not None:
+                self.lag[key] = read.millis_behind_latest
+        return positions, waiting
+
+    def _track(self, positions: dict[str, Position], parents: dict[str, tuple[str, ...]]) -> None:
+        """Fold the current listings in; an unfinished shard that vanished is lost data."""
+        for stream in self.settings.streams:
+            listing = self.catalog.shards(stream)
+            vanished = track_listing(positions, parents, stream, listing, lambda _shard: Position(TRIM_HORIZON))
+            for key, position in vanished.items():
+                gone = ShardGoneError("ListShards no longer shows it")
+                data_loss(describe(key), position, gone, self.settings.fail_on_data_loss, "the other shards")
+        self.prober.forget(set(positions))
+        self.lag = {key: lag for key, lag in self.lag.items() if key in positions}
+
+    def _find_waiting(
+        self,
+        positions: dict[str, Position],
+        parents: Mapping[str, tuple[str, ...]],
+        waiting: set[str],
+        bound_ms: int | None,
+    ) -> tuple[set[str], list[int]]:
+        """The readable shards with records waiting, and the arrival times the probes saw.
+
+        Shards whose last read stopped at a record cap have more (no probe, unless AvailableNow's bound needs
+        the next record's arrival time). Probes that find a shard's end mark it finished, which can make its
+        children readable: those are probed in turn.
+        """
+        with_data: set[str] = set()
+        arrivals: list[int] = []
+        probed: set[str] = set()
+        while True:
+            readable = [key for key in sorted(positions) if is_readable(key, positions, parents)]
+            known = {key for key in readable if key in waiting and bound_ms is None}
+            with_data |= known
+            to_probe = {key: positions[key] for key in readable if key not in known and key not in probed}
+            if not to_probe:
+                return with_data, arrivals
+            probed |= set(to_probe)
+            finished_some = False
+            for key, result in self.prober.probe(to_probe, bound_ms).items():
+                finished_some |= self._apply(key, result, positions, with_data, arrivals)
+            if not finished_some:
+                return with_data, arrivals
+
+    def _apply(
+        self, key: str, result: ProbeResult, positions: dict[str, Position], with_data: set[str], arrivals: list[int]
+    ) -> bool:
+        """Fold one probe result into the plan; True when it finished the shard."""
+        if result.millis_behind_latest is not None:
+            self.lag[key] = result.millis_behind_latest
+        fail = self.settings.fail_on_data_loss
+        if result.found is Found.DATA:
+            with_data.add(key)
+            if result.arrival_ms is not None:
+                arrivals.append(result.arrival_ms)
+        elif result.found is Found.POSITION_GONE:
+            data_loss(describe(key), positions[key], PositionGoneError(result.error), fail, "the oldest record there")
+            positions[key] = Position(TRIM_HORIZON)
+            with_data.add(key)
+        elif result.found in (Found.SHARD_END, Found.SHARD_GONE):
+            if result.found is Found.SHARD_GONE:
+                data_loss(describe(key), positions[key], ShardGoneError(result.error), fail, "its children")
+            positions[key] = Position(SHARD_END)
+            return True
+        return False
+
+    # --- lag --------------------------------------------------------------------------------------------------
+
+    def lag_report(self) -> dict[str, Any] | None:
+        """millisBehindLatest per shard and the maximum, for the query progress and the log."""
+        if not self.lag:
+            return None
+        worst = max(sorted(self.lag), key=lambda key: self.lag[key])
+        return {
+            "maxMillisBehindLatest": self.lag[worst],
+            "maxBehindShard": worst,
+            "millisBehindLatest": dict(sorted(self.lag.items())),
+        }
+
+    def _log_plan(self, offset: KinesisOffset) -> None:
+        report = self.lag_report()
+        behind = f"{report['maxMillisBehindLatest']} ms on {report['maxBehindShard']}" if report else "unknown"
+        log.info(
+            "aws-kinesis batch %d reads %d of %d readable shards (%d tracked); max millisBehindLatest %s",
+            offset.batch_id,
+            len(offset.active()),
+            len(offset.readable()),
+            len(offset.shards),
+            behind,
+        )
