@@ -238,9 +238,7 @@ class KinesisOffset:
 
     def active(self) -> dict[str, Position]:
         """The shards this batch reads."""
-        return {
-            key: self.shards[key] for key in self.readable() if self.reads is None or key in self.reads
-        }
+        return {key: self.shards[key] for key in self.readable() if self.reads is None or key in self.reads}
 
 
 def is_readable(key: str, shards: Mapping[str, Position], parents: Mapping[str, tuple[str, ...]]) -> bool:

@@ -72,9 +72,7 @@ def _classify_missing(exc: ClientError, position: Position) -> Exception | None:
     return None
 
 
-def open_iterator(
-    kinesis: Any, stream: str, shard_id: str, position: Position, retry: RetryPolicy, what: str
-) -> str:
+def open_iterator(kinesis: Any, stream: str, shard_id: str, position: Position, retry: RetryPolicy, what: str) -> str:
     """A shard iterator at ``position``; raises ShardGoneError / PositionGoneError when those are gone.
 
     The driver's clock may run ahead of Kinesis': an AT_TIMESTAMP made from it (LATEST) can be a few

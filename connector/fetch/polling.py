@@ -259,9 +259,7 @@ class ShardFetcher:
 
     def _open(self, position: Position) -> str:
         self._from = position
-        return open_iterator(
-            self.kinesis, self.task.stream, self.task.shard_id, position, self.retry, self._what
-        )
+        return open_iterator(self.kinesis, self.task.stream, self.task.shard_id, position, self.retry, self._what)
 
     def _get_records(self, iterator: str) -> Page | None:
         """One GetRecords answer, decoded; None when the iterator expired."""

@@ -8,7 +8,7 @@ import time
 
 import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
-from source_util import next_batch, payloads, read_all, reader, roundtrip, run_batch, source_options
+from source_util import next_batch, payloads, reader, roundtrip, run_batch, source_options
 
 from connector.decode import CorruptAggregateError
 from connector.kpl import MAGIC

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from source_util import drain, next_batch, payloads, read_all, reader, roundtrip, run_batch, source_options
+from source_util import drain, next_batch, payloads, read_all, reader, roundtrip, source_options
 
 from connector.fetch.polling import ReplayError
 from connector.metadata.store import MetadataConflictError, ShardRead, open_store
