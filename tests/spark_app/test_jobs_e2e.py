@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from connector.compat import HAS_READ_LIMITS
 from spark_app import common, country_counts, fan_out, kinesis_to_kinesis, word_count
 from spark_app.verdict import Expected, FinalCounts
 from tests.spark_app.conftest import JobRunner, dead_letters, event, user_records
@@ -173,9 +174,15 @@ def test_country_counts_in_append_mode_emits_each_closed_window_once(jobs: JobRu
     jobs.put([*early, event(99, "Spain", "2026-11-22 08:10:00")], source)
     flags = ("--output-mode", "append", "--window-seconds", "10", "--watermark-seconds", "10")
     jobs.run_available_now(country_counts, source, sink, *flags)
-    # The batch that read the events moved the watermark to 08:09:50; windows close in the batch after it,
-    # which --available-now does not run: the next run (here, a restart) does.
-    assert sink_counts(jobs, sink).records == 0
+    # The batch that read the events moved the watermark to 08:09:50; windows close in the batch after it.
+    # pyspark 4.2+ runs that (data-less) batch before AvailableNow stops, as the source supports AvailableNow;
+    # pyspark 4.0.2 runs one batch only, and the windows close in the next run that gets new events.
+    closed = sink_counts(jobs, sink)
+    if HAS_READ_LIMITS:
+        assert closed.counts() == Expected.from_records(early, 10).counts
+    else:
+        assert closed.records == 0
+    jobs.put([event(100, "France", "2026-11-22 08:10:05")], source)
     jobs.run_available_now(country_counts, source, sink, *flags)
     final = sink_counts(jobs, sink)
     assert final.counts() == Expected.from_records(early, 10).counts  # the 08:10 window is still open
