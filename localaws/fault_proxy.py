@@ -2,7 +2,8 @@
 
 Point a client at ``proxy.endpoint_url`` instead of the server's. For each request whose action is selected
 (``Faults.actions``, default all), the proxy may add latency, drop the connection without an answer, answer
-with a throttling error, answer with a 5xx, or, for PutRecords, fail a share of the entries. Failed entries
+with a throttling error, answer with a 5xx, for GetRecords answer that the iterator expired, or, for
+PutRecords, fail a share of the entries. Failed entries
 are really not written (they are removed from the request before it is forwarded), so a client that
 retries exactly the failed entries ends with every record stored once. Dropped requests are dropped before
 they reach the server, for the same reason. Change ``proxy.faults`` at any time; ``proxy.stats`` counts
@@ -40,6 +41,7 @@ class Faults:
     latency_s: float = 0.0
     drop_rate: float = 0.0
     put_records_entry_failure_rate: float = 0.0
+    expired_iterator_rate: float = 0.0
     actions: frozenset[str] | None = None
 
     def applies_to(self, action: str) -> bool:
@@ -131,6 +133,11 @@ class _FaultHandler(BaseHTTPRequestHandler):
             self.proxy.count("server_error")
             status, code = (500, "InternalFailure") if self.proxy.chance(0.5) else (503, "ServiceUnavailable")
             self._answer(status, {"__type": code, "message": "injected by FaultProxy"})
+            return
+        if action == "GetRecords" and self.proxy.chance(faults.expired_iterator_rate):
+            self.proxy.count("expired_iterator")
+            message = "Iterator expired (injected by FaultProxy)"
+            self._answer(400, {"__type": "ExpiredIteratorException", "message": message})
             return
         if action == "PutRecords" and faults.put_records_entry_failure_rate > 0:
             self._put_records_with_failures(body, faults.put_records_entry_failure_rate)

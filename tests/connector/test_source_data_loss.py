@@ -1,0 +1,96 @@
+"""kinesis.failOnDataLoss on kinesis-mock: a checkpointed position whose record is gone, and a shard that vanished.
+
+No local server trims by retention (24 h at least), so the records go the other way AWS loses them for a
+reader: the stream is deleted and re-created under the same name while the query is stopped. The checkpointed
+sequence numbers then name records that do not exist, which kinesis-mock refuses as AWS refuses trimmed ones.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+from source_util import drain, next_batch, payloads, read_all, reader, roundtrip, source_options
+
+from connector.fetch.iterators import DataLossError
+from localaws import LocalServer
+from localaws.streams import create_stream, put_records
+
+
+def _recreate(kinesis, stream: str, shards: int) -> None:
+    kinesis.delete_stream(StreamName=stream)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            kinesis.describe_stream_summary(StreamName=stream)
+        except kinesis.exceptions.ResourceNotFoundException:
+            create_stream(kinesis, stream, shards)
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"stream {stream} was not deleted")
+
+
+def _read_some_then_recreate(kinesis_mock: LocalServer, stream: str, tmp_path, shards_after: int, **extra: str):
+    kinesis = kinesis_mock.client("kinesis")
+    put_records(kinesis, stream, [(f"old-{i}".encode(), f"k{i}") for i in range(6)])
+    options = source_options(kinesis_mock, stream, tmp_path, **extra)
+    source = reader(options)
+    start, batches = drain(source, roundtrip(source.initialOffset()))
+    assert sorted(payloads([row for batch in batches for row in batch])) == sorted(
+        f"old-{i}".encode() for i in range(6)
+    )
+    _recreate(kinesis, stream, shards_after)
+    new = [f"new-{i}".encode() for i in range(4)]
+    put_records(kinesis, stream, [(data, f"k{i}") for i, data in enumerate(new)])
+    return options, start, new
+
+
+def test_a_lost_position_fails_the_query_when_asked(kinesis_mock: LocalServer, mock_stream, tmp_path) -> None:
+    stream = mock_stream(shards=1)
+    options, start, _new = _read_some_then_recreate(
+        kinesis_mock, stream, tmp_path, 1, **{"kinesis.failOnDataLoss": "true"}
+    )
+    restarted = reader(options)
+    with pytest.raises(DataLossError, match=rf"stream '{stream}' shard shardId-000000000000 is no longer in the shard"):
+        restarted.latestOffset(start, None)
+
+
+def test_a_lost_position_continues_from_the_oldest_record(kinesis_mock: LocalServer, mock_stream, tmp_path, caplog):
+    stream = mock_stream(shards=1)
+    options, start, new = _read_some_then_recreate(kinesis_mock, stream, tmp_path, 1)
+    restarted = reader(options)
+    with caplog.at_level(logging.WARNING, logger="connector"):
+        _end, rows = next_batch(restarted, start)
+    assert payloads(rows) == new  # every record still there, from the oldest
+    assert "kinesis.failOnDataLoss is false, so the query continues with the oldest record" in caplog.text
+
+
+def test_the_executor_detects_a_lost_position_too(kinesis_mock: LocalServer, mock_stream, tmp_path) -> None:
+    """A shard whose last read stopped at a record cap is not probed: the executor meets the lost position."""
+    stream = mock_stream(shards=1)
+    kinesis = kinesis_mock.client("kinesis")
+    put_records(kinesis, stream, [(f"old-{i}".encode(), f"k{i}") for i in range(6)])
+    capped = source_options(
+        kinesis_mock, stream, tmp_path, **{"kinesis.maxFetchRecordsPerShard": "2", "kinesis.failOnDataLoss": "true"}
+    )
+    source = reader(capped)
+    start, _rows = next_batch(source, roundtrip(source.initialOffset()))
+    _recreate(kinesis, stream, 1)
+    put_records(kinesis, stream, [(b"new", "k")])
+    end = roundtrip(source.latestOffset(start, None))  # more records known to wait: no probe
+    with pytest.raises(DataLossError, match="is no longer in the shard"):
+        read_all(source, list(source.partitions(start, end)))
+
+
+def test_a_vanished_shard_fails_or_is_skipped(kinesis_mock: LocalServer, mock_stream, tmp_path, caplog) -> None:
+    stream = mock_stream(shards=2)
+    options, start, new = _read_some_then_recreate(kinesis_mock, stream, tmp_path, 1)
+    strict = reader({**options, "kinesis.failOnDataLoss": "true"})
+    with pytest.raises(DataLossError, match="shard shardId-000000000001 no longer exists"):
+        strict.latestOffset(start, None)
+    lenient = reader(options)
+    with caplog.at_level(logging.WARNING, logger="connector"):
+        _end, rows = next_batch(lenient, start)
+    assert sorted(payloads(rows)) == sorted(new)  # shard 0's records: its old position was lost too
+    assert "shardId-000000000001 no longer exists" in caplog.text

@@ -1,0 +1,153 @@
+"""Resharding on kinesis-mock (AWS-faithful shard ends and lineage), driven like Spark drives the reader: splits
+and merges while records keep arriving, and while the query is stopped. Every record is read exactly once and
+each partition key's records come in the order they were written, because a child shard is read only after its
+parents are read to their end."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from source_util import drain, next_batch, reader, roundtrip, source_options
+
+from connector.offsets import SHARD_END, parse_offset
+from connector.shards import list_shards, open_shards
+from localaws import LocalServer
+from localaws.streams import put_records, wait_for_stream_active
+
+KEYS = [f"key-{index}" for index in range(6)]
+
+
+class Producer(threading.Thread):
+    """Writes rounds of one record per key (``key:n``) until stopped; each key's records in order."""
+
+    def __init__(self, kinesis: Any, stream: str):
+        super().__init__(daemon=True)
+        self.kinesis, self.stream = kinesis, stream
+        self.produced: list[bytes] = []
+        self.stopping = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            round_ = 0
+            while not self.stopping.is_set():
+                batch = [(f"{key}:{round_}".encode(), key) for key in KEYS]
+                put_records(self.kinesis, self.stream, batch)
+                self.produced += [data for data, _key in batch]
+                round_ += 1
+                time.sleep(0.05)
+        except BaseException as exc:  # surfaced by stop()
+            self.error = exc
+
+    def stop(self) -> list[bytes]:
+        self.stopping.set()
+        self.join(30)
+        assert self.error is None, self.error
+        return self.produced
+
+
+def read_for(source, start: dict, seconds: float) -> tuple[dict, list[dict[str, Any]]]:
+    """Run micro-batches for about ``seconds``; returns the last offset and the rows in read order."""
+    rows: list[dict[str, Any]] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            start, batch = next_batch(source, start, timeout_s=1.0)
+        except AssertionError:  # no batch within a second: fine while records are sparse
+            continue
+        rows += batch
+    return start, rows
+
+
+def check_once_and_in_key_order(rows: list[dict[str, Any]], produced: list[bytes]) -> None:
+    read = [bytes(row["data"]) for row in rows]
+    assert sorted(read) == sorted(produced), "every record exactly once"
+    assert len(read) == len(set(read))
+    for key in KEYS:
+        rounds = [int(item.split(b":")[1]) for item in read if item.startswith(key.encode() + b":")]
+        assert rounds == sorted(rounds), f"{key}'s records out of order: {rounds}"
+
+
+def split(kinesis: Any, stream: str, shard) -> None:
+    middle = (shard.starting_hash_key + shard.ending_hash_key) // 2
+    kinesis.split_shard(StreamName=stream, ShardToSplit=shard.shard_id, NewStartingHashKey=str(middle))
+    time.sleep(0.2)  # kinesis-mock takes 100 ms and reports ACTIVE before it starts
+    wait_for_stream_active(kinesis, stream)
+
+
+def merge(kinesis: Any, stream: str, low, high) -> None:
+    kinesis.merge_shards(StreamName=stream, ShardToMerge=low.shard_id, AdjacentShardToMerge=high.shard_id)
+    time.sleep(0.2)
+    wait_for_stream_active(kinesis, stream)
+
+
+def test_split_and_merge_while_records_arrive(kinesis_mock: LocalServer, mock_stream, tmp_path) -> None:
+    stream = mock_stream(shards=2)
+    kinesis = kinesis_mock.client("kinesis")
+    producer = Producer(kinesis, stream)
+    producer.start()
+    source = reader(source_options(kinesis_mock, stream, tmp_path))
+    start = roundtrip(source.initialOffset())
+    start, rows = read_for(source, start, 2.0)
+    first = open_shards(list_shards(kinesis, stream))[0]
+    split(kinesis, stream, first)
+    start, more = read_for(source, start, 2.5)
+    rows += more
+    low, high = open_shards(list_shards(kinesis, stream))[:2]  # the split's two children, adjacent
+    merge(kinesis, stream, low, high)
+    start, more = read_for(source, start, 2.5)
+    rows += more
+    produced = producer.stop()
+    start, batches = drain(source, start)
+    rows += [row for batch in batches for row in batch]
+
+    check_once_and_in_key_order(rows, produced)
+    shards = parse_offset(start).shards
+    for parent in (first.shard_id, low.shard_id, high.shard_id):
+        assert shards[f"{stream}/{parent}"].kind == SHARD_END
+    read_from = {row["shardId"] for row in rows}
+    assert {first.shard_id, low.shard_id, high.shard_id} <= read_from
+    assert len(read_from) == 5  # two original shards, two children, one merged child
+
+
+def test_reshard_while_the_query_is_stopped(kinesis_mock: LocalServer, mock_stream, tmp_path) -> None:
+    stream = mock_stream(shards=1)
+    kinesis = kinesis_mock.client("kinesis")
+    before = [(f"{key}:{n}".encode(), key) for n in range(3) for key in KEYS]
+    put_records(kinesis, stream, before)
+    options = source_options(kinesis_mock, stream, tmp_path, **{"kinesis.maxFetchRecordsPerShard": "5"})
+    source = reader(options)
+    start, rows = next_batch(source, roundtrip(source.initialOffset()))
+    assert len(rows) == 5  # the query stops with 13 records left in the shard about to be split
+    (parent,) = list_shards(kinesis, stream)
+    split(kinesis, stream, parent)
+    after = [(f"{key}:{n}".encode(), key) for n in range(3, 6) for key in KEYS]
+    put_records(kinesis, stream, after)
+
+    restarted = reader(options)  # a new driver resumes from the checkpointed offset
+    start, batches = drain(restarted, start)
+    rows += [row for batch in batches for row in batch]
+    check_once_and_in_key_order(rows, [data for data, _key in before + after])
+    parent_batches = [i for i, batch in enumerate(batches) if any(r["shardId"] == parent.shard_id for r in batch)]
+    child_batches = [i for i, batch in enumerate(batches) if any(r["shardId"] != parent.shard_id for r in batch)]
+    assert max(parent_batches) < min(child_batches), "children are read only after the parent's last batch"
+
+
+def test_latest_skips_closed_shards_and_trim_horizon_reads_them(kinesis_mock: LocalServer, mock_stream, tmp_path):
+    stream = mock_stream(shards=1)
+    kinesis = kinesis_mock.client("kinesis")
+    put_records(kinesis, stream, [(b"old-parent", "k")])
+    (parent,) = list_shards(kinesis, stream)
+    split(kinesis, stream, parent)
+    put_records(kinesis, stream, [(b"old-child", "k")])
+
+    latest = reader(source_options(kinesis_mock, stream, tmp_path / "latest", **{"kinesis.startingPosition": "LATEST"}))
+    initial = parse_offset(roundtrip(latest.initialOffset()))
+    assert initial.shards[f"{stream}/{parent.shard_id}"].kind == SHARD_END  # nothing can arrive in a closed shard
+    assert len(initial.readable()) == 2
+
+    oldest = reader(source_options(kinesis_mock, stream, tmp_path / "oldest"))
+    _end, batches = drain(oldest, roundtrip(oldest.initialOffset()))
+    assert [[bytes(r["data"]) for r in batch] for batch in batches] == [[b"old-parent"], [b"old-child"]]
