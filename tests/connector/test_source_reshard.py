@@ -88,16 +88,22 @@ def test_split_and_merge_while_records_arrive(kinesis_mock: LocalServer, mock_st
     kinesis = kinesis_mock.client("kinesis")
     producer = Producer(kinesis, stream)
     producer.start()
-    source = reader(source_options(kinesis_mock, stream, tmp_path))
+    # A small cap per batch keeps a backlog in the parents when their children start to take records.
+    source = reader(source_options(kinesis_mock, stream, tmp_path, **{"kinesis.maxFetchRecordsPerShard": "2"}))
     start = roundtrip(source.initialOffset())
-    start, rows = read_for(source, start, 2.0)
+    start, rows = read_for(source, start, 1.0)
+    # The query falls behind (a slow batch, say): the parents hold a backlog when their children take records.
+    time.sleep(1.0)
     first = open_shards(list_shards(kinesis, stream))[0]
     split(kinesis, stream, first)
-    start, more = read_for(source, start, 2.5)
+    time.sleep(1.0)
+    start, more = read_for(source, start, 2.0)
     rows += more
+    time.sleep(1.0)
     low, high = open_shards(list_shards(kinesis, stream))[:2]  # the split's two children, adjacent
     merge(kinesis, stream, low, high)
-    start, more = read_for(source, start, 2.5)
+    time.sleep(1.0)
+    start, more = read_for(source, start, 2.0)
     rows += more
     produced = producer.stop()
     start, batches = drain(source, start)
