@@ -1,0 +1,77 @@
+"""The fast decode path: GetRecords bodies from a real server, decoded by connector.decode, against botocore's
+parse of the same answer; the reader client keeps botocore's errors."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from aws_kinesis_agg.aggregator import RecordAggregator
+from botocore.exceptions import ClientError
+
+from connector.aws import RAW_BODY, ClientSettings, kinesis_client, kinesis_reader_client
+from connector.decode import ARROW_SCHEMA, ShardContext, decode_get_records
+from connector.shards import MAX_HASH_KEY
+from localaws import LocalServer
+from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
+from localaws.streams import put_records
+
+
+def _settings(server: LocalServer) -> ClientSettings:
+    return ClientSettings("us-east-1", server.endpoint_url, DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY)
+
+
+def _iterator(server: LocalServer, stream: str) -> str:
+    kinesis = server.client("kinesis")
+    answer = kinesis.get_shard_iterator(
+        StreamName=stream, ShardId="shardId-000000000000", ShardIteratorType="TRIM_HORIZON"
+    )
+    return answer["ShardIterator"]
+
+
+def test_decoded_rows_match_botocores_parse_of_the_same_answer(kinesalite: LocalServer, lite_stream) -> None:
+    stream = lite_stream(shards=1)
+    put_records(kinesalite.client("kinesis"), stream, [(bytes([i % 256]) * (i + 1), f"key-{i}") for i in range(300)])
+    iterator = _iterator(kinesalite, stream)
+    settings = _settings(kinesalite)
+    parsed = kinesis_client(settings).get_records(ShardIterator=iterator)
+    raw = kinesis_reader_client(settings).get_records(ShardIterator=iterator)
+    assert set(raw) == {RAW_BODY, "ResponseMetadata"}  # botocore parsed nothing of the body
+    shard = ShardContext(stream, "shardId-000000000000", 0, MAX_HASH_KEY)
+    page = decode_get_records(raw[RAW_BODY], shard)
+    records = parsed["Records"]
+    assert len(page) == page.kinesis_records == len(records) == 300
+    assert page.data == [record["Data"] for record in records]
+    assert page.keys == [record["PartitionKey"] for record in records]
+    assert page.sequences == [record["SequenceNumber"] for record in records]
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    micro = timedelta(microseconds=1)
+    assert page.arrivals_us == [(r["ApproximateArrivalTimestamp"] - epoch) // micro for r in records]
+    assert page.subs == [0] * 300 and all(page.record_ends)
+    assert page.millis_behind_latest == parsed["MillisBehindLatest"]
+    assert (page.next_iterator is None) == (parsed.get("NextShardIterator") is None)
+    batch = page.to_batch(shard, 10, 20)
+    assert batch.schema == ARROW_SCHEMA and batch.num_rows == 10
+    assert batch.column("data").to_pylist() == page.data[10:20]
+
+
+def test_aggregates_in_a_raw_body_become_user_records(kinesalite: LocalServer, lite_stream) -> None:
+    stream = lite_stream(shards=1)
+    aggregator = RecordAggregator()
+    for i in range(5):
+        aggregator.add_user_record(f"pk-{i}", f"user-{i}".encode())
+    key, _explicit, data = aggregator.clear_and_get().get_contents()
+    put_records(kinesalite.client("kinesis"), stream, [(b"plain", "p"), (data, key)])
+    raw = kinesis_reader_client(_settings(kinesalite)).get_records(ShardIterator=_iterator(kinesalite, stream))
+    page = decode_get_records(raw[RAW_BODY], ShardContext(stream, "shardId-000000000000", 0, MAX_HASH_KEY))
+    assert page.kinesis_records == 2
+    assert page.data == [b"plain"] + [f"user-{i}".encode() for i in range(5)]
+    assert page.subs == [0, 0, 1, 2, 3, 4]
+    assert page.record_ends == [True, False, False, False, False, True]
+    assert len(set(page.sequences[1:])) == 1
+
+
+def test_the_reader_client_still_raises_aws_errors(kinesalite: LocalServer) -> None:
+    with pytest.raises(ClientError) as failure:
+        kinesis_reader_client(_settings(kinesalite)).get_records(ShardIterator="not-an-iterator" * 2)
+    assert failure.value.response["Error"]["Code"] in ("InvalidArgumentException", "ValidationException")
