@@ -13,7 +13,7 @@ four times faster (docs/source.md, ``bench/decode.py``). So the reader's client 
 from __future__ import annotations
 
 import json
-from base64 import b64decode
+from binascii import a2b_base64
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,11 +107,11 @@ class Page:
         count = stop - start
         columns = [
             pa.array(self.data[start:stop], pa.binary()),
-            pa.array([shard.stream_name] * count, pa.string()),
+            pa.repeat(pa.scalar(shard.stream_name, pa.string()), count),
             pa.array(self.keys[start:stop], pa.string()),
             pa.array(self.sequences[start:stop], pa.string()),
             pa.array(self.subs[start:stop], pa.int64()),
-            pa.array([shard.shard_id] * count, pa.string()),
+            pa.repeat(pa.scalar(shard.shard_id, pa.string()), count),
             pa.array(self.arrivals_us[start:stop], pa.timestamp("us", tz="UTC")),
         ]
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
@@ -131,7 +131,7 @@ def decode_get_records(body: bytes | str, shard: ShardContext) -> Page:
         next_iterator=answer.get("NextShardIterator"),
         millis_behind_latest=answer.get("MillisBehindLatest"),
     )
-    data = [b64decode(record["Data"]) for record in records]
+    data = [a2b_base64(record["Data"]) for record in records]  # base64's own b64decode adds ~25 % on top
     if shard.deaggregate and any(item[:4] == MAGIC for item in data):
         for record, payload in zip(records, data, strict=True):
             _append_record(page, record, payload, shard)
@@ -141,7 +141,10 @@ def decode_get_records(body: bytes | str, shard: ShardContext) -> Page:
     page.keys = [record["PartitionKey"] for record in records]
     page.sequences = [record["SequenceNumber"] for record in records]
     page.subs = [0] * count
-    page.arrivals_us = [arrival_us(record.get("ApproximateArrivalTimestamp")) for record in records]
+    page.arrivals_us = [
+        round(arrival * 1000) * 1000 if (arrival := record.get("ApproximateArrivalTimestamp")) is not None else None
+        for record in records
+    ]  # arrival_us, inlined: this runs once per record
     page.record_ends = [True] * count
     return page
 
