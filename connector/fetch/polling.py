@@ -264,11 +264,15 @@ class ShardFetcher:
     def _get_records(self, iterator: str) -> Page | None:
         """One GetRecords answer, decoded; None when the iterator expired."""
         self.calls += 1
+        limit = self.limits.records_per_call
+        cap = self._max_records
+        if cap is not None and self._until() is None:  # fetch no more than the cap lets us return
+            limit = max(1, min(limit, cap - self._count))
         try:
             answer = self.retry.call(
                 self.kinesis.get_records,
                 ShardIterator=iterator,
-                Limit=self.limits.records_per_call,
+                Limit=limit,
                 what=f"GetRecords on {self._what}",
             )
         except ClientError as exc:
