@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any
 
-from bench.source_read import spark_session
+from bench.common import spark_session
 from localaws import LocalAws
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE
 from localaws.streams import create_stream, list_shard_ids, unique_name

@@ -21,7 +21,7 @@ import tempfile
 import time
 from typing import Any
 
-from bench.source_read import options
+from bench.common import options
 from connector.shards import list_shards
 from connector.stream_reader import KinesisStreamReader
 from localaws import LocalAws

@@ -16,57 +16,19 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 
 from aws_kinesis_agg.aggregator import RecordAggregator
-from aws_kinesis_agg.deaggregator import deaggregate_records
 
+from bench.common import boto3_loop, options, preloaded_stream, spark_session
 from localaws import LocalAws, LocalServer
-from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE, project_root
-from localaws.streams import create_stream, iterate_shard, list_shard_ids, put_records, unique_name
+from localaws.servers import KINESALITE
+from localaws.streams import create_stream, unique_name
 
 SHARDS = 4
 PER_AGGREGATE = 100
-
-
-def options(server: LocalServer, stream: str, metadata: str) -> dict[str, str]:
-    return {
-        "kinesis.streamname": stream,
-        "kinesis.endpointurl": server.endpoint_url,
-        "kinesis.awsaccesskeyid": DUMMY_ACCESS_KEY,
-        "kinesis.awssecretkey": DUMMY_SECRET_KEY,
-        "kinesis.startingposition": "TRIM_HORIZON",
-        "kinesis.getrecords.fetchintervalms": "0",
-        "kinesis.metadatapath": metadata,
-    }
-
-
-def boto3_loop(kinesis, stream: str, deaggregate: bool = False) -> int:
-    """The baseline: read every shard to its tip by hand; returns the number of user records."""
-    count = 0
-    for shard_id in list_shard_ids(kinesis, stream):
-        records = list(iterate_shard(kinesis, stream, shard_id))
-        if deaggregate:
-            # aws-kinesis-agg takes Lambda-style dicts and hands aggregated payloads back base64-encoded.
-            records = deaggregate_records(
-                [
-                    {
-                        "kinesis": {
-                            "data": __import__("base64").b64encode(r["Data"]).decode(),
-                            "partitionKey": r["PartitionKey"],
-                            "sequenceNumber": r["SequenceNumber"],
-                            "kinesisSchemaVersion": "1.0",
-                            "approximateArrivalTimestamp": r["ApproximateArrivalTimestamp"].timestamp(),
-                        }
-                    }
-                    for r in records
-                ]
-            )
-        count += len(records)
-    return count
 
 
 def executor_path(server: LocalServer, stream: str) -> int:
@@ -83,25 +45,6 @@ def executor_path(server: LocalServer, stream: str) -> int:
 def spark_batch_read(spark, server: LocalServer, stream: str) -> None:
     frame = spark.read.format("aws-kinesis").options(**options(server, stream, tempfile.mkdtemp())).load()
     frame.write.format("noop").mode("overwrite").save()
-
-
-def spark_session():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(project_root()), os.environ.get("PYTHONPATH")]))
-    from pyspark.sql import SparkSession
-
-    import connector
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("bench-source")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    connector.register(spark)
-    return spark
 
 
 def timed(repeats: int, run: Callable[[], object]) -> float:
@@ -154,9 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     with LocalAws([KINESALITE]) as aws:
         server = aws.kinesalite
         kinesis = server.client("kinesis")
-        plain = create_stream(kinesis, unique_name("bench-source"), SHARDS)
-        payload = os.urandom(args.size)
-        put_records(kinesis, plain, ((payload, f"key-{i % 1000}") for i in range(args.records)))
+        plain = preloaded_stream(kinesis, "bench-source", SHARDS, args.records, args.size)
         aggregated = create_stream(kinesis, unique_name("bench-source-kpl"), SHARDS)
         fill_aggregated(kinesis, aggregated, args.records, min(args.size, 9000))
 

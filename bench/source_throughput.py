@@ -16,14 +16,12 @@ asserted.
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 
-from bench.source_read import boto3_loop, options, spark_session
+from bench.common import boto3_loop, options, preloaded_stream, spark_session
 from localaws import LocalAws
 from localaws.servers import KINESALITE
-from localaws.streams import create_stream, put_records, unique_name
 
 SHARDS = 4
 
@@ -62,9 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     with LocalAws([KINESALITE]) as aws:
         server = aws.kinesalite
         kinesis = server.client("kinesis")
-        stream = create_stream(kinesis, unique_name("bench-throughput"), SHARDS)
-        payload = os.urandom(args.size)
-        put_records(kinesis, stream, ((payload, f"key-{i % 1000}") for i in range(args.records)))
+        stream = preloaded_stream(kinesis, "bench-throughput", SHARDS, args.records, args.size)
 
         started = time.perf_counter()
         assert boto3_loop(kinesis, stream) == args.records

@@ -1,0 +1,78 @@
+"""What several benchmarks share: source options for a local server, a preloaded stream, the baseline boto3
+reader and a local[2] SparkSession with the connector registered. Not a benchmark itself (run_all skips it)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+
+from aws_kinesis_agg.deaggregator import deaggregate_records
+
+from localaws import LocalServer
+from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, project_root
+from localaws.streams import create_stream, iterate_shard, list_shard_ids, put_records, unique_name
+
+
+def options(server: LocalServer, stream: str, metadata: str) -> dict[str, str]:
+    return {
+        "kinesis.streamname": stream,
+        "kinesis.endpointurl": server.endpoint_url,
+        "kinesis.awsaccesskeyid": DUMMY_ACCESS_KEY,
+        "kinesis.awssecretkey": DUMMY_SECRET_KEY,
+        "kinesis.startingposition": "TRIM_HORIZON",
+        "kinesis.getrecords.fetchintervalms": "0",
+        "kinesis.metadatapath": metadata,
+    }
+
+
+def preloaded_stream(kinesis, prefix: str, shards: int, records: int, size: int) -> str:
+    """A new stream holding ``records`` records of ``size`` random bytes (1,000 partition keys)."""
+    stream = create_stream(kinesis, unique_name(prefix), shards)
+    payload = os.urandom(size)
+    put_records(kinesis, stream, ((payload, f"key-{i % 1000}") for i in range(records)))
+    return stream
+
+
+def boto3_loop(kinesis, stream: str, deaggregate: bool = False) -> int:
+    """The baseline: read every shard to its tip by hand; returns the number of user records."""
+    count = 0
+    for shard_id in list_shard_ids(kinesis, stream):
+        records = list(iterate_shard(kinesis, stream, shard_id))
+        if deaggregate:
+            # aws-kinesis-agg takes Lambda-style dicts and hands aggregated payloads back base64-encoded.
+            records = deaggregate_records(
+                [
+                    {
+                        "kinesis": {
+                            "data": base64.b64encode(r["Data"]).decode(),
+                            "partitionKey": r["PartitionKey"],
+                            "sequenceNumber": r["SequenceNumber"],
+                            "kinesisSchemaVersion": "1.0",
+                            "approximateArrivalTimestamp": r["ApproximateArrivalTimestamp"].timestamp(),
+                        }
+                    }
+                    for r in records
+                ]
+            )
+        count += len(records)
+    return count
+
+
+def spark_session():
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(project_root()), os.environ.get("PYTHONPATH")]))
+    from pyspark.sql import SparkSession
+
+    import connector
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("bench-source")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    connector.register(spark)
+    return spark
