@@ -40,6 +40,7 @@ def fetch_body(records: int, size: int) -> bytes:
 
 
 def median_rate(records: int, repeats: int, run: Callable[[], int]) -> float:
+    run()  # warm up: the first run pays for fresh memory pages
     rates = []
     for _ in range(repeats):
         started = time.perf_counter()

@@ -79,6 +79,7 @@ class BatchPlanner:
         probe_interval = max(settings.fetch_interval_s, MIN_PROBE_INTERVAL_S)
         self.prober = ShardProber(client_factory, settings.client.retry, probe_interval)
         self.lag: dict[str, int] = {}  # millisBehindLatest per shard, from the last read or probe
+        self._reported_vanished: set[str] = set()  # warned once, not on every idle trigger
         self._ends: tuple[tuple[str, int], dict[str, Position], set[str]] | None = None
 
     # --- the first offset -------------------------------------------------------------------------------------
@@ -162,8 +163,11 @@ class BatchPlanner:
             listing = self.catalog.shards(stream)
             vanished = track_listing(positions, parents, stream, listing, lambda _shard: Position(TRIM_HORIZON))
             for key, position in vanished.items():
+                if key in self._reported_vanished:
+                    continue
                 gone = ShardGoneError("ListShards no longer shows it")
                 data_loss(describe(key), position, gone, self.settings.fail_on_data_loss, "the other shards")
+                self._reported_vanished.add(key)
         self.prober.forget(set(positions))
         self.lag = {key: lag for key, lag in self.lag.items() if key in positions}
 

@@ -13,6 +13,7 @@ executors read it from the position.
 from __future__ import annotations
 
 import enum
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -61,7 +62,8 @@ class ShardProber:
         self._retry = retry
         self.interval_s = interval_s
         self._states: dict[str, _ShardState] = {}
-        self.calls = 0  # GetRecords calls made, for tests and logs
+        self._lock = threading.Lock()
+        self.calls = 0  # GetRecords calls made (probes run on several threads), for tests and logs
 
     def probe(self, positions: Mapping[str, Position], bound_ms: int | None = None) -> dict[str, ProbeResult]:
         """A result per shard key; ``bound_ms``: a record that arrived after it does not count (AvailableNow)."""
@@ -96,7 +98,8 @@ class ShardProber:
                 if state.iterator is None or now - state.iterator_at > ITERATOR_MAX_AGE_S:
                     state.iterator = open_iterator(kinesis, stream, shard_id, state.position, self._retry, what)
                     state.iterator_at = now
-                self.calls += 1
+                with self._lock:
+                    self.calls += 1
                 answer = self._retry.call(
                     kinesis.get_records, ShardIterator=state.iterator, Limit=1, what=f"GetRecords (probe) on {what}"
                 )
@@ -131,4 +134,7 @@ class ShardProber:
 
     def __getstate__(self) -> dict[str, Any]:
         # The reader (and this with it) is pickled for executors: they need none of the driver's state.
-        return {**self.__dict__, "_states": {}}
+        return {**self.__dict__, "_states": {}, "_lock": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _lock=threading.Lock())
