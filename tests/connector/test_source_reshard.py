@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any
 
-from source_util import drain, next_batch, reader, roundtrip, source_options
+from source_util import drain, next_batch, reader, roundtrip, source_options, wait_for
 
 from connector.offsets import SHARD_END, parse_offset
 from connector.shards import list_shards, open_shards
@@ -157,3 +157,37 @@ def test_latest_skips_closed_shards_and_trim_horizon_reads_them(kinesis_mock: Lo
     oldest = reader(source_options(kinesis_mock, stream, tmp_path / "oldest"))
     _end, batches = drain(oldest, roundtrip(oldest.initialOffset()))
     assert [[bytes(r["data"]) for r in batch] for batch in batches] == [[b"old-parent"], [b"old-child"]]
+
+
+def test_a_spark_query_keeps_key_order_across_a_split(spark, kinesis_mock: LocalServer, mock_stream, tmp_path):
+    """The same in a real query: foreachBatch keeps each batch's rows in order; a split happens mid-stream."""
+    stream = mock_stream(shards=1)
+    kinesis = kinesis_mock.client("kinesis")
+    producer = Producer(kinesis, stream)
+    producer.start()
+    seen: list[bytes] = []
+
+    def collect(frame, _batch_id: int) -> None:
+        seen.extend(bytes(row.data) for row in frame.select("data").collect())
+
+    options = source_options(kinesis_mock, stream, tmp_path / "meta", **{"kinesis.maxFetchRecordsPerShard": "20"})
+    query = (
+        spark.readStream.format("aws-kinesis")
+        .options(**options)
+        .load()
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+    try:
+        time.sleep(2.0)
+        (parent,) = list_shards(kinesis, stream)
+        split(kinesis, stream, parent)
+        time.sleep(2.0)
+        produced = producer.stop()
+        wait_for(lambda: len(seen) >= len(produced), timeout_s=120, what="every produced record")
+    finally:
+        producer.stopping.set()
+        query.stop()
+    check_once_and_in_key_order([{"data": item} for item in seen], produced)
