@@ -10,6 +10,7 @@ import time
 from collections import Counter
 
 import pyarrow.parquet as pq
+import pytest
 from source_util import FORMAT, drain, payloads, reader, roundtrip, source_options, wait_for
 
 from connector.compat import HAS_READ_LIMITS, ReadMaxRows
@@ -86,6 +87,7 @@ def _run_available_now(spark, options: dict[str, str], tmp_path) -> tuple[list[i
     return sizes, pq.read_table(str(tmp_path / "out"))["data"].to_pylist()
 
 
+@pytest.mark.slow
 def test_available_now_reads_what_arrived_and_stops(spark, kinesalite: LocalServer, lite_stream, tmp_path) -> None:
     stream = lite_stream(shards=3)
     produced = _produce(kinesalite, stream, 60)
@@ -112,6 +114,7 @@ def test_available_now_with_a_limit_runs_several_batches(spark, kinesalite: Loca
         assert len(batches) == 1 and len(set(rows)) == batches[0]
 
 
+@pytest.mark.slow
 def test_an_idle_query_runs_no_empty_batches_and_reports_lag(
     spark, kinesalite: LocalServer, lite_stream, tmp_path
 ) -> None:

@@ -9,6 +9,7 @@ import threading
 import time
 from typing import Any
 
+import pytest
 from source_util import drain, next_batch, reader, roundtrip, source_options, wait_for
 
 from connector.offsets import SHARD_END, parse_offset
@@ -83,6 +84,7 @@ def merge(kinesis: Any, stream: str, low, high) -> None:
     wait_for_stream_active(kinesis, stream)
 
 
+@pytest.mark.slow
 def test_split_and_merge_while_records_arrive(kinesis_mock: LocalServer, mock_stream, tmp_path) -> None:
     stream = mock_stream(shards=2)
     kinesis = kinesis_mock.client("kinesis")
@@ -159,6 +161,7 @@ def test_latest_skips_closed_shards_and_trim_horizon_reads_them(kinesis_mock: Lo
     assert [[bytes(r["data"]) for r in batch] for batch in batches] == [[b"old-parent"], [b"old-child"]]
 
 
+@pytest.mark.slow
 def test_a_spark_query_keeps_key_order_across_a_split(spark, kinesis_mock: LocalServer, mock_stream, tmp_path):
     """The same in a real query: foreachBatch keeps each batch's rows in order; a split happens mid-stream."""
     stream = mock_stream(shards=1)

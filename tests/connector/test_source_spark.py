@@ -113,6 +113,7 @@ def test_restart_from_checkpoint_reads_every_record_once(spark, kinesalite: Loca
     assert sorted(_committed(spark, output)) == sorted(produced)
 
 
+@pytest.mark.slow
 def test_sigkill_of_the_driver_then_restart_reads_every_record_once(
     spark, kinesalite: LocalServer, lite_stream, tmp_path
 ) -> None:
