@@ -60,6 +60,7 @@ def boto3_loop(kinesis, stream: str, deaggregate: bool = False) -> int:
 
 
 def spark_session():
+    """A local[2] session (Python workers on this interpreter, the checkout on their path), connector registered."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(project_root()), os.environ.get("PYTHONPATH")]))
     from pyspark.sql import SparkSession
@@ -68,9 +69,10 @@ def spark_session():
 
     spark = (
         SparkSession.builder.master("local[2]")
-        .appName("bench-source")
+        .appName("bench")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

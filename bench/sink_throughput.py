@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,8 +23,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench.common import spark_session
 from localaws import LocalAws, LocalServer
-from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE, project_root
+from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE
 from localaws.streams import create_stream, unique_name
 
 SHARDS = 4
@@ -52,25 +52,6 @@ def boto3_loop(kinesis, stream: str, table: pa.Table) -> float:
             answer = kinesis.put_records(StreamName=stream, Records=pending)
             pending = [entry for entry, result in zip(pending, answer["Records"], strict=True) if "ErrorCode" in result]
     return time.perf_counter() - started
-
-
-def spark_session():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(project_root()), os.environ.get("PYTHONPATH")]))
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("bench-sink")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    import connector
-
-    connector.register(spark)
-    return spark
 
 
 def sink_write(spark, server: LocalServer, stream: str, path: Path, aggregation: bool, connections: int = 1) -> float:
