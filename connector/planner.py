@@ -23,7 +23,7 @@ from typing import Any
 from connector.aws import kinesis_client
 from connector.fetch.iterators import PositionGoneError, ShardGoneError, data_loss
 from connector.fetch.polling import now_ms
-from connector.metadata.store import MORE_WAITING, ShardRead, open_store
+from connector.metadata.store import MORE_WAITING, ShardRead
 from connector.offsets import (
     AT_TIMESTAMP,
     LATEST,
@@ -136,7 +136,7 @@ class BatchPlanner:
         return dict(self._ends[1]), set(self._ends[2])
 
     def _read_ends(self, base: KinesisOffset) -> tuple[dict[str, Position], set[str]]:
-        store = open_store(base.metadata_path, self.settings.client, self.settings.metadata_s3_endpoint_url)
+        store = self.settings.metadata_store(base.metadata_path)
         keys = list(base.active())
 
         def lookup(key: str) -> ShardRead | None:

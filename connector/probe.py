@@ -131,10 +131,3 @@ class ShardProber:
         if behind:  # nothing in this stretch, but records further on (AWS skips through old, empty stretches)
             return ProbeResult(Found.DATA, behind)
         return ProbeResult(Found.NOTHING, behind)
-
-    def __getstate__(self) -> dict[str, Any]:
-        # The reader (and this with it) is pickled for executors: they need none of the driver's state.
-        return {**self.__dict__, "_states": {}, "_lock": None}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _lock=threading.Lock())

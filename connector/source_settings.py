@@ -15,6 +15,7 @@ from typing import Any
 
 from connector import options as opts
 from connector.aws import ClientSettings
+from connector.metadata.store import MetadataStore, open_store
 from connector.offsets import PositionSpec, parse_starting_position
 from connector.options import OptionError, Side, parse_options
 
@@ -96,3 +97,7 @@ class SourceSettings:
             deaggregate=parsed[opts.DEAGGREGATE.key],
             pass_through_corrupt=parsed[opts.PASS_THROUGH_CORRUPT.key],
         )
+
+    def metadata_store(self, path: str) -> MetadataStore:
+        """The metadata store at ``path`` (an offset's ``metadataPath``), with these credentials and S3 endpoint."""
+        return open_store(path, self.client, self.metadata_s3_endpoint_url)

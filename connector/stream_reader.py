@@ -30,7 +30,6 @@ from connector.aws import kinesis_reader_client
 from connector.compat import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from connector.decode import ShardContext
 from connector.fetch.polling import FetchLimits, ShardFetcher, ShardTask, now_ms
-from connector.metadata.store import MetadataStore, open_store
 from connector.offsets import KinesisOffset, PendingOffset, parse_offset, split_shard_key
 from connector.planner import INITIAL_BATCH, BatchPlanner, MissingMetadataError
 from connector.source_settings import SourceSettings
@@ -60,10 +59,6 @@ def shard_context(settings: SourceSettings, task: ShardTask) -> ShardContext:
         settings.deaggregate,
         settings.pass_through_corrupt,
     )
-
-
-def make_store(settings: SourceSettings, path: str) -> MetadataStore:
-    return open_store(path, settings.client, settings.metadata_s3_endpoint_url)
 
 
 def _as_dict(offset: KinesisOffset | PendingOffset) -> dict[str, Any]:
@@ -145,7 +140,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """A real offset for ``offset``: pending ones are resolved from ``start`` once, then from the store."""
         if isinstance(offset, KinesisOffset):
             return offset
-        store = make_store(self.settings, offset.metadata_path)
+        store = self.settings.metadata_store(offset.metadata_path)
         recorded = store.get_document(offset.nonce)
         if recorded is None:
             if start is None:
@@ -190,7 +185,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._remember(offset, end)
         keep_from = offset.batch_id - self.settings.min_batches_to_retain + 1
         if keep_from > 0:
-            make_store(self.settings, offset.metadata_path).purge(offset.source_id, keep_from)
+            self.settings.metadata_store(offset.metadata_path).purge(offset.source_id, keep_from)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         """pyspark 4.2+ shows this as the source's ``latestOffset`` in the query progress: millisBehindLatest
@@ -202,7 +197,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Read each shard of the partition, replaying the recorded range when this batch ran before."""
         assert isinstance(partition, KinesisPartition)
-        store = make_store(self.settings, partition.metadata_path)
+        store = self.settings.metadata_store(partition.metadata_path)
         client = kinesis_reader_client(self.settings.client)
         limits = self._limits(partition.until_ms)
         for task in partition.tasks:

@@ -116,7 +116,6 @@ class ShardFetcher:
         self.until = until  # (sequence number, sub-sequence number) of the last record to return, inclusive
         self.fail_on_data_loss = fail_on_data_loss
         self.result: ShardRead | None = None
-        self.calls = 0
         self._count = 0
         self._last: tuple[str, int, bool] | None = None  # sequence, sub-sequence, last of its Kinesis record
         self._behind: int | None = None
@@ -263,7 +262,6 @@ class ShardFetcher:
 
     def _get_records(self, iterator: str) -> Page | None:
         """One GetRecords answer, decoded; None when the iterator expired."""
-        self.calls += 1
         limit = self.limits.records_per_call
         cap = self._max_records
         if cap is not None and self._until() is None:  # fetch no more than the cap lets us return
