@@ -84,6 +84,11 @@ class ClientSettings:
         """Shortcut from Spark's raw options dict."""
         return cls.from_options(opts.parse_options(raw, side))
 
+    def without_role(self) -> ClientSettings:
+        """The application's own credentials, without any assumed stream-owner role: the metadata store's clients
+        use these (the table lives with the job, the stream may live in another account)."""
+        return self
+
     def where(self) -> str:
         """Endpoint and region for error messages (never credentials)."""
         return f"endpoint {self.endpoint_url or 'AWS default'} in region {self.region}"

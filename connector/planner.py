@@ -23,7 +23,7 @@ from typing import Any
 from connector.aws import kinesis_client
 from connector.fetch.iterators import PositionGoneError, ShardGoneError, data_loss
 from connector.fetch.polling import now_ms
-from connector.metadata.store import MORE_WAITING, ShardRead
+from connector.metadata.store import MORE_WAITING
 from connector.offsets import (
     AT_TIMESTAMP,
     LATEST,
@@ -34,7 +34,6 @@ from connector.offsets import (
     is_readable,
     split_shard_key,
 )
-from connector.parallel import parallel_map
 from connector.probe import Found, ProbeResult, ShardProber
 from connector.shards import Shard, ShardCatalog, track_listing
 from connector.source_settings import SourceSettings
@@ -138,12 +137,10 @@ class BatchPlanner:
     def _read_ends(self, base: KinesisOffset) -> tuple[dict[str, Position], set[str]]:
         store = self.settings.metadata_store(base.metadata_path)
         keys = list(base.active())
-
-        def lookup(key: str) -> ShardRead | None:
-            return store.get_shard_read(base.source_id, base.batch_id, *split_shard_key(key))
-
+        reads = store.get_shard_reads(base.source_id, base.batch_id, [split_shard_key(key) for key in keys])
         positions, waiting = dict(base.shards), set()
-        for key, read in zip(keys, parallel_map(lookup, keys), strict=True):
+        for key in keys:
+            read = reads[split_shard_key(key)]
             if read is None:
                 raise MissingMetadataError(
                     f"no record of where batch {base.batch_id} stopped reading {describe(key)} in "

@@ -124,6 +124,18 @@ class MetadataStore(ABC):
     def get_shard_read(self, source_id: str, batch_id: int, stream: str, shard_id: str) -> ShardRead | None:
         """The record of ``batch_id`` for one shard, or None."""
 
+    def get_shard_reads(
+        self, source_id: str, batch_id: int, shards: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], ShardRead | None]:
+        """The records of ``batch_id`` for many (stream, shard id) pairs at once (the planner's per-batch lookup).
+
+        The default asks per shard on the driver's thread pool; stores with a batch read (DynamoDB) override it.
+        """
+        from connector.parallel import parallel_map
+
+        found = parallel_map(lambda shard: self.get_shard_read(source_id, batch_id, *shard), shards)
+        return dict(zip(shards, found, strict=True))
+
     @abstractmethod
     def put_document(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """Store a driver document (e.g. a pending offset's resolution) unless present; returns the stored one."""
