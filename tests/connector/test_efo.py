@@ -119,6 +119,7 @@ def test_reads_every_record_from_trim_horizon_through_subscribe_to_shard(kinesis
     assert proxy.calls["GetRecords"] == proxy.calls["GetShardIterator"] == 0
 
 
+@pytest.mark.slow
 def test_reads_exactly_from_a_sequence_number(kinesis_mock: LocalServer, efo) -> None:
     stream, consumer = efo
     produced = [f"r{i}".encode() for i in range(5)]
@@ -187,7 +188,10 @@ def test_resubscribes_from_the_continuation_when_the_event_stream_ends(kinesis_m
     assert proxy.stats["ended_event_streams"] >= 2 and sub.calls >= 2
 
 
-@pytest.mark.parametrize("initial_response", [False, True], ids=["kinesis-mock shape", "AWS shape"])
+@pytest.mark.parametrize(
+    "initial_response",
+    [pytest.param(False, id="kinesis-mock shape"), pytest.param(True, id="AWS shape", marks=pytest.mark.slow)],
+)
 def test_reads_with_and_without_an_initial_response(kinesis_mock: LocalServer, efo, initial_response: bool) -> None:
     stream, consumer = efo
     produced = [b"x0", b"x1", b"x2"]
