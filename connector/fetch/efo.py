@@ -27,12 +27,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import closing
+from dataclasses import replace
 from typing import Any
 
 import urllib3.exceptions
 from botocore.eventstream import EventStreamBuffer
 from botocore.exceptions import ClientError
 
+from connector import aws
 from connector.decode import Page, ShardContext, decode_subscribe_event
 from connector.fetch.iterators import iterator_request
 from connector.offsets import AFTER_SEQUENCE_NUMBER, Position
@@ -70,6 +72,12 @@ def _keep_raw_event_stream(response_dict: dict[str, Any], customized_response_di
     if response_dict.get("status_code") == 200:
         customized_response_dict[RAW_EVENT_STREAM] = response_dict["body"]
         response_dict["body"] = _InitialResponseOnly()
+
+
+def subscription_client(settings: aws.ClientSettings, timeout_s: float) -> Any:
+    """The process's Kinesis client for subscriptions: its read timeout is ``kinesis.subscribeToShard.timeoutSec``
+    (the longest silence tolerated between two events), and it carries the hook below."""
+    return prepare_client(aws.kinesis_client(replace(settings, read_timeout_s=timeout_s)))
 
 
 def prepare_client(kinesis: Any) -> Any:

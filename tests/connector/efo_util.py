@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import closing
-from dataclasses import replace
 from typing import Any
 
 from connector import aws
 from connector.consumers import Consumer, WaitPolicy, ensure_consumer
 from connector.decode import Page, ShardContext
-from connector.fetch.efo import ShardSubscriber
+from connector.fetch.efo import ShardSubscriber, subscription_client
 from connector.offsets import Position
 from connector.retry import RetryPolicy
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
@@ -38,15 +37,25 @@ def kinesis(endpoint_url: str) -> Any:
     return aws.kinesis_client(settings(endpoint_url))
 
 
+def kinesis_for_subscriptions(endpoint_url: str, timeout_s: float = 30.0) -> Any:
+    return subscription_client(settings(endpoint_url), timeout_s)
+
+
 def active_consumer(endpoint_url: str, stream: str, name: str = "efo-test") -> Consumer:
     return ensure_consumer(kinesis(endpoint_url), stream, name, FAST, QUICK_WAIT)
 
 
 def subscriber(
-    endpoint_url: str, consumer: Consumer, stream: str, shard_id: str, retry: RetryPolicy = PATIENT, **context: Any
+    endpoint_url: str,
+    consumer: Consumer,
+    stream: str,
+    shard_id: str,
+    retry: RetryPolicy = PATIENT,
+    timeout_s: float = 30.0,
 ) -> ShardSubscriber:
-    shard = ShardContext(stream, shard_id, *FULL_RANGE, **context)
-    return ShardSubscriber(kinesis(endpoint_url), consumer.arn, shard, retry, consumer.name)
+    shard = ShardContext(stream, shard_id, *FULL_RANGE)
+    client = kinesis_for_subscriptions(endpoint_url, timeout_s)
+    return ShardSubscriber(client, consumer.arn, shard, retry, consumer.name)
 
 
 def read_to_tip(sub: ShardSubscriber, start: Position, max_pages: int = 50) -> list[Page]:
@@ -75,7 +84,3 @@ def pages_until(stream: Iterator[Page], count: int) -> list[Page]:
     while sum(len(page) for page in taken) < count:
         taken.append(next(stream))
     return taken
-
-
-def with_timeout(base: aws.ClientSettings, seconds: float) -> aws.ClientSettings:
-    return replace(base, read_timeout_s=seconds)

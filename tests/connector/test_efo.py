@@ -210,20 +210,23 @@ def test_reads_with_and_without_an_initial_response(kinesis_mock: LocalServer, e
             answer["EventStream"].close()
 
 
-def test_nothing_lost_through_injected_resource_in_use_and_throttling(kinesis_mock: LocalServer, efo) -> None:
+def test_nothing_lost_through_injected_resource_in_use_throttling_5xx_and_drops(kinesis_mock: LocalServer, efo) -> None:
     stream, consumer = efo
     produced = [f"t{i}".encode() for i in range(4)]
     _put(kinesis_mock, stream, produced)
     faults = Faults(
-        throttle_rate=0.3,
-        errors=(("ResourceInUseException", 0.3), ("LimitExceededException", 0.3)),
+        throttle_rate=0.2,
+        server_error_rate=0.2,
+        drop_rate=0.2,
+        errors=(("ResourceInUseException", 0.2), ("LimitExceededException", 0.2)),
         actions=SUBSCRIBE,
     )
-    with FaultProxy(kinesis_mock.endpoint_url, faults, seed=3) as proxy:
+    with FaultProxy(kinesis_mock.endpoint_url, faults, seed=27) as proxy:  # seed 27: each kind once, then success
         sub = subscriber(proxy.endpoint_url, consumer, stream, SHARD0, retry=RetryPolicy(20, 10, 50))
         assert data(read_to_tip(sub, Position(TRIM_HORIZON))) == produced
-    injected = proxy.stats["throttled"] + proxy.stats["ResourceInUseException"] + proxy.stats["LimitExceededException"]
-    assert injected >= 1 and sub.calls == injected + 1
+    kinds = ("throttled", "server_error", "dropped", "ResourceInUseException", "LimitExceededException")
+    injected = sum(proxy.stats[kind] for kind in kinds)
+    assert all(proxy.stats[kind] >= 1 for kind in kinds) and sub.calls == injected + 1
 
 
 def test_retries_run_out_naming_shard_consumer_and_error(kinesis_mock: LocalServer, efo) -> None:
@@ -236,6 +239,16 @@ def test_retries_run_out_naming_shard_consumer_and_error(kinesis_mock: LocalServ
     message = str(info.value)
     assert SHARD0 in message and consumer.name in message and "ResourceInUseException" in message
     assert proxy.calls["SubscribeToShard"] == 3
+
+
+def test_a_silent_subscription_times_out_as_a_recoverable_error(kinesis_mock: LocalServer, efo) -> None:
+    """kinesis-mock sends an event about once a second: a 0.3 s timeout between events cuts the subscription,
+    which counts as a recoverable failure (a SubscriptionError once retries run out, not a raw urllib3 error)."""
+    stream, consumer = efo
+    sub = subscriber(kinesis_mock.endpoint_url, consumer, stream, SHARD0, retry=RetryPolicy(0, 1, 2), timeout_s=0.3)
+    with pytest.raises(SubscriptionError, match=r"failed 1 times in a row; last error: ReadTimeoutError"):
+        read_to_tip(sub, Position(TRIM_HORIZON))
+    assert sub.calls == 1
 
 
 def _sockets_to(port: int) -> int:
