@@ -73,20 +73,20 @@ def stream_arn(kinesis: Any, stream: str, retry: RetryPolicy) -> str:
     return answer["StreamDescriptionSummary"]["StreamARN"]
 
 
-def describe_consumer(kinesis: Any, arn: str, name: str, retry: RetryPolicy) -> Consumer | None:
-    """The consumer called ``name`` on the stream ``arn``, or None when there is none."""
+def _on_consumer(call: Callable[..., Any], arn: str, name: str, retry: RetryPolicy, what: str) -> Any | None:
+    """``call(StreamARN=arn, ConsumerName=name)``, retried; None when there is no such consumer."""
     try:
-        answer = retry.call(
-            kinesis.describe_stream_consumer,
-            StreamARN=arn,
-            ConsumerName=name,
-            what=f"DescribeStreamConsumer {name} of {arn}",
-        )
+        return retry.call(call, StreamARN=arn, ConsumerName=name, what=f"{what} {name} of {arn}")
     except ClientError as exc:
         if error_code(exc) == "ResourceNotFoundException":
             return None
         raise
-    return Consumer.from_answer(answer["ConsumerDescription"])
+
+
+def describe_consumer(kinesis: Any, arn: str, name: str, retry: RetryPolicy) -> Consumer | None:
+    """The consumer called ``name`` on the stream ``arn``, or None when there is none."""
+    answer = _on_consumer(kinesis.describe_stream_consumer, arn, name, retry, "DescribeStreamConsumer")
+    return None if answer is None else Consumer.from_answer(answer["ConsumerDescription"])
 
 
 def list_consumers(kinesis: Any, arn: str, retry: RetryPolicy) -> list[Consumer]:
@@ -183,17 +183,8 @@ def deregister_consumer(
     """Deregister ``name`` from ``stream``; False when there was no such consumer. With ``wait``, return only
     once it is gone (raises ConsumerError when it is still DELETING after ``wait.timeout_s``)."""
     arn = stream_arn(kinesis, stream, retry)
-    try:
-        retry.call(
-            kinesis.deregister_stream_consumer,
-            StreamARN=arn,
-            ConsumerName=name,
-            what=f"DeregisterStreamConsumer {name} of stream '{stream}'",
-        )
-    except ClientError as exc:
-        if error_code(exc) == "ResourceNotFoundException":
-            return False
-        raise
+    if _on_consumer(kinesis.deregister_stream_consumer, arn, name, retry, "DeregisterStreamConsumer") is None:
+        return False
     log.info("deregistered the enhanced fan-out consumer '%s' of stream '%s'", name, stream)
     if wait is not None:
         deadline = time.monotonic() + wait.timeout_s

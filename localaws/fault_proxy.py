@@ -273,15 +273,17 @@ class _FaultHandler(BaseHTTPRequestHandler):
 
     def _relay_events(self, response: http.client.HTTPResponse, limit: int | None) -> None:
         pending, sent = b"", 0
-        while chunk := response.read1(65536):
+        while limit is None or sent < limit:
+            chunk = response.read1(65536)
+            if not chunk:
+                return
             pending += chunk
             # An event-stream message starts with its total length (4 bytes, big-endian).
-            while len(pending) >= 4 and len(pending) >= (size := int.from_bytes(pending[:4], "big")):
+            while (limit is None or sent < limit) and len(pending) >= max(4, int.from_bytes(pending[:4], "big")):
+                size = int.from_bytes(pending[:4], "big")
                 self._write_chunk(pending[:size])
                 pending, sent = pending[size:], sent + 1
-                if limit is not None and sent >= limit:
-                    self.proxy.count("ended_event_streams")
-                    return
+        self.proxy.count("ended_event_streams")
 
     def _write_chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

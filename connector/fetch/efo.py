@@ -57,6 +57,10 @@ class SubscriptionError(RuntimeError):
     """Subscribing to a shard kept failing; the message names the shard, the consumer and the last error."""
 
 
+class EndedWithoutEventsError(ConnectionError):
+    """A subscription's event stream ended before delivering any event (recoverable, but counted)."""
+
+
 class _InitialResponseOnly:
     """What botocore parses in place of the real body: just an initial response."""
 
@@ -150,28 +154,35 @@ class ShardSubscriber:
         stops iterating (the open event stream is then closed)."""
         position, failures = start, 0
         while True:
+            delivered = False
             try:
                 with closing(self._subscription(position)) as events:  # closes the stream when we stop early
                     for page in events:
-                        failures = 0
+                        delivered, failures = True, 0
                         self.continuation = page.next_iterator
                         yield page
                         if page.next_iterator is None:
                             return
                         position = Position(AFTER_SEQUENCE_NUMBER, page.next_iterator)
+                if not delivered:  # a stream that keeps ending at once must not loop forever
+                    raise EndedWithoutEventsError("the event stream ended before its first event")
                 log.debug("subscription to %s ended; resubscribing after %s", self.what, self.continuation)
             except Exception as exc:
-                if not is_recoverable(exc):
-                    raise
-                if failures >= self.retry.max_retries:
-                    raise SubscriptionError(
-                        f"SubscribeToShard on {self.what} failed {failures + 1} times in a row; last error: "
-                        f"{error_code(exc)}: {exc}"
-                    ) from exc
-                log.info("subscription to %s: %s; retrying (%d)", self.what, error_code(exc), failures + 1)
-                self.retry.sleep_before_retry(failures)
+                self._before_retry(exc, failures)
                 failures += 1
             self.resubscriptions += 1
+
+    def _before_retry(self, exc: Exception, failures: int) -> None:
+        """Re-raise ``exc`` unless it is recoverable and retries remain; else back off (jittered)."""
+        if not is_recoverable(exc):
+            raise exc
+        if failures >= self.retry.max_retries:
+            raise SubscriptionError(
+                f"SubscribeToShard on {self.what} failed {failures + 1} times in a row; last error: "
+                f"{error_code(exc)}: {exc}"
+            ) from exc
+        log.info("subscription to %s: %s; retrying (%d)", self.what, error_code(exc), failures + 1)
+        self.retry.sleep_before_retry(failures)
 
     def _subscription(self, position: Position) -> Iterator[Page]:
         """One SubscribeToShard call's events as Pages; its stream is closed however iteration ends."""

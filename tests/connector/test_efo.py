@@ -241,6 +241,15 @@ def test_retries_run_out_naming_shard_consumer_and_error(kinesis_mock: LocalServ
     assert proxy.calls["SubscribeToShard"] == 3
 
 
+def test_a_stream_that_keeps_ending_at_once_fails_instead_of_looping(kinesis_mock: LocalServer, efo) -> None:
+    stream, consumer = efo
+    with FaultProxy(kinesis_mock.endpoint_url, Faults(end_event_stream_after=0, actions=SUBSCRIBE)) as proxy:
+        sub = subscriber(proxy.endpoint_url, consumer, stream, SHARD0, retry=RetryPolicy(2, 1, 2))
+        with pytest.raises(SubscriptionError, match=r"failed 3 times in a row; last error: EndedWithoutEventsError"):
+            read_to_tip(sub, Position(TRIM_HORIZON))
+    assert proxy.calls["SubscribeToShard"] == sub.calls == 3
+
+
 def test_a_silent_subscription_times_out_as_a_recoverable_error(kinesis_mock: LocalServer, efo) -> None:
     """kinesis-mock sends an event about once a second: a 0.3 s timeout between events cuts the subscription,
     which counts as a recoverable failure (a SubscriptionError once retries run out, not a raw urllib3 error)."""
