@@ -184,3 +184,31 @@ def _append_record(page: Page, record: dict[str, Any], payload: bytes, shard: Sh
         page.subs.append(sub)
         page.arrivals_us.append(arrival)
         page.record_ends.append(index == len(users) - 1)
+
+
+def decode_subscribe_event(payload: bytes | str, shard: ShardContext) -> Page:
+    """Decode a SubscribeToShardEvent's JSON payload (records as in a GetRecords answer) into a Page.
+
+    Who calls it: ``fetch.efo`` for each event of a subscription. The event's ``ContinuationSequenceNumber``
+    (where the next subscription continues; None once the shard has ended) goes into ``Page.next_iterator``,
+    so "None means shard end" holds for both transports.
+    """
+    event: dict[str, Any] = json.loads(payload)
+    records: list[dict[str, Any]] = event.get("Records") or []
+    page = Page(
+        kinesis_records=len(records),
+        next_iterator=event.get("ContinuationSequenceNumber"),
+        millis_behind_latest=event.get("MillisBehindLatest"),
+    )
+    for record in records:
+        payload_bytes = a2b_base64(record["Data"])
+        if shard.deaggregate:
+            _append_record(page, record, payload_bytes, shard)
+        else:
+            page.data.append(payload_bytes)
+            page.keys.append(record["PartitionKey"])
+            page.sequences.append(record["SequenceNumber"])
+            page.subs.append(0)
+            page.arrivals_us.append(arrival_us(record.get("ApproximateArrivalTimestamp")))
+            page.record_ends.append(True)
+    return page

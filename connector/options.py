@@ -288,8 +288,75 @@ CONSUMER_TYPE = _add(
         "kinesis.consumerType",
         choice("GetRecords", "SubscribeToShard"),
         "GetRecords",
-        "How shards are read: `GetRecords` (polling, shared throughput). `SubscribeToShard` (enhanced fan-out) is "
-        "accepted for compatibility and refused at query start until the EFO reader lands.",
+        "How shards are read: `GetRecords` (polling, shared throughput) or `SubscribeToShard` (enhanced fan-out: a "
+        "registered consumer with its own 2 MiB/s per shard, pushed; needs `kinesis.consumerName`). "
+        "`SubscribeToShard` is validated but still refused at query start until the EFO reader lands.",
+        Side.SOURCE,
+    )
+)
+
+# --- enhanced fan-out (kinesis.consumerType=SubscribeToShard; see docs/source.md) ---
+CONSUMER_NAME_CHARS = re.compile(r"^[a-zA-Z0-9_.\-]*$")
+CONSUMER_NAME_MAX = 128
+
+
+def _consumer_name_part(raw: str) -> str:
+    value = raw.strip()
+    if not CONSUMER_NAME_CHARS.match(value) or len(value) > CONSUMER_NAME_MAX:
+        raise ValueError
+    return value
+
+
+CONSUMER_NAME_PART = Kind("string", f"at most {CONSUMER_NAME_MAX} letters, digits, _ . -", _consumer_name_part)
+CONSUMER_NAME = _add(
+    Option(
+        "kinesis.consumerName",
+        Kind("string", CONSUMER_NAME_PART.allowed + " (not empty)", lambda raw: _consumer_name_part(raw) or _fail()),
+        None,
+        "Name of the enhanced fan-out consumer registered on each stream read (reused when it exists). Required "
+        "with `kinesis.consumerType=SubscribeToShard`.",
+        Side.SOURCE,
+        default_doc="required with SubscribeToShard",
+    )
+)
+CONSUMER_NAME_PREFIX = _add(
+    Option(
+        "kinesis.consumerNamePrefix",
+        CONSUMER_NAME_PART,
+        "",
+        "Prepended to `kinesis.consumerName` to form the registered name (prefix + name: at most 128 characters).",
+        Side.SOURCE,
+        default_doc="empty",
+    )
+)
+SUBSCRIBE_TIMEOUT_SEC = _add(
+    Option(
+        "kinesis.subscribeToShard.timeoutSec",
+        integer(1, 3600),
+        60,
+        "Longest wait for the next event of a shard subscription (AWS sends one at least every few seconds); "
+        "a longer silence counts as a dropped subscription and is retried.",
+        Side.SOURCE,
+        unit="s",
+    )
+)
+SUBSCRIBE_MAX_RETRIES = _add(
+    Option(
+        "kinesis.subscribeToShard.maxRetries",
+        integer(0, 100),
+        10,
+        "Resubscriptions with jittered backoff after a recoverable error (ResourceInUseException, "
+        "LimitExceededException, timeouts, dropped connections, 5xx) before the read fails.",
+        Side.SOURCE,
+    )
+)
+REQUIRE_CONSUMER_DEREGISTRATION = _add(
+    Option(
+        "kinesis.requireConsumerDeregistration",
+        BOOL,
+        False,
+        "Deregister the enhanced fan-out consumer when the query ends (best effort). Leftover consumers cost "
+        "money: `python -m connector consumers deregister` cleans up after a crash.",
         Side.SOURCE,
     )
 )

@@ -17,7 +17,7 @@ from connector import options as opts
 from connector.aws import ClientSettings
 from connector.metadata.store import MetadataStore, open_store
 from connector.offsets import PositionSpec, parse_starting_position
-from connector.options import OptionError, Side, parse_options
+from connector.options import OptionError, ParsedOptions, Side, parse_options
 
 _STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.\-]{1,128}$")
 DEFAULT_METADATA_DIR = "aws-kinesis-metadata"
@@ -42,6 +42,39 @@ def parse_stream_names(value: str | None) -> tuple[str, ...]:
     if len(set(streams)) != len(streams):
         raise OptionError(f"option {name}={value!r} names a stream twice")
     return streams
+
+
+@dataclass(frozen=True)
+class EfoSettings:
+    """The enhanced fan-out options (``kinesis.consumerType=SubscribeToShard``), checked together."""
+
+    consumer_name: str  # as registered: kinesis.consumerNamePrefix + kinesis.consumerName
+    subscribe_timeout_s: float
+    subscribe_max_retries: int
+    require_deregistration: bool
+
+    @classmethod
+    def from_options(cls, parsed: ParsedOptions) -> EfoSettings | None:
+        """None for GetRecords; raises OptionError when SubscribeToShard lacks a (valid) consumer name."""
+        if parsed[opts.CONSUMER_TYPE.key] != "SubscribeToShard":
+            return None
+        name, prefix = parsed[opts.CONSUMER_NAME.key], parsed[opts.CONSUMER_NAME_PREFIX.key]
+        if name is None:
+            raise OptionError(
+                f"option {opts.CONSUMER_NAME.name} is required with {opts.CONSUMER_TYPE.name}=SubscribeToShard: the "
+                f"enhanced fan-out consumer to register or reuse ({opts.CONSUMER_NAME_PART.allowed})"
+            )
+        if len(prefix + name) > opts.CONSUMER_NAME_MAX:
+            raise OptionError(
+                f"options {opts.CONSUMER_NAME_PREFIX.name}={prefix!r} + {opts.CONSUMER_NAME.name}={name!r} make a "
+                f"consumer name of {len(prefix + name)} characters: allowed is at most {opts.CONSUMER_NAME_MAX}"
+            )
+        return cls(
+            consumer_name=prefix + name,
+            subscribe_timeout_s=float(parsed[opts.SUBSCRIBE_TIMEOUT_SEC.key]),
+            subscribe_max_retries=parsed[opts.SUBSCRIBE_MAX_RETRIES.key],
+            require_deregistration=parsed[opts.REQUIRE_CONSUMER_DEREGISTRATION.key],
+        )
 
 
 @dataclass(frozen=True)
@@ -71,10 +104,11 @@ class SourceSettings:
     def from_options(cls, raw: Mapping[str, Any]) -> SourceSettings:
         """Parse Spark's options dict; raises OptionError naming the option, value and what is allowed."""
         parsed = parse_options(raw, Side.SOURCE)
-        if parsed[opts.CONSUMER_TYPE.key] != "GetRecords":
+        efo = EfoSettings.from_options(parsed)
+        if efo is not None:  # validated above; phase 2 of issue 13 wires the SubscribeToShard reader in
             raise OptionError(
                 f"option {opts.CONSUMER_TYPE.name}={parsed[opts.CONSUMER_TYPE.key]!r} is not supported yet: "
-                "allowed is GetRecords (enhanced fan-out comes later)"
+                "allowed is GetRecords (the enhanced fan-out reader comes later)"
             )
         max_time = parsed[opts.MAX_FETCH_TIME_PER_SHARD_SEC.key]
         return cls(

@@ -2,12 +2,15 @@
 
 Point a client at ``proxy.endpoint_url`` instead of the server's. For each request whose action is selected
 (``Faults.actions``, default all), the proxy may add latency, drop the connection without an answer, answer
-with a throttling error, answer with a 5xx, for GetRecords answer that the iterator expired, or, for
-PutRecords, fail a share of the entries. Failed entries
+with a throttling error, answer with a 5xx or a chosen error code (``Faults.errors``), for GetRecords answer that
+the iterator expired, or, for PutRecords, fail a share of the entries. SubscribeToShard event streams can be
+ended after a number of events (``Faults.end_event_stream_after``: AWS ends every subscription after ~5
+minutes) and given the ``initial-response`` event AWS sends first and kinesis-mock omits
+(``Faults.initial_response``). Failed entries
 are really not written (they are removed from the request before it is forwarded), so a client that
 retries exactly the failed entries ends with every record stored once. Dropped requests are dropped before
 they reach the server, for the same reason. Change ``proxy.faults`` at any time; ``proxy.stats`` counts
-what was injected.
+what was injected, ``proxy.calls`` every request by action (X-Amz-Target).
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from __future__ import annotations
 import http.client
 import json
 import random
+import struct
 import threading
 import time
+import zlib
 from collections import Counter
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -43,6 +48,14 @@ class Faults:
     put_records_entry_failure_rate: float = 0.0
     expired_iterator_rate: float = 0.0
     actions: frozenset[str] | None = None
+    # (error code, probability) pairs: answer HTTP 400 with that code, e.g. ("ResourceInUseException", 0.5).
+    errors: tuple[tuple[str, float], ...] = ()
+    # SubscribeToShard: end the event stream cleanly after this many events (None: never).
+    end_event_stream_after: int | None = None
+    # SubscribeToShard: send an initial-response event before the server's events, as AWS does.
+    initial_response: bool = False
+    # At most this many faults in all (None: no bound), e.g. 1 to fail only the first selected call.
+    max_faults: int | None = None
 
     def applies_to(self, action: str) -> bool:
         return self.actions is None or action in self.actions
@@ -57,7 +70,9 @@ class FaultProxy:
         self.upstream_port = upstream.port or 80
         self.faults = faults
         self.stats: Counter[str] = Counter()
+        self.calls: Counter[str] = Counter()
         self._rng = random.Random(seed)
+        self._injected = 0
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -90,9 +105,25 @@ class FaultProxy:
         with self._lock:
             return probability > 0 and self._rng.random() < probability
 
+    def inject(self, probability: float) -> bool:
+        """Whether to inject a fault of this probability now (within ``faults.max_faults``)."""
+        with self._lock:
+            bound = self.faults.max_faults
+            if bound is not None and self._injected >= bound:
+                return False
+        if not self.chance(probability):
+            return False
+        with self._lock:
+            self._injected += 1
+        return True
+
     def count(self, kind: str, amount: int = 1) -> None:
         with self._lock:
             self.stats[kind] += amount
+
+    def count_call(self, action: str) -> None:
+        with self._lock:
+            self.calls[action] += 1
 
 
 def _handler_class(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
@@ -113,6 +144,7 @@ class _FaultHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         action = self.headers.get("X-Amz-Target", "").rpartition(".")[2]
+        self.proxy.count_call(action)
         faults = self.proxy.faults
         if not faults.applies_to(action):
             self._forward(body)
@@ -120,21 +152,29 @@ class _FaultHandler(BaseHTTPRequestHandler):
         if faults.latency_s:
             self.proxy.count("delayed")
             time.sleep(faults.latency_s)
-        if self.proxy.chance(faults.drop_rate):
+        if self.proxy.inject(faults.drop_rate):
             self.proxy.count("dropped")
             self.close_connection = True  # no answer at all: the client sees the connection close
             return
-        if self.proxy.chance(faults.throttle_rate):
+        if self.proxy.inject(faults.throttle_rate):
             self.proxy.count("throttled")
             code = SHARD_THROTTLE if action in SHARD_LEVEL_ACTIONS else ACCOUNT_THROTTLE
             self._answer(400, {"__type": code, "message": "Rate exceeded (injected by FaultProxy)"})
             return
-        if self.proxy.chance(faults.server_error_rate):
+        if self.proxy.inject(faults.server_error_rate):
             self.proxy.count("server_error")
             status, code = (500, "InternalFailure") if self.proxy.chance(0.5) else (503, "ServiceUnavailable")
             self._answer(status, {"__type": code, "message": "injected by FaultProxy"})
             return
-        if action == "GetRecords" and self.proxy.chance(faults.expired_iterator_rate):
+        for code, rate in faults.errors:
+            if self.proxy.inject(rate):
+                self.proxy.count(code)
+                self._answer(400, {"__type": code, "message": "injected by FaultProxy"})
+                return
+        if action == "SubscribeToShard" and (faults.end_event_stream_after is not None or faults.initial_response):
+            self._forward_event_stream(body, faults)
+            return
+        if action == "GetRecords" and self.proxy.inject(faults.expired_iterator_rate):
             self.proxy.count("expired_iterator")
             message = "Iterator expired (injected by FaultProxy)"
             self._answer(400, {"__type": "ExpiredIteratorException", "message": message})
@@ -206,6 +246,49 @@ class _FaultHandler(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
         connection.close()
 
+    def _forward_event_stream(self, body: bytes, faults: Faults) -> None:
+        """Relay a SubscribeToShard answer message by message: maybe an initial response first, maybe an end
+        after ``faults.end_event_stream_after`` events (the client sees the stream end, as after AWS's 5 minutes)."""
+        self.proxy.count("forwarded")
+        connection = self._open_upstream(body)
+        try:
+            response = connection.getresponse()
+            if response.status != 200:
+                self._reply(response.status, response.getheaders(), response.read())
+                return
+            self.send_response(200)
+            for key, value in response.getheaders():
+                if key.lower() not in HOP_BY_HOP | {"content-length"}:
+                    self.send_header(key, value)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            if faults.initial_response:
+                self._write_chunk(encode_event({":message-type": "event", ":event-type": "initial-response"}, b"{}"))
+            self._relay_events(response, faults.end_event_stream_after)
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):  # the client closed its stream: so do we, upstream
+            self.close_connection = True
+        finally:
+            connection.close()
+
+    def _relay_events(self, response: http.client.HTTPResponse, limit: int | None) -> None:
+        pending, sent = b"", 0
+        while limit is None or sent < limit:
+            chunk = response.read1(65536)
+            if not chunk:
+                return
+            pending += chunk
+            # An event-stream message starts with its total length (4 bytes, big-endian).
+            while (limit is None or sent < limit) and len(pending) >= max(4, int.from_bytes(pending[:4], "big")):
+                size = int.from_bytes(pending[:4], "big")
+                self._write_chunk(pending[:size])
+                pending, sent = pending[size:], sent + 1
+        self.proxy.count("ended_event_streams")
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
     def _answer(self, status: int, document: dict) -> None:
         self._reply(status, [("Content-Type", AMZ_JSON)], json.dumps(document).encode())
 
@@ -217,3 +300,14 @@ class _FaultHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
+
+
+def encode_event(headers: dict[str, str], payload: bytes) -> bytes:
+    """One AWS event-stream message (string headers only): prelude + CRC, headers, payload, message CRC."""
+    encoded = b"".join(
+        bytes([len(name.encode())]) + name.encode() + b"\x07" + struct.pack(">H", len(value.encode())) + value.encode()
+        for name, value in headers.items()
+    )
+    prelude = struct.pack(">II", 16 + len(encoded) + len(payload), len(encoded))
+    message = prelude + struct.pack(">I", zlib.crc32(prelude)) + encoded + payload
+    return message + struct.pack(">I", zlib.crc32(message))

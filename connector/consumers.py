@@ -1,0 +1,219 @@
+"""Enhanced fan-out consumers of a stream: describe, register or reuse, wait until ACTIVE, deregister.
+
+Who calls it: the driver once per query start with ``kinesis.consumerType=SubscribeToShard`` (``ensure_consumer``
+for each stream; ``deregister_quietly`` when the query ends and ``kinesis.requireConsumerDeregistration`` is
+true) and the clean-up command ``python -m connector consumers ...`` (``connector.__main__``). Clients come from
+``connector.aws``; every retried call goes through ``connector.retry``.
+
+Why the loop in ``ensure_consumer``: a consumer may be absent (register it), CREATING (wait), ACTIVE (reuse),
+DELETING from an earlier run (wait until it is gone, then register again: Flink leaks consumers by reusing a
+DELETING one, FLINK-37908), or registered by someone else between our describe and our register
+(``ResourceInUseException``: describe again and reuse). AWS allows 5 RegisterStreamConsumer calls per second and
+5 consumers CREATING per account (``LimitExceededException``): retried with jittered backoff, and named when the
+retries run out.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from connector.retry import RetriesExhaustedError, RetryPolicy, error_code
+
+log = logging.getLogger(__name__)
+
+ACTIVE, CREATING, DELETING = "ACTIVE", "CREATING", "DELETING"
+REGISTER_LIMITS = (
+    "RegisterStreamConsumer allows 5 calls per second per account and at most 5 consumers in CREATING status "
+    "per account at once; at most 20 consumers per stream"
+)
+
+
+class ConsumerError(RuntimeError):
+    """A consumer could not be made ACTIVE, or deregistered, in time; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """One registered consumer of a stream, as DescribeStreamConsumer / ListStreamConsumers report it."""
+
+    name: str
+    arn: str
+    status: str
+    created: datetime | None = None
+
+    @classmethod
+    def from_answer(cls, answer: dict[str, Any]) -> Consumer:
+        return cls(
+            answer["ConsumerName"],
+            answer["ConsumerARN"],
+            answer["ConsumerStatus"],
+            answer.get("ConsumerCreationTimestamp"),
+        )
+
+
+@dataclass(frozen=True)
+class WaitPolicy:
+    """How long ``ensure_consumer`` waits for a status change, how often it looks, how often it logs."""
+
+    timeout_s: float = 300.0  # AWS documents CREATING and DELETING as taking seconds, rarely minutes
+    poll_s: float = 1.0  # DescribeStreamConsumer allows 20 calls per second per stream
+    log_every_s: float = 10.0
+
+
+def stream_arn(kinesis: Any, stream: str, retry: RetryPolicy) -> str:
+    """The stream's ARN (consumers are addressed by it)."""
+    answer = retry.call(kinesis.describe_stream_summary, StreamName=stream, what=f"DescribeStreamSummary of {stream}")
+    return answer["StreamDescriptionSummary"]["StreamARN"]
+
+
+def _on_consumer(call: Callable[..., Any], arn: str, name: str, retry: RetryPolicy, what: str) -> Any | None:
+    """``call(StreamARN=arn, ConsumerName=name)``, retried; None when there is no such consumer."""
+    try:
+        return retry.call(call, StreamARN=arn, ConsumerName=name, what=f"{what} {name} of {arn}")
+    except ClientError as exc:
+        if error_code(exc) == "ResourceNotFoundException":
+            return None
+        raise
+
+
+def describe_consumer(kinesis: Any, arn: str, name: str, retry: RetryPolicy) -> Consumer | None:
+    """The consumer called ``name`` on the stream ``arn``, or None when there is none."""
+    answer = _on_consumer(kinesis.describe_stream_consumer, arn, name, retry, "DescribeStreamConsumer")
+    return None if answer is None else Consumer.from_answer(answer["ConsumerDescription"])
+
+
+def list_consumers(kinesis: Any, arn: str, retry: RetryPolicy) -> list[Consumer]:
+    """Every consumer of the stream ``arn``, by name. Stops when a page repeats or adds nothing (kinesis-mock
+    answers a NextToken even on the last page)."""
+    found: dict[str, Consumer] = {}
+    token: str | None = None
+    seen: set[str] = set()
+    while True:
+        request: dict[str, Any] = {"StreamARN": arn, **({"NextToken": token} if token else {})}
+        answer = retry.call(kinesis.list_stream_consumers, what=f"ListStreamConsumers of {arn}", **request)
+        before = len(found)
+        for item in answer.get("Consumers", []):
+            consumer = Consumer.from_answer(item)
+            found[consumer.name] = consumer
+        token = answer.get("NextToken")
+        if not token or token in seen or len(found) == before:
+            return sorted(found.values(), key=lambda consumer: consumer.name)
+        seen.add(token)
+
+
+def ensure_consumer(
+    kinesis: Any, stream: str, name: str, retry: RetryPolicy, wait: WaitPolicy = WaitPolicy()
+) -> Consumer:
+    """The ACTIVE consumer ``name`` of ``stream``: reused when it exists, else registered, then waited for.
+
+    Raises ConsumerError when it is not ACTIVE within ``wait.timeout_s`` or the registration limits stay
+    exceeded through every retry of ``retry``.
+    """
+    arn = stream_arn(kinesis, stream, retry)
+    what = f"enhanced fan-out consumer '{name}' of stream '{stream}'"
+    started = time.monotonic()
+    logged = started
+    registered = False
+    while True:
+        consumer = describe_consumer(kinesis, arn, name, retry)
+        if consumer is None:
+            consumer = _register(kinesis, arn, name, retry, what)
+            registered = registered or consumer is not None
+        if consumer is not None and consumer.status == ACTIVE:
+            log.info("%s is ACTIVE (%s, %s)", what, consumer.arn, "registered" if registered else "reused")
+            return consumer
+        waited = time.monotonic() - started
+        status = consumer.status if consumer else "absent (registered meanwhile elsewhere?)"
+        if waited >= wait.timeout_s:
+            raise ConsumerError(
+                f"{what} is still {status} after {waited:.0f} s; giving up (is another job deleting or creating it? "
+                "`python -m connector consumers list` shows the stream's consumers)"
+            )
+        if time.monotonic() - logged >= wait.log_every_s:
+            log.info("%s is %s; waited %.0f s of at most %.0f s", what, status, waited, wait.timeout_s)
+            logged = time.monotonic()
+        time.sleep(wait.poll_s)
+
+
+def _register(kinesis: Any, arn: str, name: str, retry: RetryPolicy, what: str) -> Consumer | None:
+    """Register ``name``; None when it appeared meanwhile (ResourceInUseException: describe again)."""
+    try:
+        answer = retry.call(
+            kinesis.register_stream_consumer,
+            StreamARN=arn,
+            ConsumerName=name,
+            what=f"RegisterStreamConsumer of the {what}",
+            on_retry=_log_retry(what),
+        )
+    except ClientError as exc:
+        if error_code(exc) == "ResourceInUseException":
+            log.info("%s: registered meanwhile or still being deleted (%s); looking again", what, exc)
+            return None
+        raise
+    except RetriesExhaustedError as exc:
+        if error_code(exc.last_error) == "LimitExceededException":
+            raise ConsumerError(
+                f"registering the {what} kept failing with LimitExceededException after {exc.attempts} attempts: "
+                f"{REGISTER_LIMITS}. Wait for other consumers to become ACTIVE, or deregister unused ones "
+                "(`python -m connector consumers list|deregister`)."
+            ) from exc
+        raise
+    consumer = Consumer.from_answer(answer["Consumer"])
+    log.info("registered the %s (%s), now %s", what, consumer.arn, consumer.status)
+    return consumer
+
+
+def _log_retry(what: str) -> Callable[[int, BaseException], None]:
+    def on_retry(attempt: int, exc: BaseException) -> None:
+        log.warning("registering the %s: %s (retry %d)", what, error_code(exc), attempt + 1)
+
+    return on_retry
+
+
+def deregister_consumer(
+    kinesis: Any, stream: str, name: str, retry: RetryPolicy, wait: WaitPolicy | None = None
+) -> bool:
+    """Deregister ``name`` from ``stream``; False when there was no such consumer. With ``wait``, return only
+    once it is gone (raises ConsumerError when it is still DELETING after ``wait.timeout_s``)."""
+    arn = stream_arn(kinesis, stream, retry)
+    if _on_consumer(kinesis.deregister_stream_consumer, arn, name, retry, "DeregisterStreamConsumer") is None:
+        return False
+    log.info("deregistered the enhanced fan-out consumer '%s' of stream '%s'", name, stream)
+    if wait is not None:
+        deadline = time.monotonic() + wait.timeout_s
+        while (consumer := describe_consumer(kinesis, arn, name, retry)) is not None:
+            if time.monotonic() >= deadline:
+                raise ConsumerError(
+                    f"consumer '{name}' of stream '{stream}' is still {consumer.status} {wait.timeout_s:.0f} s after "
+                    "deregistering"
+                )
+            time.sleep(wait.poll_s)
+    return True
+
+
+def deregister_quietly(kinesis: Any, stream: str, name: str, retry: RetryPolicy) -> bool:
+    """Best-effort deregistration when a query ends: never raises, logs what happened either way."""
+    try:
+        found = deregister_consumer(kinesis, stream, name, retry)
+    except Exception as exc:  # the query is ending anyway: say so, and how to clean up by hand
+        log.warning(
+            "could not deregister the enhanced fan-out consumer '%s' of stream '%s' (%s: %s); it keeps costing "
+            "money until removed: python -m connector consumers deregister --stream %s --name %s",
+            name,
+            stream,
+            error_code(exc),
+            exc,
+            stream,
+            name,
+        )
+        return False
+    if not found:
+        log.info("enhanced fan-out consumer '%s' of stream '%s' was already gone", name, stream)
+    return found

@@ -1,0 +1,225 @@
+"""The SubscribeToShard (enhanced fan-out) transport: one shard's records, pushed, as decoded Pages.
+
+Who calls it: the range reader (``fetch/range``, on an executor) with ``kinesis.consumerType=SubscribeToShard``,
+in place of the GetRecords transport; the consumer (its ARN) was made ACTIVE on the driver by
+``connector.consumers``. ``ShardSubscriber.pages(start)`` subscribes at ``start`` and yields one ``Page`` per
+SubscribeToShardEvent, empty events included, so the caller sees the tip (``Page.caught_up``: no records and
+millisBehindLatest 0) and stops when its own rules say so. ``Page.next_iterator`` holds the event's
+ContinuationSequenceNumber; None means the shard has ended (the generator then finishes).
+
+What it hides from the caller:
+- A subscription lasts about 5 minutes, then AWS ends the event stream: the next one starts AFTER the last
+  ContinuationSequenceNumber, at once.
+- Recoverable errors (ResourceInUseException while a previous subscription to the shard is open, for up to 5 s;
+  LimitExceededException; read timeouts; dropped connections; 5xx) resubscribe from the same place with jittered
+  backoff, up to ``retry.max_retries`` failures in a row; then ``SubscriptionError`` names the shard, the consumer
+  and the last error.
+- botocore waits for an ``initial-response`` event that AWS sends and kinesis-mock does not. A ``before-parse``
+  hook hands botocore a ready-made initial response and keeps the real body, whose events this module reads
+  itself (with botocore's ``EventStreamBuffer``), skipping the real initial response when there is one. This also
+  decodes records with ``connector.decode`` (fast JSON path) instead of botocore's per-record datetimes.
+- Every event stream is closed and its connection handed back, also when the caller stops early (close the
+  generator, or let it be collected): botocore's ``EventStream.close()`` is reported to leak connections.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import closing
+from dataclasses import replace
+from typing import Any
+
+import urllib3.exceptions
+from botocore.eventstream import EventStreamBuffer
+from botocore.exceptions import ClientError
+
+from connector import aws
+from connector.decode import Page, ShardContext, decode_subscribe_event
+from connector.fetch.iterators import iterator_request
+from connector.offsets import AFTER_SEQUENCE_NUMBER, Position
+from connector.retry import RetryPolicy, error_code, is_retryable
+
+log = logging.getLogger(__name__)
+
+RAW_EVENT_STREAM = "RawEventStream"  # where a SubscribeToShard answer carries its unparsed body
+# One event-stream message: ":message-type" = "event", ":event-type" = "initial-response", payload "{}".
+INITIAL_RESPONSE = bytes.fromhex(
+    "0000004700000035d9429f130d3a6d6573736167652d747970650700056576656e740b3a6576656e742d74797065070010"
+    "696e697469616c2d726573706f6e73657b7d8de0c8a3"
+)
+RECOVERABLE_CODES = frozenset({"ResourceInUseException", "LimitExceededException"})
+_HOOK_ID = "connector.fetch.efo.keep-raw-event-stream"
+_READ_SIZE = 65536
+
+
+class SubscriptionError(RuntimeError):
+    """Subscribing to a shard kept failing; the message names the shard, the consumer and the last error."""
+
+
+class EndedWithoutEventsError(ConnectionError):
+    """A subscription's event stream ended before delivering any event (recoverable, but counted)."""
+
+
+class _InitialResponseOnly:
+    """What botocore parses in place of the real body: just an initial response."""
+
+    def stream(self) -> Iterator[bytes]:
+        yield INITIAL_RESPONSE
+
+    def close(self) -> None:
+        pass
+
+
+def _keep_raw_event_stream(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_: Any) -> None:
+    """botocore's ``before-parse`` hook for SubscribeToShard: keep the real body, let botocore parse a stand-in."""
+    if response_dict.get("status_code") == 200:
+        customized_response_dict[RAW_EVENT_STREAM] = response_dict["body"]
+        response_dict["body"] = _InitialResponseOnly()
+
+
+def subscription_client(settings: aws.ClientSettings, timeout_s: float) -> Any:
+    """The process's Kinesis client for subscriptions: its read timeout is ``kinesis.subscribeToShard.timeoutSec``
+    (the longest silence tolerated between two events), and it carries the hook below."""
+    return prepare_client(aws.kinesis_client(replace(settings, read_timeout_s=timeout_s)))
+
+
+def prepare_client(kinesis: Any) -> Any:
+    """Install the hook on ``kinesis`` (a client from ``connector.aws``; idempotent) and return it."""
+    kinesis.meta.events.register("before-parse.kinesis.SubscribeToShard", _keep_raw_event_stream, unique_id=_HOOK_ID)
+    return kinesis
+
+
+def starting_position(position: Position) -> dict[str, Any]:
+    """SubscribeToShard's StartingPosition for ``position``: the same mapping as GetShardIterator's (AT/AFTER a
+    user record inside a KPL aggregate re-read the whole record; the range reader skips what it already has)."""
+    request = iterator_request(position)
+    start: dict[str, Any] = {"Type": request["ShardIteratorType"]}
+    if "StartingSequenceNumber" in request:
+        start["SequenceNumber"] = request["StartingSequenceNumber"]
+    if "Timestamp" in request:
+        start["Timestamp"] = request["Timestamp"]
+    return start
+
+
+def is_recoverable(exc: BaseException) -> bool:
+    """Worth a new subscription: throttling, a shard still subscribed, 5xx, timeouts, dropped connections."""
+    if isinstance(exc, ClientError):
+        return error_code(exc) in RECOVERABLE_CODES or is_retryable(exc)
+    # urllib3 raises its own errors once the answer streams (read timeout, connection cut mid-chunk).
+    return is_retryable(exc) or isinstance(exc, urllib3.exceptions.HTTPError | ConnectionError | TimeoutError)
+
+
+def _event_error(headers: dict[str, Any], payload: bytes) -> ClientError:
+    """An ``exception`` / ``error`` message of the event stream, as the ClientError botocore would raise."""
+    code = headers.get(":exception-type") or headers.get(":error-code") or "Unknown"
+    message = headers.get(":error-message") or payload.decode("utf-8", "replace")
+    return ClientError({"Error": {"Code": code, "Message": message}}, "SubscribeToShard")
+
+
+class ShardSubscriber:
+    """Reads one shard through one consumer: ``for page in subscriber.pages(start): ...``.
+
+    ``kinesis``: a client from ``connector.aws`` (its read timeout is the longest silence tolerated between two
+    events: ``kinesis.subscribeToShard.timeoutSec``); ``retry``: backoff between failed subscriptions, its
+    ``max_retries`` = ``kinesis.subscribeToShard.maxRetries``. After each page, ``continuation`` is the last
+    ContinuationSequenceNumber; ``calls`` counts SubscribeToShard calls, ``resubscriptions`` those after the first.
+    """
+
+    def __init__(
+        self,
+        kinesis: Any,
+        consumer_arn: str,
+        context: ShardContext,
+        retry: RetryPolicy,
+        consumer_name: str | None = None,
+    ):
+        self.kinesis = prepare_client(kinesis)
+        self.consumer_arn = consumer_arn
+        self.context = context
+        self.retry = retry
+        self.consumer_name = consumer_name or consumer_arn
+        self.continuation: str | None = None
+        self.calls = 0
+        self.resubscriptions = 0
+
+    @property
+    def what(self) -> str:
+        return (
+            f"stream '{self.context.stream_name}' shard {self.context.shard_id} through consumer '{self.consumer_name}'"
+        )
+
+    def pages(self, start: Position) -> Iterator[Page]:
+        """Pages from ``start`` until the shard's end (a page with ``next_iterator`` None), or until the caller
+        stops iterating (the open event stream is then closed)."""
+        position, failures = start, 0
+        while True:
+            delivered = False
+            try:
+                with closing(self._subscription(position)) as events:  # closes the stream when we stop early
+                    for page in events:
+                        delivered, failures = True, 0
+                        self.continuation = page.next_iterator
+                        yield page
+                        if page.next_iterator is None:
+                            return
+                        position = Position(AFTER_SEQUENCE_NUMBER, page.next_iterator)
+                if not delivered:  # a stream that keeps ending at once must not loop forever
+                    raise EndedWithoutEventsError("the event stream ended before its first event")
+                log.debug("subscription to %s ended; resubscribing after %s", self.what, self.continuation)
+            except Exception as exc:
+                self._before_retry(exc, failures)
+                failures += 1
+            self.resubscriptions += 1
+
+    def _before_retry(self, exc: Exception, failures: int) -> None:
+        """Re-raise ``exc`` unless it is recoverable and retries remain; else back off (jittered)."""
+        if not is_recoverable(exc):
+            raise exc
+        if failures >= self.retry.max_retries:
+            raise SubscriptionError(
+                f"SubscribeToShard on {self.what} failed {failures + 1} times in a row; last error: "
+                f"{error_code(exc)}: {exc}"
+            ) from exc
+        log.info("subscription to %s: %s; retrying (%d)", self.what, error_code(exc), failures + 1)
+        self.retry.sleep_before_retry(failures)
+
+    def _subscription(self, position: Position) -> Iterator[Page]:
+        """One SubscribeToShard call's events as Pages; its stream is closed however iteration ends."""
+        self.calls += 1
+        answer = self.kinesis.subscribe_to_shard(
+            ConsumerARN=self.consumer_arn,
+            ShardId=self.context.shard_id,
+            StartingPosition=starting_position(position),
+        )
+        raw = answer[RAW_EVENT_STREAM]
+        try:
+            buffer = EventStreamBuffer()
+            for chunk in raw.stream(_READ_SIZE):
+                buffer.add_data(chunk)
+                for message in buffer:
+                    page = self._page(message.headers, message.payload)
+                    if page is not None:
+                        yield page
+        finally:
+            release(raw)
+
+    def _page(self, headers: dict[str, Any], payload: bytes) -> Page | None:
+        kind = headers.get(":message-type")
+        if kind in ("exception", "error"):
+            raise _event_error(headers, payload)
+        event = headers.get(":event-type")
+        if event == "SubscribeToShardEvent":
+            return decode_subscribe_event(payload, self.context)
+        if event != "initial-response":  # AWS sends it first, kinesis-mock never: nothing in it for us
+            log.debug("ignoring event %r on %s", event, self.what)
+        return None
+
+
+def release(raw: Any) -> None:
+    """Close an event stream's HTTP answer and hand its (closed) connection back to the pool, which reopens it
+    when next needed: a half-read stream can never be reused, and a connection kept out of the pool leaks."""
+    try:
+        raw.close()
+    finally:
+        raw.release_conn()

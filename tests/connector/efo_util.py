@@ -1,0 +1,86 @@
+"""Helpers for the enhanced fan-out tests: connector clients for a local endpoint, an ACTIVE consumer, reading."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import closing
+from typing import Any
+
+from connector import aws
+from connector.consumers import Consumer, WaitPolicy, ensure_consumer
+from connector.decode import Page, ShardContext
+from connector.fetch.efo import ShardSubscriber, subscription_client
+from connector.offsets import Position
+from connector.retry import RetryPolicy
+from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
+
+FAST = RetryPolicy(max_retries=3, initial_interval_ms=10, max_interval_ms=50)
+# kinesis-mock refuses a new subscription to a consumer+shard for a few seconds after one closes, as AWS does
+# for 5 s: resubscriptions need this much patience.
+PATIENT = RetryPolicy(max_retries=12, initial_interval_ms=500, max_interval_ms=2000)
+QUICK_WAIT = WaitPolicy(timeout_s=30, poll_s=0.1, log_every_s=1)
+FULL_RANGE = (0, 2**128 - 1)
+
+
+def settings(endpoint_url: str, read_timeout_s: float = 30.0) -> aws.ClientSettings:
+    return aws.ClientSettings(
+        region="us-east-1",
+        endpoint_url=endpoint_url,
+        access_key_id=DUMMY_ACCESS_KEY,
+        secret_key=DUMMY_SECRET_KEY,
+        read_timeout_s=read_timeout_s,
+    )
+
+
+def kinesis(endpoint_url: str) -> Any:
+    """The connector's own client (connector.aws) for a local endpoint."""
+    return aws.kinesis_client(settings(endpoint_url))
+
+
+def kinesis_for_subscriptions(endpoint_url: str, timeout_s: float = 30.0) -> Any:
+    return subscription_client(settings(endpoint_url), timeout_s)
+
+
+def active_consumer(endpoint_url: str, stream: str, name: str = "efo-test") -> Consumer:
+    return ensure_consumer(kinesis(endpoint_url), stream, name, FAST, QUICK_WAIT)
+
+
+def subscriber(
+    endpoint_url: str,
+    consumer: Consumer,
+    stream: str,
+    shard_id: str,
+    retry: RetryPolicy = PATIENT,
+    timeout_s: float = 30.0,
+) -> ShardSubscriber:
+    shard = ShardContext(stream, shard_id, *FULL_RANGE)
+    client = kinesis_for_subscriptions(endpoint_url, timeout_s)
+    return ShardSubscriber(client, consumer.arn, shard, retry, consumer.name)
+
+
+def read_to_tip(sub: ShardSubscriber, start: Position, max_pages: int = 50) -> list[Page]:
+    """Pages from ``start`` up to and including the first page at the tip (or the shard's end)."""
+    pages: list[Page] = []
+    with closing(sub.pages(start)) as stream:
+        for page in stream:
+            pages.append(page)
+            if page.caught_up or len(pages) >= max_pages:
+                break
+    return pages
+
+
+def rows(pages: list[Page]) -> list[tuple[bytes, str, str, int]]:
+    """(data, partition key, sequence number, sub-sequence number) of every row, in order."""
+    return [(page.data[i], page.keys[i], page.sequences[i], page.subs[i]) for page in pages for i in range(len(page))]
+
+
+def data(pages: list[Page]) -> list[bytes]:
+    return [item for page in pages for item in page.data]
+
+
+def pages_until(stream: Iterator[Page], count: int) -> list[Page]:
+    """Pages until ``count`` rows arrived (the stream stays open)."""
+    taken: list[Page] = []
+    while sum(len(page) for page in taken) < count:
+        taken.append(next(stream))
+    return taken

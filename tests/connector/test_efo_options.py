@@ -1,0 +1,80 @@
+"""The enhanced fan-out options: defaults, a required and well-formed consumer name, the prefix, and
+SubscribeToShard still refused at query start once they are valid (the reader is wired in phase 2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from connector import options as opts
+from connector.options import OptionError, Side, parse_options
+from connector.source_settings import EfoSettings, SourceSettings
+
+EFO = {"kinesis.streamName": "s", "kinesis.region": "us-east-1", "kinesis.consumerType": "SubscribeToShard"}
+
+
+def _efo(**extra: str) -> EfoSettings | None:
+    return EfoSettings.from_options(parse_options({**EFO, **extra}, Side.SOURCE))
+
+
+def test_defaults_are_the_aws_connectors() -> None:
+    settings = _efo(**{"kinesis.consumerName": "app"})
+    assert settings == EfoSettings(
+        consumer_name="app", subscribe_timeout_s=60.0, subscribe_max_retries=10, require_deregistration=False
+    )
+
+
+def test_getrecords_needs_no_consumer() -> None:
+    assert _efo(**{"kinesis.consumerType": "GetRecords"}) is None
+
+
+def test_consumer_name_is_required_with_subscribe_to_shard() -> None:
+    with pytest.raises(OptionError, match=r"option kinesis.consumerName is required with kinesis.consumerType="):
+        _efo()
+
+
+@pytest.mark.parametrize("name", ["", "has space", "slash/no", "é", "x" * 129])
+def test_a_bad_consumer_name_names_the_option_and_what_is_allowed(name: str) -> None:
+    with pytest.raises(OptionError) as info:
+        _efo(**{"kinesis.consumerName": name})
+    assert "kinesis.consumerName" in str(info.value) and "at most 128 letters, digits, _ . -" in str(info.value)
+
+
+def test_the_prefix_is_prepended_and_the_whole_name_limited() -> None:
+    settings = _efo(**{"kinesis.consumerName": "orders-efo", "kinesis.consumerNamePrefix": "team_a."})
+    assert settings is not None and settings.consumer_name == "team_a.orders-efo"
+    assert _efo(**{"kinesis.consumerName": "x" * 120, "kinesis.consumerNamePrefix": "p" * 8}) is not None
+    with pytest.raises(OptionError, match=r"make a consumer name of 129 characters: allowed is at most 128"):
+        _efo(**{"kinesis.consumerName": "x" * 120, "kinesis.consumerNamePrefix": "p" * 9})
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "allowed"),
+    [
+        ("kinesis.subscribeToShard.timeoutSec", "0", "from 1 to 3600"),
+        ("kinesis.subscribeToShard.maxRetries", "-1", "from 0 to 100"),
+        ("kinesis.requireConsumerDeregistration", "maybe", "true or false"),
+    ],
+)
+def test_bad_numbers_and_flags(name: str, value: str, allowed: str) -> None:
+    with pytest.raises(OptionError, match=allowed):
+        _efo(**{"kinesis.consumerName": "app", name: value})
+
+
+def test_values_are_parsed() -> None:
+    settings = _efo(
+        **{
+            "kinesis.consumerName": "app",
+            "kinesis.subscribeToShard.timeoutSec": "5",
+            "kinesis.subscribeToShard.maxRetries": "0",
+            "kinesis.requireConsumerDeregistration": "TRUE",
+        }
+    )
+    assert settings == EfoSettings("app", 5.0, 0, True)
+
+
+def test_subscribe_to_shard_is_validated_then_still_refused_at_query_start() -> None:
+    with pytest.raises(OptionError, match="consumerName is required"):
+        SourceSettings.from_options(EFO)
+    with pytest.raises(OptionError, match=r"kinesis.consumerType='SubscribeToShard' is not supported yet"):
+        SourceSettings.from_options({**EFO, "kinesis.consumerName": "app"})
+    assert opts.get("kinesis.consumerName").side == Side.SOURCE
