@@ -59,6 +59,7 @@ QUERY_METRICS: tuple[tuple[str, str, Callable[[Mapping[str, Any]], Any]], ...] =
 # The per-shard lag map in the source's report; its average is published, the shards themselves are not.
 PER_SHARD_LAG = "millisBehindLatest"
 AVG_LAG = "AvgMillisBehindLatest"
+MAX_LAG = "MaxMillisBehindLatest"  # from the source's maxMillisBehindLatest
 # At most this many numbers from one source's report become metrics (each metric is billed per month).
 MAX_REPORTED_NUMBERS = 20
 
@@ -93,15 +94,21 @@ def progress_metrics(progress: Mapping[str, Any], dimensions: Mapping[str, str])
 
     Query level: rows per second in and processed, input rows, batch duration. Per source: its input rows per
     second and every number of its reported ``latestOffset`` (the aws-kinesis source reports
-    ``maxMillisBehindLatest``, per-shard ``millisBehindLatest`` published as their average, and its counters);
-    absent values are skipped, never published as 0.
+    ``maxMillisBehindLatest``, per-shard ``millisBehindLatest`` published as their average, and its counters).
+    The worst ``MaxMillisBehindLatest`` of the query's sources is also published under ``dimensions`` alone
+    (e.g. Job), for alarms. Absent values are skipped, never published as 0.
     """
     query = {**dimensions, QUERY: query_label(progress)}
     data = [_datum(name, unit, query, read(progress)) for name, unit, read in QUERY_METRICS]
+    worst: list[float] = []
     for source in progress.get("sources") or []:
         where = {**query, SOURCE: source_label(source)}
         data.append(_datum("InputRowsPerSecond", PER_SECOND, where, source.get("inputRowsPerSecond")))
-        data.extend(_datum(name, unit, where, value) for name, unit, value in reported_numbers(source))
+        for name, unit, value in reported_numbers(source):
+            data.append(_datum(name, unit, where, value))
+            worst += [value] if name == MAX_LAG else []
+    if worst:  # the roll-up under the caller's dimensions only: one metric an alarm can name without query names
+        data.append(_datum(MAX_LAG, MILLIS, dimensions, max(worst)))
     return [datum for datum in data if datum is not None]
 
 

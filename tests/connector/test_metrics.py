@@ -124,10 +124,13 @@ def test_a_query_publishes_rows_duration_and_lag_and_idle_triggers_publish_nothi
     assert _stat(cloudwatch, namespace, "BatchDuration", query_dims, "Maximum") > 0
     source_metrics = {m["MetricName"] for m in published if any(d["Name"] == "Source" for d in m["Dimensions"])}
     assert "InputRowsPerSecond" in source_metrics
+    job_level = {m["MetricName"] for m in published if m["Dimensions"] == [{"Name": "Job", "Value": JOB["Job"]}]}
     if compat.PYSPARK_VERSION >= (4, 2):  # reportLatestOffset: the source's lag report reaches the progress
         assert {"MaxMillisBehindLatest", AVG_LAG} <= source_metrics
+        assert job_level == {"MaxMillisBehindLatest"}
     else:
         assert not source_metrics & {"MaxMillisBehindLatest", AVG_LAG}
+        assert not job_level
 
 
 @pytest.mark.slow
@@ -222,7 +225,12 @@ def test_progress_metrics_read_the_source_report_generically() -> None:
         (AVG_LAG, "Milliseconds", 300.0),
         ("RecordsDroppedOutOfRange", "Count", 3.0),
     }
-    query = {(d.name, d.value) for d in data if ("Source", "kinesis") not in d.dimensions}
+    assert {(d.name, d.dimensions, d.value) for d in data if ("Query", "q") not in d.dimensions} == {
+        ("MaxMillisBehindLatest", tuple(JOB.items()), 500.0)  # the job's roll-up, for alarms
+    }
+    query = {
+        (d.name, d.value) for d in data if ("Source", "kinesis") not in d.dimensions and ("Query", "q") in d.dimensions
+    }
     assert query == {
         ("InputRowsPerSecond", 4.0),
         ("ProcessedRowsPerSecond", 2.0),
