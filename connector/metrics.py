@@ -60,6 +60,11 @@ QUERY_METRICS: tuple[tuple[str, str, Callable[[Mapping[str, Any]], Any]], ...] =
 PER_SHARD_LAG = "millisBehindLatest"
 AVG_LAG = "AvgMillisBehindLatest"
 MAX_LAG = "MaxMillisBehindLatest"  # from the source's maxMillisBehindLatest
+_OBJECT_ID = re.compile(r"@[0-9a-f]+$")
+_JAVA_CLASS = re.compile(r"^[\w$]+(\.[\w$]+)+$")
+# The aws-kinesis source's report carries these; another source's latestOffset (its real offset, or any offset
+# on pyspark < 4.2) does not, and its numbers (file log offsets, ...) are not metrics.
+REPORT_KEYS = frozenset({"maxMillisBehindLatest", PER_SHARD_LAG})
 # At most this many numbers from one source's report become metrics (each metric is billed per month).
 MAX_REPORTED_NUMBERS = 20
 
@@ -101,8 +106,8 @@ def progress_metrics(progress: Mapping[str, Any], dimensions: Mapping[str, str])
     query = {**dimensions, QUERY: query_label(progress)}
     data = [_datum(name, unit, query, read(progress)) for name, unit, read in QUERY_METRICS]
     worst: list[float] = []
-    for source in progress.get("sources") or []:
-        where = {**query, SOURCE: source_label(source)}
+    for index, source in enumerate(progress.get("sources") or []):
+        where = {**query, SOURCE: source_label(index, source)}
         data.append(_datum("InputRowsPerSecond", PER_SECOND, where, source.get("inputRowsPerSecond")))
         for name, unit, value in reported_numbers(source):
             data.append(_datum(name, unit, where, value))
@@ -123,18 +128,30 @@ def query_label(progress: Mapping[str, Any]) -> str:
     return str(progress.get("name") or progress.get("id"))
 
 
-def source_label(source: Mapping[str, Any]) -> str:
-    return str(source.get("description") or "source")[:MAX_DIMENSION_VALUE]
+def source_label(index: int, source: Mapping[str, Any]) -> str:
+    """The Source dimension: the source's place in the query and its description without the JVM object id.
+
+    A Python source's description is ``<package>.PythonMicroBatchStream@41fc4b1f``, new on every run: kept as
+    is it would start new metrics (billed, off the dashboard) at each restart. ``0:PythonMicroBatchStream``
+    stays the same while the query keeps its sources.
+    """
+    description = _OBJECT_ID.sub("", str(source.get("description") or "source"))
+    if _JAVA_CLASS.match(description):
+        description = description.rpartition(".")[2]
+    return f"{index}:{description}"[:MAX_DIMENSION_VALUE]
 
 
 def reported_numbers(source: Mapping[str, Any]) -> Iterator[tuple[str, str, float]]:
     """(metric name, unit, value) for each number a source reported as its latest offset.
 
-    The report is read generically: a top-level number ``fooBarMs``/``...Millis...`` becomes ``FooBarMs`` in
-    milliseconds, any other number ``FooBar`` as a count; the per-shard lag map gives its average. Whatever is
-    absent (pyspark before 4.2, other sources, an empty report) is simply not published.
+    Only a report with the aws-kinesis lag keys (``REPORT_KEYS``) counts. It is read generically: a top-level
+    number ``fooBarMs``/``...Millis...`` becomes ``FooBarMs`` in milliseconds, any other number ``FooBar`` a
+    count; the per-shard lag map gives its average. Whatever is absent (pyspark before 4.2, other sources, an
+    empty report) is simply not published.
     """
     report = _as_dict(source.get("latestOffset"))
+    if not REPORT_KEYS & report.keys():
+        return
     found = 0
     for key, value in sorted(report.items()):
         if found >= MAX_REPORTED_NUMBERS:
