@@ -228,7 +228,12 @@ class CloudWatchPublisher(StreamingQueryListener):
             self._labels[str(event.id)] = str(event.name or event.id)
 
     def onQueryProgress(self, event: Any) -> None:
-        progress = json.loads(event.progress.json)
+        try:
+            self._on_progress(json.loads(event.progress.json))
+        except Exception:  # a malformed event must not reach Spark's listener bus either
+            log.exception("CloudWatch metrics: could not publish a progress event")
+
+    def _on_progress(self, progress: dict[str, Any]) -> None:
         query_id = str(progress.get("id"))
         with self._lock:
             self.progress_events += 1
