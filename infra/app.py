@@ -1,6 +1,7 @@
 """Wires the stacks of the pipeline into a CDK app: the entry point `app.py` and the tests call `build_app`.
 
-Stack order follows the references: streams, metadata, storage -> access (roles scoped to them) -> EMR.
+Stack order follows the references: streams, metadata, storage -> access (roles scoped to them) -> monitoring
+(dashboard, alarms, the job's PutMetricData permission) -> EMR.
 cdk-nag's AwsSolutions checks run on every stack at synth; findings we accept are acknowledged, with the
 reason, next to the resource they are about (`infra.nag.accept`).
 """
@@ -17,8 +18,10 @@ import aws_cdk as cdk
 from infra import nag, packaging
 from infra.access import AccessStack
 from infra.config import InfraConfig
+from infra.emr import JOB as EMR_JOB
 from infra.emr import EmrStack
 from infra.metadata import MetadataStack
+from infra.monitoring import MonitoringStack
 from infra.storage import StorageStack
 from infra.streams import StreamsStack
 
@@ -34,10 +37,11 @@ class Pipeline:
     storage: StorageStack
     access: AccessStack
     emr: EmrStack
+    monitoring: MonitoringStack
 
     @property
     def stacks(self) -> list[cdk.Stack]:
-        return [self.streams, self.metadata, self.storage, self.access, self.emr]
+        return [self.streams, self.metadata, self.storage, self.access, self.emr, self.monitoring]
 
 
 def build_app(
@@ -71,6 +75,16 @@ def build_app(
         disk_key=storage.disk_key,
         **stack_kwargs("Access", "IAM roles"),
     )
+    monitoring = MonitoringStack(
+        app,
+        f"{prefix}Monitoring",
+        config=config,
+        source=streams.source,
+        sink=streams.sink,
+        instance_role=access.instance_role,
+        job=EMR_JOB,
+        **stack_kwargs("Monitoring", "Dashboard, alarms and the job's metrics permission"),
+    )
     emr_stack = EmrStack(
         app,
         f"{prefix}Emr",
@@ -83,7 +97,8 @@ def build_app(
         project_root=project_root,
         **stack_kwargs("Emr", "EMR cluster and steps"),
     )
-    pipeline = Pipeline(app, config, streams, metadata, storage, access, emr_stack)
+    emr_stack.add_stack_dependency(monitoring, "the job publishes metrics as soon as its step runs")
+    pipeline = Pipeline(app, config, streams, metadata, storage, access, emr_stack, monitoring)
     for stack in pipeline.stacks:
         cdk.Tags.of(stack).add("project", config.tags["project"])
         if run_nag:

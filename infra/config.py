@@ -26,6 +26,10 @@ EXTERNAL_ID_RE = re.compile(r"^[\w+=,.@:/-]{2,1224}$")
 SUBNET_RE = re.compile(r"^subnet-[0-9a-f]{8,17}$")
 S3_ZIP_URI_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/.+\.zip$")
 STACK_PREFIX_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,63}$")
+# A CloudWatch namespace the job may publish to (connector.metrics checks the same; "AWS/" is reserved).
+CLOUDWATCH_NAMESPACE_RE = re.compile(r"^(?!AWS/)[0-9A-Za-z.\-_/#:]{1,255}$")
+EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+ALARM_MS_RANGE = (1000, 7 * 24 * 3600 * 1000)  # 1 s to the stream's shortest retention
 
 
 class ConfigError(ValueError):
@@ -57,6 +61,10 @@ class InfraConfig:
     consumer_account_id: str | None = None
     external_id: str | None = None
     submit_country_counts: bool = True
+    cloudwatch_namespace: str = "KinesisSpark"
+    iterator_age_alarm_ms: int = 300000
+    lag_alarm_ms: int = 300000
+    alarm_email: str | None = None
     tags: dict[str, str] = field(default_factory=lambda: {"project": "kinesis-spark-python"})
 
     @property
@@ -112,6 +120,15 @@ class InfraConfig:
             consumer_account_id=reader.optional("consumerAccountId", ACCOUNT_RE, "12 digits"),
             external_id=reader.optional("externalId", EXTERNAL_ID_RE, "2-1224 characters of [A-Za-z0-9_+=,.@:/-]"),
             submit_country_counts=reader.boolean("submitCountryCounts", cls.submit_country_counts),
+            cloudwatch_namespace=reader.text(
+                "cloudwatchNamespace",
+                cls.cloudwatch_namespace,
+                CLOUDWATCH_NAMESPACE_RE,
+                "1-255 characters of [0-9A-Za-z.-_/#:], not starting with AWS/",
+            ),
+            iterator_age_alarm_ms=reader.integer("iteratorAgeAlarmMs", cls.iterator_age_alarm_ms, *ALARM_MS_RANGE),
+            lag_alarm_ms=reader.integer("lagAlarmMs", cls.lag_alarm_ms, *ALARM_MS_RANGE),
+            alarm_email=reader.optional("alarmEmail", EMAIL_RE, "an e-mail address such as ops@example.com"),
         )
         reader.check_pairing(config)
         reader.raise_if_errors()

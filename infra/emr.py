@@ -190,6 +190,7 @@ class EmrStack(Stack):
                 sink_stream=sink.stream_name,
                 region=self.region,
                 bucket=self.bucket.bucket_name,
+                extra=["--cloudwatch-namespace", self.config.cloudwatch_namespace],
             ),
         )
         return emr.CfnStep(

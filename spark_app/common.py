@@ -105,7 +105,23 @@ def job_parser(prog: str, description: str) -> argparse.ArgumentParser:
         "--dead-letter-path",
         help="where malformed records go, as JSON lines (default: <checkpoint-location>-dead-letter)",
     )
+    run.add_argument(
+        "--cloudwatch-namespace",
+        type=_cloudwatch_namespace,
+        help="publish each query's lag, rows/s and batch duration to this CloudWatch namespace in --region, "
+        "with the dimension Job=<job> (default: off; see docs/source.md)",
+    )
     return parser
+
+
+def _cloudwatch_namespace(text: str) -> str:
+    from connector.metrics import MetricsConfigError, check_config
+
+    try:
+        check_config(text, {}, 1.0, 1.0)
+    except MetricsConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
 
 
 def _kinesis_option(text: str) -> tuple[str, str]:
@@ -174,6 +190,16 @@ def put_project_on_worker_path() -> None:
     root = Path(__file__).resolve().parent.parent
     if (root / "connector").is_dir():
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
+
+
+def publish_metrics(spark: SparkSession, args: Any, job: str) -> Any:
+    """With ``--cloudwatch-namespace``, publish every query of ``spark`` to CloudWatch (``connector.metrics``);
+    returns the listener, or None when the flag is off. Called by ``run_job`` before the queries start."""
+    if not args.cloudwatch_namespace:
+        return None
+    from connector.metrics import publish_to_cloudwatch
+
+    return publish_to_cloudwatch(spark, args.cloudwatch_namespace, {"Job": job}, region=args.region)
 
 
 def register_connector(spark: SparkSession) -> None:
@@ -481,6 +507,7 @@ def run_job(
         parser.error(str(error))
     spark = build_session(app_name)
     try:
+        publish_metrics(spark, args, app_name)
         return serve(spark, args, start, app_name, StopSignal(marker))
     finally:
         spark.stop()

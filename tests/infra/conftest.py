@@ -20,6 +20,7 @@ ACCOUNT = "123456789012"  # moto's default account, so deployed ARNs line up wit
 REGION = "eu-west-1"
 CONSUMER_ACCOUNT = "210987654321"
 EXTERNAL_ID = "pipeline-external-id-42"
+ALARM_EMAIL = "ops@example.com"
 
 
 def _copy_root(target: Path, with_job: bool) -> Path:
@@ -64,13 +65,15 @@ def pipeline(project_root: Path, names: dict[str, str]):
         "region": REGION,
         "consumerAccountId": CONSUMER_ACCOUNT,
         "externalId": EXTERNAL_ID,
+        "alarmEmail": ALARM_EMAIL,
     }
     return build_app(context=context, project_root=project_root, environ={})
 
 
 @pytest.fixture(scope="session")
 def variant(root_without_job: Path):
-    """The other branches: on-demand streams, an existing subnet, no core nodes, no consumer, no job file."""
+    """The other branches: on-demand streams, an existing subnet, no core nodes, no consumer, no job file, no
+    alarm e-mail, alarm thresholds from context."""
     from infra.app import build_app
 
     context = {
@@ -79,6 +82,9 @@ def variant(root_without_job: Path):
         "subnetId": "subnet-0123456789abcdef0",
         "coreInstanceCount": "0",
         "tlsCertificatesS3Uri": "s3://my-certs/emr/certs.zip",
+        "iteratorAgeAlarmMs": "120000",
+        "lagAlarmMs": "60000",
+        "cloudwatchNamespace": "Team/Jobs",
     }
     return build_app(context=context, project_root=root_without_job, environ={})
 
@@ -89,7 +95,7 @@ def templates(pipeline) -> dict:
 
     return {
         name: Template.from_stack(getattr(pipeline, name))
-        for name in ("streams", "metadata", "storage", "access", "emr")
+        for name in ("streams", "metadata", "storage", "access", "emr", "monitoring")
     }
 
 

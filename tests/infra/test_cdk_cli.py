@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CDK = ROOT / "node_modules" / ".bin" / "cdk"
-STACKS = ["Streams", "Metadata", "Storage", "Access", "Emr"]
+STACKS = ["Streams", "Metadata", "Storage", "Access", "Emr", "Monitoring"]
 
 
 def run_synth(out_dir: Path, *context: str) -> subprocess.CompletedProcess:

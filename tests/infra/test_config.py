@@ -37,6 +37,12 @@ def test_cli_strings_are_parsed():
     assert config.on_demand and config.cross_account and not config.submit_country_counts
 
 
+def test_monitoring_settings_are_parsed():
+    config = load({"lagAlarmMs": "60000", "iteratorAgeAlarmMs": "120000", "alarmEmail": "ops@example.com"})
+    assert (config.lag_alarm_ms, config.iterator_age_alarm_ms, config.alarm_email) == (60000, 120000, "ops@example.com")
+    assert load({"cloudwatchNamespace": "Team/Jobs"}).cloudwatch_namespace == "Team/Jobs"
+
+
 def test_account_and_region_fall_back_to_the_cli_environment():
     config = load({}, {"CDK_DEFAULT_ACCOUNT": "111122223333", "CDK_DEFAULT_REGION": "eu-central-1"})
     assert (config.account, config.region) == ("111122223333", "eu-central-1")
@@ -76,6 +82,10 @@ def test_newer_emr_spark_releases_are_accepted():
         ({"tlsCertificatesS3Uri": "s3://bucket/certs.tar"}, "'tlsCertificatesS3Uri'"),
         ({"primaryInstanceType": "large"}, "'primaryInstanceType': got 'large'"),
         ({"idleTimeoutSeconds": "10"}, "'idleTimeoutSeconds': got '10'; allowed: an integer from 60 to 604800"),
+        ({"cloudwatchNamespace": "AWS/Kinesis"}, "'cloudwatchNamespace': got 'AWS/Kinesis'"),
+        ({"lagAlarmMs": "5"}, "'lagAlarmMs': got '5'; allowed: an integer from 1000 to 604800000"),
+        ({"iteratorAgeAlarmMs": "soon"}, "'iteratorAgeAlarmMs': got 'soon'"),
+        ({"alarmEmail": "ops"}, "'alarmEmail': got 'ops'; allowed: an e-mail address"),
     ],
 )
 def test_bad_values_are_named(context, expected):

@@ -210,3 +210,28 @@ def test_dead_letter_writer_routes_each_malformed_record_once_even_when_a_batch_
     assert letters[1]["payload"] == "{}"
     assert writer(batch.where("partitionKey = 'k1'"), 5) == 0
     assert not (tmp_path / "dl" / "batch_id=5").exists()
+
+
+def test_cloudwatch_is_off_by_default_and_a_bad_namespace_is_named(spark, capsys):
+    assert common.publish_metrics(spark, parse(word_count, [], needs_sink=False), "word_count") is None
+    assert "--cloudwatch-namespace" in usage_error(capsys, word_count, ["--cloudwatch-namespace", "AWS/Kinesis"])
+
+
+def test_cloudwatch_namespace_publishes_the_jobs_queries_with_the_job_dimension(spark, moto, monkeypatch):
+    # The job's CloudWatch client: boto3's default chain, pointed at moto the way a user would point it elsewhere.
+    monkeypatch.setenv("AWS_ENDPOINT_URL_CLOUDWATCH", moto.endpoint_url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    namespace = f"Jobs/{os.getpid()}-{time.time_ns()}"
+    args = parse(word_count, ["--cloudwatch-namespace", namespace], needs_sink=False)
+    listener = common.publish_metrics(spark, args, "word_count")
+    query = spark.readStream.format("rate").load().writeStream.format("noop").queryName("cw_job").start()
+    try:
+        _wait_for(lambda: listener.calls >= 1)
+    finally:
+        query.stop()
+        spark.streams.removeListener(listener)
+    assert listener.failures == 0
+    metrics = moto.client("cloudwatch").list_metrics(Namespace=namespace)["Metrics"]
+    assert {"Name": "Job", "Value": "word_count"} in metrics[0]["Dimensions"]
+    assert {"Name": "Query", "Value": "cw_job"} in metrics[0]["Dimensions"]
