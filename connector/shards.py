@@ -10,7 +10,7 @@ are forgotten; unfinished ones that vanished are reported (``kinesis.failOnDataL
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, MutableMapping
+from collections.abc import Callable, Iterable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,9 +99,13 @@ def open_shards(shards: Iterable[Shard]) -> list[Shard]:
     return sorted((shard for shard in shards if shard.is_open), key=lambda shard: shard.starting_hash_key)
 
 
-def shard_for_hash_key(sorted_open: list[Shard], hash_key: int) -> Shard:
-    """The open shard (from ``open_shards``) whose hash-key range holds ``hash_key``; ValueError if none."""
-    starts = [shard.starting_hash_key for shard in sorted_open]
+def shard_for_hash_key(sorted_open: list[Shard], hash_key: int, starts: Sequence[int] | None = None) -> Shard:
+    """The open shard (from ``open_shards``) whose hash-key range holds ``hash_key``; ValueError if none.
+
+    ``starts``: the shards' starting hash keys, for callers that look up many keys in one listing (the sink).
+    """
+    if starts is None:
+        starts = [shard.starting_hash_key for shard in sorted_open]
     index = bisect.bisect_right(starts, hash_key) - 1
     if index < 0 or not sorted_open[index].holds_hash_key(hash_key):
         raise ValueError(f"hash key {hash_key} is outside every open shard's range (is the stream resharding?)")

@@ -7,7 +7,8 @@ from collections import Counter
 import pytest
 from botocore.config import Config
 
-from connector.put_records import (
+from connector.retry import RetryPolicy
+from connector.sink.put_records import (
     MAX_BYTES_PER_CALL,
     MAX_ENTRIES_PER_CALL,
     MAX_ENTRY_BYTES,
@@ -17,7 +18,6 @@ from connector.put_records import (
     batches,
     put_all,
 )
-from connector.retry import RetryPolicy
 from localaws import LocalServer, aws_client
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.streams import iterate_shard, list_shard_ids, read_stream
