@@ -24,8 +24,8 @@ class SinkCommitMessage(WriterCommitMessage):
     streams: tuple[str, ...] = ()
     user_records: int = 0  # rows written
     aggregates: int = 0  # Kinesis records that carry more than one row (re-sent ones included)
-    resent_records: int = 0  # rows sent again because their aggregate landed on a shard not holding them
     put: PutStats = field(default_factory=PutStats)  # Kinesis records, bytes, calls, retries
+    resent_records: int = 0  # rows sent again because their aggregate landed on a shard not holding them
 
     def describe(self) -> str:
         put = self.put
