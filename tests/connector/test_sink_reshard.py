@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 from aws_kinesis_agg.deaggregator import deaggregate_records
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+from source_util import source_options
 
 import connector.sink.task as task
 from connector.kpl import hash_key_of, is_aggregated
@@ -28,7 +29,6 @@ from connector.sink.planning import AggregateEntry, misplaced_records, moved_agg
 from connector.sink.put_records import PutStats
 from connector.sink.routing import ShardRouter
 from localaws import LocalServer
-from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 from localaws.streams import iterate_shard, wait_for_stream_active
 
 MIDDLE = 2**127
@@ -83,17 +83,6 @@ def test_the_commit_message_counts_and_describes_re_sent_records() -> None:
 # --- a real split between listing and writing on kinesis-mock -----------------------------------------------
 
 
-def sink_options(server: LocalServer, stream: str) -> dict[str, str]:
-    return {
-        "kinesis.streamName": stream,
-        "kinesis.endpointUrl": server.endpoint_url,
-        "kinesis.awsAccessKeyId": DUMMY_ACCESS_KEY,
-        "kinesis.awsSecretKey": DUMMY_SECRET_KEY,
-        "kinesis.clientRetryIntervalsMs": "1",
-        "kinesis.clientMaxRetryIntervalMs": "20",
-    }
-
-
 def split_after_listing(monkeypatch, kinesis: Any, stream: str, stale_forever: bool = False) -> list[ShardRouter]:
     """Make the task's first ListShards be followed by a split of the stream's one shard at MIDDLE.
 
@@ -120,9 +109,9 @@ def split_after_listing(monkeypatch, kinesis: Any, stream: str, stale_forever: b
     return handed
 
 
-def write(server: LocalServer, stream: str, records: list[tuple[bytes, str]]) -> tuple[Any, SinkCommitMessage]:
+def write(options: dict[str, str], records: list[tuple[bytes, str]]) -> tuple[Any, SinkCommitMessage]:
     """The task side of a batch write, in this process: the writer Spark would pickle, and its write()."""
-    writer = KinesisBatchWriter(SCHEMA, {key.lower(): value for key, value in sink_options(server, stream).items()})
+    writer = KinesisBatchWriter(SCHEMA, {key.lower(): value for key, value in options.items()})
     batch = pa.RecordBatch.from_pylist([{"data": d, "partitionKey": k} for d, k in records])
     return writer, writer.write(iter([batch]))
 
@@ -155,9 +144,10 @@ def test_a_split_between_listing_and_writing_loses_no_user_record(
     stream = mock_stream(shards=1)
     kinesis = kinesis_mock.client("kinesis")
     records = rows(60)
+    options = source_options(kinesis_mock, stream, tmp_path / "metadata")  # the sink ignores the reading ones
     handed = split_after_listing(monkeypatch, kinesis, stream)
     with caplog.at_level(logging.INFO, logger="connector.sink"):
-        writer, message = write(kinesis_mock, stream, records)
+        writer, message = write(options, records)
         writer.commit([message])
 
     assert any(
@@ -166,13 +156,7 @@ def test_a_split_between_listing_and_writing_loses_no_user_record(
         for r in iterate_shard(kinesis, stream, s.shard_id)
     )
     assert Counter(read_like_the_kcl(kinesis, stream)) == Counter(data for data, _ in records)
-    read_options = {
-        **sink_options(kinesis_mock, stream),
-        "kinesis.metadataPath": str(tmp_path / "metadata"),
-        "kinesis.startingPosition": "TRIM_HORIZON",
-        "kinesis.getRecords.fetchIntervalMs": "0",
-    }
-    ours = spark.read.format("aws-kinesis").options(**read_options).load().select("data").collect()
+    ours = spark.read.format("aws-kinesis").options(**options).load().select("data").collect()
     assert Counter(bytes(row.data) for row in ours) == Counter(data for data, _ in records)
 
     # The one aggregate (planned for the parent) landed on the child holding its first key; the records of the
@@ -188,12 +172,12 @@ def test_a_split_between_listing_and_writing_loses_no_user_record(
 
 @pytest.mark.slow
 def test_a_stream_that_keeps_resharding_fails_the_task_naming_the_stream(
-    kinesis_mock: LocalServer, mock_stream, monkeypatch
+    kinesis_mock: LocalServer, mock_stream, monkeypatch, tmp_path
 ) -> None:
     stream = mock_stream(shards=1)
     kinesis = kinesis_mock.client("kinesis")
     handed = split_after_listing(monkeypatch, kinesis, stream, stale_forever=True)
     with pytest.raises(task.ReshardResendError, match=f"Kinesis stream '{stream}' kept resharding") as failure:
-        write(kinesis_mock, stream, rows(30))
+        write(source_options(kinesis_mock, stream, tmp_path), rows(30))
     assert f"after {task.MAX_RESEND_ROUNDS} re-sends" in str(failure.value)
     assert len(handed) == task.MAX_RESEND_ROUNDS + 2  # the first listing, then one per round
