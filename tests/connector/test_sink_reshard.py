@@ -64,6 +64,12 @@ def test_only_the_records_outside_the_landed_shard_are_misplaced() -> None:
     expected = sorted(data for data, key in records if hash_key_of(key) >= MIDDLE)
     assert 0 < len(expected) < 200
     assert sorted(record.data for record in misplaced) == expected
+    # An aggregate whose records all hash into the child it landed on (or into a merged shard) stays as it is.
+    low_only = [(data, key) for data, key in records if hash_key_of(key) < MIDDLE]
+    (held,) = plan_aggregated(
+        [d for d, _ in low_only], [k for _, k in low_only], [None] * len(low_only), ShardRouter([PARENT]), lanes=1
+    ).lanes[0]
+    assert misplaced_records(moved_aggregates([(held, "low")]), SPLIT) == []
     # A shard the listing does not show holds nothing we can vouch for: all its records go again.
     assert len(misplaced_records(moved_aggregates([(aggregate, "unlisted")]), SPLIT)) == 200
 
