@@ -10,14 +10,14 @@ are forgotten; unfinished ones that vanished are reported (``kinesis.failOnDataL
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, MutableMapping
+from collections.abc import Callable, Iterable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from connector.offsets import Position, shard_key, split_shard_key
-from connector.retry import RetryPolicy
+from connector.retry import RetryPolicy, error_code
 
 MAX_HASH_KEY = 2**128 - 1
 
@@ -78,7 +78,7 @@ def list_shards(
         try:
             answer = policy.call(kinesis_client.list_shards, what=f"ListShards of stream '{stream_name}'", **kwargs)
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            if error_code(exc) == "ResourceNotFoundException":
                 endpoint = getattr(getattr(kinesis_client, "meta", None), "endpoint_url", "?")
                 region = getattr(getattr(kinesis_client, "meta", None), "region_name", "?")
                 raise StreamNotFoundError(
@@ -99,9 +99,13 @@ def open_shards(shards: Iterable[Shard]) -> list[Shard]:
     return sorted((shard for shard in shards if shard.is_open), key=lambda shard: shard.starting_hash_key)
 
 
-def shard_for_hash_key(sorted_open: list[Shard], hash_key: int) -> Shard:
-    """The open shard (from ``open_shards``) whose hash-key range holds ``hash_key``; ValueError if none."""
-    starts = [shard.starting_hash_key for shard in sorted_open]
+def shard_for_hash_key(sorted_open: list[Shard], hash_key: int, starts: Sequence[int] | None = None) -> Shard:
+    """The open shard (from ``open_shards``) whose hash-key range holds ``hash_key``; ValueError if none.
+
+    ``starts``: the shards' starting hash keys, for callers that look up many keys in one listing (the sink).
+    """
+    if starts is None:
+        starts = [shard.starting_hash_key for shard in sorted_open]
     index = bisect.bisect_right(starts, hash_key) - 1
     if index < 0 or not sorted_open[index].holds_hash_key(hash_key):
         raise ValueError(f"hash key {hash_key} is outside every open shard's range (is the stream resharding?)")

@@ -12,8 +12,8 @@ import os
 import sys
 from pathlib import Path
 
-from connector.put_records import PutRecordsFailedError
 from connector.retry import RetryPolicy
+from connector.sink.put_records import PutRecordsFailedError
 from generator.sender import DEFAULT_PARTITION_KEY, DEFAULT_RETRY, run
 from generator.stats import Summary
 from generator.template import TemplateError

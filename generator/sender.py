@@ -2,7 +2,7 @@
 
 Who calls it: the CLI (``python -m generator``), the demo (``spark_app.demo``) and tests. The main thread keeps
 the schedule (``generator.rates``) against a monotonic clock, renders what is due, optionally KPL-aggregates it
-per shard, and queues PutRecords batches; ``workers`` threads send them with ``connector.put_records.put_all``
+per shard, and queues PutRecords batches; ``workers`` threads send them with ``connector.sink.put_records.put_all``
 (which retries exactly the failed entries). Entries still failing after the retry budget are counted as failed
 and the run goes on; a refusal no retry can fix (missing stream, access denied) stops the run with its error.
 Ctrl-C stops producing, lets queued batches finish, and returns the summary with ``interrupted=True``.
@@ -20,9 +20,9 @@ from typing import Any
 
 from connector import aws
 from connector.kpl import Aggregator, hash_key_of
-from connector.put_records import Entry, PutRecordsFailedError, PutStats, batches, put_all
 from connector.retry import RETRYABLE_ERROR_CODES, RetryPolicy
 from connector.shards import list_shards, open_shards
+from connector.sink.put_records import Entry, PutRecordsFailedError, PutStats, batches, put_all
 from generator.helpers import Context
 from generator.progress import ProgressBar
 from generator.rates import ConstantRate, PeriodicRate

@@ -7,7 +7,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 
-from connector.put_records import PutStats
+from connector.sink.put_records import PutStats
 
 
 @dataclass

@@ -7,7 +7,8 @@ from collections import Counter
 import pytest
 from botocore.config import Config
 
-from connector.put_records import (
+from connector.retry import RetryPolicy
+from connector.sink.put_records import (
     MAX_BYTES_PER_CALL,
     MAX_ENTRIES_PER_CALL,
     MAX_ENTRY_BYTES,
@@ -17,7 +18,6 @@ from connector.put_records import (
     batches,
     put_all,
 )
-from connector.retry import RetryPolicy
 from localaws import LocalServer, aws_client
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.streams import iterate_shard, list_shard_ids, read_stream
@@ -105,10 +105,13 @@ def test_explicit_hash_key_picks_the_shard(kinesalite: LocalServer, lite_stream)
     stream = lite_stream(shards=2)
     kinesis = kinesalite.client("kinesis")
     # Both records share a partition key; the explicit keys send them to opposite ends of the hash range.
-    put_all(kinesis, stream, [Entry(b"low", "same", "0"), Entry(b"high", "same", str(2**128 - 1))], FAST_RETRY)
+    low, high = Entry(b"low", "same", "0"), Entry(b"high", "same", str(2**128 - 1))
+    landed: list[tuple[Entry, str]] = []
+    put_all(kinesis, stream, [low, high], FAST_RETRY, on_stored=lambda entry, shard: landed.append((entry, shard)))
     low_shard, high_shard = list_shard_ids(kinesis, stream)
     assert [r["Data"] for r in iterate_shard(kinesis, stream, low_shard)] == [b"low"]
     assert [r["Data"] for r in iterate_shard(kinesis, stream, high_shard)] == [b"high"]
+    assert landed == [(low, low_shard), (high, high_shard)]  # on_stored hears the ShardId of each answer
 
 
 def test_only_failed_entries_are_retried_and_each_record_lands_once(
@@ -117,7 +120,9 @@ def test_only_failed_entries_are_retried_and_each_record_lands_once(
     stream = lite_stream(shards=2)
     proxy.faults = Faults(put_records_entry_failure_rate=0.3)
     entries = _entries(1500)
-    stats = put_all(via_proxy, stream, entries, _patient())
+    told: list[Entry] = []
+    stats = put_all(via_proxy, stream, entries, _patient(), on_stored=lambda entry, _shard: told.append(entry))
+    assert Counter(told) == Counter(entries)  # each entry reported once, when it is stored
     assert proxy.stats["failed_entries"] > 300
     assert stats.retried_entries == proxy.stats["failed_entries"]
     assert stats.records == 1500 and stats.failed_entries == 0

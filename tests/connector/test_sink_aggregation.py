@@ -9,11 +9,22 @@ import pytest
 from aws_kinesis_agg.deaggregator import deaggregate_records
 
 from connector.kpl import deaggregate, hash_key_of, is_aggregated
-from connector.put_records import MAX_ENTRY_BYTES, Entry
-from connector.sink import ShardRouter, lane_of_key, plan_aggregated, plan_plain
+from connector.shards import MAX_HASH_KEY, Shard
+from connector.sink.planning import lane_of_key, plan_aggregated, plan_plain
+from connector.sink.put_records import MAX_ENTRY_BYTES, Entry
+from connector.sink.routing import ShardRouter
+
+
+def shard(number: int, low: int, high: int, closed: bool = False) -> Shard:
+    return Shard(f"shardId-{number:012d}", None, None, low, high, "0", "9" if closed else None)
+
+
+def router(*ranges: tuple[int, int]) -> ShardRouter:
+    return ShardRouter(shard(number, low, high) for number, (low, high) in enumerate(ranges))
+
 
 QUARTER = 2**128 // 4
-FOUR_SHARDS = ShardRouter([(i * QUARTER, (i + 1) * QUARTER - 1 if i < 3 else 2**128 - 1) for i in range(4)])
+FOUR_SHARDS = router(*[(i * QUARTER, (i + 1) * QUARTER - 1 if i < 3 else MAX_HASH_KEY) for i in range(4)])
 
 
 def _unpack(entry: Entry) -> list[tuple[bytes, str, str | None]]:
@@ -52,9 +63,9 @@ def _rows(count: int, keys: int = 50, size: int = 100, every_nth_hash_key: int =
 def test_router_finds_each_shard_and_its_edges() -> None:
     assert [FOUR_SHARDS.shard_of(k) for k in (0, QUARTER - 1, QUARTER, 2**128 - 1)] == [0, 0, 1, 3]
     with pytest.raises(ValueError, match="outside every open shard"):
-        ShardRouter([(0, 10), (20, 30)]).shard_of(15)
+        router((0, 10), (20, 30)).shard_of(15)
     with pytest.raises(ValueError, match="no open shard"):
-        ShardRouter([])
+        ShardRouter([shard(0, 0, MAX_HASH_KEY, closed=True)])
 
 
 def test_each_aggregate_holds_only_records_of_the_shard_it_lands_on() -> None:
@@ -99,7 +110,7 @@ def test_aggregates_stay_within_1_mib_and_big_records_travel_alone() -> None:
 
 def test_one_shard_needs_no_hashing_and_packs_everything_together() -> None:
     data, keys, hash_keys = _rows(2000, size=20)
-    planned = plan_aggregated(data, keys, hash_keys, ShardRouter([(0, 2**128 - 1)]), lanes=1)
+    planned = plan_aggregated(data, keys, hash_keys, router((0, MAX_HASH_KEY)), lanes=1)
     assert planned.aggregates == len(planned.lanes[0]) == 1
 
 

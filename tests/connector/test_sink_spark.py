@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from connector.kpl import deaggregate, hash_key_of, is_aggregated
-from connector.put_records import PutStats
-from connector.sink import KinesisStreamWriter, SinkCommitMessage
+from connector.sink import KinesisStreamWriter
+from connector.sink.commit import SinkCommitMessage
+from connector.sink.put_records import PutStats
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY

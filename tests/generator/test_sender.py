@@ -11,8 +11,8 @@ import pytest
 
 import generator
 from connector.kpl import UserRecord, deaggregate, hash_key_of, is_aggregated
-from connector.put_records import PutRecordsFailedError
 from connector.retry import RetryPolicy
+from connector.sink.put_records import PutRecordsFailedError
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, LocalServer
 from localaws.streams import iterate_shard, read_stream

@@ -1,7 +1,7 @@
 """PutRecords done right, once for the whole project: batches filled to the service limits, only failed entries
 retried, nothing silently dropped.
 
-Called by the sink (``connector.sink``, one ``put_all`` per task and stream) and by the load generator
+Called by the sink (``connector.sink.task``, one ``put_all`` per task, stream and lane) and by the load generator
 (``generator.sender``). Kinesis limits one PutRecords call to 500 entries and 5 MiB, and one entry to 1 MiB of
 data plus partition key. A call can half-succeed: ``FailedRecordCount`` > 0 and an ``ErrorCode`` on each
 failed entry (mostly per-shard throttling). ``put_all`` then sends exactly those entries again, after a
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -33,6 +33,10 @@ MAX_ENTRIES_PER_CALL = 500
 MAX_BYTES_PER_CALL = 5 * 1024 * 1024
 MAX_ENTRY_BYTES = 1024 * 1024  # data + partition key of one record
 MAX_PARTITION_KEY_CHARS = 256
+
+# Told of each entry once it is stored, with the ShardId the PutRecords answer gave it (called from the thread
+# that sent it: the sink checks where its aggregates landed).
+OnStored = Callable[["Entry", str], None]
 
 # Whole-call errors that no retry can fix, with what the user should check.
 _PERMANENT_HINTS = {
@@ -188,8 +192,11 @@ def put_all(
     entries: Iterable[Entry],
     retry: RetryPolicy,
     stats: PutStats | None = None,
+    on_stored: OnStored | None = None,
 ) -> PutStats:
     """Store every entry in ``stream_name`` through ``client`` (a boto3 Kinesis client); returns ``stats``.
+
+    ``on_stored(entry, shard_id)`` is called for each entry as its call's answer reports it stored.
 
     Raises ``PutRecordsFailedError`` when entries stay failed through the retry budget or the service
     refuses the call for good (missing stream, access denied), and ValueError for an entry over the limits.
@@ -198,18 +205,20 @@ def put_all(
     started = time.monotonic()
     try:
         for batch in batches(entries):
-            _put_batch(client, stream_name, batch, retry, stats)
+            _put_batch(client, stream_name, batch, retry, stats, on_stored)
     finally:
         stats.elapsed_s += time.monotonic() - started
     return stats
 
 
-def _put_batch(client, stream_name: str, batch: list[Entry], retry: RetryPolicy, stats: PutStats) -> None:
+def _put_batch(
+    client, stream_name: str, batch: list[Entry], retry: RetryPolicy, stats: PutStats, on_stored: OnStored | None
+) -> None:
     """Send one batch, then its failed entries again, until all are stored or the budget is spent."""
     pending = batch
     stalled_rounds = 0  # consecutive rounds in which no entry got through
     while True:
-        outcome = _send(client, stream_name, pending, retry, stats)
+        outcome = _send(client, stream_name, pending, retry, stats, on_stored)
         if outcome.permanent_codes:
             raise PutRecordsFailedError(
                 stream_name, len(outcome.pending), outcome.permanent_codes, outcome.last_message, stats
@@ -227,7 +236,9 @@ def _put_batch(client, stream_name: str, batch: list[Entry], retry: RetryPolicy,
         pending = outcome.pending
 
 
-def _send(client, stream_name: str, pending: list[Entry], retry: RetryPolicy, stats: PutStats) -> _Round:
+def _send(
+    client, stream_name: str, pending: list[Entry], retry: RetryPolicy, stats: PutStats, on_stored: OnStored | None
+) -> _Round:
     """One PutRecords call (whole-call failures retried by ``retry``); sorts the answer per entry."""
 
     def count_call_retry(attempt: int, exc: BaseException) -> None:
@@ -256,16 +267,20 @@ def _send(client, stream_name: str, pending: list[Entry], retry: RetryPolicy, st
         codes = Counter({code: len(pending)})
         raise PutRecordsFailedError(stream_name, len(pending), codes, str(exc), stats, hint) from exc
     stats.calls += 1
-    return _sort_answer(pending, answer["Records"], stats)
+    return _sort_answer(pending, answer["Records"], stats, on_stored)
 
 
-def _sort_answer(pending: list[Entry], results: list[dict[str, Any]], stats: PutStats) -> _Round:
+def _sort_answer(
+    pending: list[Entry], results: list[dict[str, Any]], stats: PutStats, on_stored: OnStored | None
+) -> _Round:
     outcome = _Round(pending=[])
     for entry, result in zip(pending, results, strict=True):
         code = result.get("ErrorCode")
         if code is None:
             stats.records += 1
             stats.bytes += entry.size
+            if on_stored is not None:
+                on_stored(entry, result["ShardId"])
             continue
         outcome.pending.append(entry)
         outcome.last_message = f"{code}: {result.get('ErrorMessage', '')}"

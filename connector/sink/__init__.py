@@ -1,0 +1,31 @@
+"""The aws-kinesis sink: ``df.write.format("aws-kinesis")`` and ``df.writeStream.format("aws-kinesis")``.
+
+Modules, bottom up: ``put_records`` (PutRecords batching and failed-entry retries; also used by the load
+generator), ``columns`` (column resolution, row checks), ``settings`` (options), ``routing`` (the shard map),
+``planning`` (plain vs aggregated records, landing checks), ``commit`` (task counts), ``task`` (one task's
+write, re-sends after a reshard), ``writer`` (the Spark-facing writers).
+
+``connector.source`` imports the writers from here; they are loaded on first use, so that importing
+``connector.sink.put_records`` (the generator does) does not import pyspark.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_LAZY = {
+    "KinesisBatchWriter": "connector.sink.writer",
+    "KinesisStreamWriter": "connector.sink.writer",
+    "SinkCommitMessage": "connector.sink.commit",
+    "KinesisSinkInputError": "connector.sink.columns",
+}
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'connector.sink' has no attribute '{name}'")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,70 @@
+"""What tasks report to the driver: ``write()`` in ``connector.sink.task`` fills a ``SinkCommitMessage``, the
+writers' ``commit()`` / ``abort()`` in ``connector.sink.writer`` sum them with ``summarize`` and log the total
+on the sink's one logger, ``connector.sink``."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from pyspark.sql.datasource import WriterCommitMessage
+
+from connector.sink.put_records import PutStats
+
+log = logging.getLogger("connector.sink")
+
+
+@dataclass
+class SinkCommitMessage(WriterCommitMessage):
+    """What one task wrote: returned by ``write()`` in the task, handed to ``commit()`` on the driver."""
+
+    partition_id: int | None
+    streams: tuple[str, ...] = ()
+    user_records: int = 0  # rows written
+    aggregates: int = 0  # Kinesis records that carry more than one row (re-sent ones included)
+    put: PutStats = field(default_factory=PutStats)  # Kinesis records, bytes, calls, retries
+    resent_records: int = 0  # rows sent again because their aggregate landed on a shard not holding them
+
+    def describe(self) -> str:
+        put = self.put
+        resent = (
+            f"; {self.resent_records} records re-sent after their aggregates landed on a shard that does not hold "
+            f"them (the stream was resharded while writing)"
+            if self.resent_records
+            else ""
+        )
+        return (
+            f"{self.user_records} records in {put.records} Kinesis records ({self.aggregates} aggregates, "
+            f"{put.bytes} bytes) to {', '.join(self.streams) or 'no stream'}; {put.calls} PutRecords calls, "
+            f"{put.retried_entries} entries and {put.retried_calls} calls retried, "
+            f"{put.elapsed_s:.2f} s sending (summed over tasks){resent}"
+        )
+
+
+def summarize(messages: Iterable[WriterCommitMessage | None]) -> tuple[SinkCommitMessage, int]:
+    """All tasks' counts summed into one message, and how many tasks reported."""
+    total = SinkCommitMessage(partition_id=None)
+    streams: set[str] = set()
+    tasks = 0
+    for message in messages:
+        if not isinstance(message, SinkCommitMessage):
+            continue  # a task that failed before reporting sends None
+        tasks += 1
+        streams.update(message.streams)
+        total.user_records += message.user_records
+        total.aggregates += message.aggregates
+        total.resent_records += message.resent_records
+        total.put += message.put
+    total.streams = tuple(sorted(streams))
+    return total, tasks
+
+
+def log_to_stderr_if_unconfigured() -> None:
+    """Spark's Python workers configure no logging; without a handler our INFO lines would vanish."""
+    if not log.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)

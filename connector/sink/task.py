@@ -1,0 +1,169 @@
+"""One Spark task's write: the rows checked, planned into Kinesis records and sent, stream by stream.
+
+``connector.sink.writer``'s ``write()`` calls ``write_task`` in the task with its rows as Arrow RecordBatches:
+every row is checked (``connector.sink.columns``) before anything is sent, then each target stream's rows are
+planned (``connector.sink.planning``: plain, or KPL-aggregated per shard of a ``connector.sink.routing`` listing)
+and put through ``connector.sink.put_records`` on one or more lanes. The counts go back in a SinkCommitMessage.
+
+Resharding: an aggregate is routed by its first user record's key to the shard the task's listing says holds
+all of them. A split or merge between that listing and PutRecords can put it on a shard whose range does not
+hold some of them, and readers (ours, the KCL) drop those. The PutRecords answer names the shard each record
+landed on; the task lists the shards again, and sends the user records that landed outside their shard's range
+once more, aggregated for the shards that hold them now (as the KPL does), for up to MAX_RESEND_ROUNDS rounds.
+
+Delivery is at-least-once: a task that fails after some calls succeeded, or is retried by Spark, sends its
+records again; Kinesis has no transactions to undo them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pyarrow as pa
+
+from connector.kpl import UserRecord
+from connector.sink.columns import SinkColumns, check_rows, data_as_binary, split_by_stream
+from connector.sink.commit import SinkCommitMessage, log, log_to_stderr_if_unconfigured
+from connector.sink.planning import (
+    PlannedRecords,
+    misplaced_records,
+    moved_aggregates,
+    plan_aggregated,
+    plan_plain,
+)
+from connector.sink.put_records import Entry, OnStored, PutStats, put_all
+from connector.sink.routing import ShardRouter, open_shard_router
+from connector.sink.settings import SinkSettings, kinesis_client
+
+MAX_RESEND_ROUNDS = 3  # a stream that reshards under every one of these rounds fails the task (Spark retries it)
+
+
+class ReshardResendError(RuntimeError):
+    """User records kept landing on shards that do not hold them, through every re-send round."""
+
+
+def _partition_id() -> int | None:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context.partitionId() if context is not None else None
+
+
+def _collect(batches: Iterable[pa.RecordBatch]) -> pa.Table | None:
+    """The task's whole input as one Arrow table (kept in Arrow form: compact, and checked in one pass)."""
+    collected = [batch for batch in batches if batch.num_rows]
+    return pa.Table.from_batches(collected) if collected else None
+
+
+def write_task(batches: Iterable[pa.RecordBatch], columns: SinkColumns, settings: SinkSettings) -> SinkCommitMessage:
+    """One task's write: check all rows, then send them stream by stream. Called by both writers' write()."""
+    message = SinkCommitMessage(partition_id=_partition_id())
+    table = _collect(batches)
+    if table is None:
+        return message
+    check_rows(table, columns)
+    client = kinesis_client(settings)
+    for stream, rows in split_by_stream(table, columns, settings.stream_name):
+        data = data_as_binary(rows, columns).to_pylist()
+        keys = rows[columns.partition_key].to_pylist()
+        hash_keys = rows[columns.explicit_hash_key].to_pylist() if columns.explicit_hash_key else [None] * len(keys)
+        message.streams += (stream,)
+        message.user_records += len(data)
+        if settings.aggregation_enabled:
+            _put_aggregated(client, stream, data, keys, hash_keys, settings, message)
+        else:
+            planned = plan_plain(data, keys, hash_keys, settings.max_connections)
+            message.put += _send(client, stream, planned, settings)
+    return message
+
+
+def _put_aggregated(
+    client: Any,
+    stream: str,
+    data: list[bytes],
+    keys: list[str],
+    hash_keys: list[str | None],
+    settings: SinkSettings,
+    message: SinkCommitMessage,
+) -> None:
+    """Send aggregates per shard, then again the user records a reshard put on a shard that does not hold them."""
+    router = open_shard_router(client, stream, settings)
+    for round_ in range(MAX_RESEND_ROUNDS + 1):
+        planned = plan_aggregated(data, keys, hash_keys, router, settings.max_connections)
+        landings: list[tuple[Entry, str]] = []
+        message.put += _send(client, stream, planned, settings, landings)
+        message.aggregates += planned.aggregates
+        moved = moved_aggregates(landings)
+        if not moved:
+            return
+        router = open_shard_router(client, stream, settings)  # the shards changed since the last listing
+        misplaced = misplaced_records(moved, router)
+        if not misplaced:
+            return  # every moved aggregate landed on a child that holds all of its records
+        if round_ == MAX_RESEND_ROUNDS:
+            raise _resend_error(stream, misplaced, router)
+        _log_resend(stream, len(moved), misplaced, round_ + 1)
+        message.resent_records += len(misplaced)
+        data = [record.data for record in misplaced]
+        keys = [record.partition_key for record in misplaced]
+        hash_keys = [record.explicit_hash_key for record in misplaced]
+
+
+def _log_resend(stream: str, aggregates: int, misplaced: list[UserRecord], round_: int) -> None:
+    log_to_stderr_if_unconfigured()
+    log.warning(
+        "aws-kinesis sink: %d aggregates to stream '%s' landed on shards other than planned (a split or merge "
+        "since the shards were listed); re-sending the %d user records whose hash keys those shards do not hold "
+        "(round %d of %d)",
+        aggregates,
+        stream,
+        len(misplaced),
+        round_,
+        MAX_RESEND_ROUNDS,
+    )
+
+
+def _resend_error(stream: str, misplaced: list[UserRecord], router: ShardRouter) -> ReshardResendError:
+    return ReshardResendError(
+        f"Kinesis stream '{stream}' kept resharding while this task wrote to it: after {MAX_RESEND_ROUNDS} "
+        f"re-sends, {len(misplaced)} user records still landed in KPL aggregates on shards whose hash-key range "
+        f"does not hold them, where readers drop them (the stream now has {len(router)} open shards). The task "
+        f"fails so that Spark retries it; records already stored stay in the stream (delivery is at-least-once). "
+        f"Let the resharding finish, or set kinesis.sink.aggregationEnabled=false."
+    )
+
+
+def _send(
+    client: Any,
+    stream: str,
+    planned: PlannedRecords,
+    settings: SinkSettings,
+    landings: list[tuple[Entry, str]] | None = None,
+) -> PutStats:
+    """Each non-empty lane is one sequential put_all; lanes run on their own threads (kinesis.sink.maxConnections).
+
+    ``landings`` receives (entry, ShardId) for each stored entry (list.append is safe across the lane threads).
+    """
+
+    def record_landing(entry: Entry, shard_id: str) -> None:
+        assert landings is not None
+        landings.append((entry, shard_id))
+
+    on_stored: OnStored | None = record_landing if landings is not None else None
+    lanes = [lane for lane in planned.lanes if lane]
+    if len(lanes) <= 1:
+        return put_all(client, stream, lanes[0] if lanes else [], settings.retry, on_stored=on_stored)
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="kinesis-sink") as pool:
+        futures = [pool.submit(put_all, client, stream, lane, settings.retry, on_stored=on_stored) for lane in lanes]
+        results = [future.exception() or future.result() for future in futures]
+    total = PutStats()
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+        total += result
+    total.elapsed_s = time.monotonic() - started  # wall time of the parallel lanes, not the sum of their times
+    return total

@@ -1,0 +1,59 @@
+"""The Spark-facing writers: ``df.write.format("aws-kinesis")`` and ``df.writeStream.format("aws-kinesis")``.
+
+``connector.source.KinesisDataSource.writer()`` / ``streamWriter()`` build them on the driver when the query is
+planned: the options (``connector.sink.settings``) and the DataFrame's columns (``connector.sink.columns``) are
+checked there. Spark pickles the writer to each task, whose ``write()`` runs ``connector.sink.task.write_task``;
+``commit()`` / ``abort()`` run on the driver with every task's ``SinkCommitMessage`` and log the counts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from connector.compat import STREAM_ARROW_WRITER_BASES
+from connector.sink.columns import resolve_columns
+from connector.sink.commit import SinkCommitMessage, log, log_to_stderr_if_unconfigured, summarize
+from connector.sink.settings import sink_settings
+from connector.sink.task import write_task
+
+
+class _KinesisWriter:
+    """Shared by both writers: built on the driver (columns and options checked there), pickled to tasks."""
+
+    def __init__(self, schema: StructType, options: Mapping[str, str]):
+        self.settings = sink_settings(options)
+        self.columns = resolve_columns(schema, self.settings.stream_name)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+        return write_task(iterator, self.columns, self.settings)
+
+
+class KinesisBatchWriter(_KinesisWriter, DataSourceArrowWriter):
+    """``df.write.format("aws-kinesis")``: one job, every task's counts logged when Spark commits."""
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        _log_outcome("batch write committed", messages)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        _log_outcome("batch write aborted (records already sent stay in the stream)", messages, logging.WARNING)
+
+
+class KinesisStreamWriter(_KinesisWriter, *STREAM_ARROW_WRITER_BASES):
+    """``df.writeStream.format("aws-kinesis")``: each micro-batch's counts logged with its batch id."""
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        _log_outcome(f"batch {batchId} committed", messages)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        _log_outcome(f"batch {batchId} aborted (records already sent stay in the stream)", messages, logging.WARNING)
+
+
+def _log_outcome(what: str, messages: list[WriterCommitMessage | None], level: int = logging.INFO) -> None:
+    log_to_stderr_if_unconfigured()
+    total, tasks = summarize(messages)
+    log.log(level, "aws-kinesis sink: %s: %d tasks wrote %s", what, tasks, total.describe())
