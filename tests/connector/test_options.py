@@ -217,7 +217,7 @@ def test_every_problem_including_pasted_names_is_reported_at_once() -> None:
     assert "`kinesis.streamName`" in message and "`kinesis.region`" in message and "minBatchesToRetain" in message
 
 
-def test_check_new_record_threads_sizes_the_probe_pool(tmp_path: Path) -> None:
+def test_check_new_record_threads_is_parsed_into_the_settings() -> None:
     from connector.source_settings import SourceSettings
 
     def settings(**extra: str) -> SourceSettings:
@@ -225,13 +225,17 @@ def test_check_new_record_threads_sizes_the_probe_pool(tmp_path: Path) -> None:
 
     assert settings().probe_threads == 8
     assert settings(**{"kinesis.checkNewRecordThreads": "3"}).probe_threads == 3
-    with pytest.raises(OptionError, match=r"kinesis.checkNewRecordThreads='0' is invalid: allowed is an integer from 1"):
+    with pytest.raises(OptionError, match=r"checkNewRecordThreads='0' is invalid: allowed is an integer from 1"):
         settings(**{"kinesis.checkNewRecordThreads": "0"})
 
 
 @pytest.mark.parametrize(
     "text",
-    ["AT_TIMESTAMP 2026-11-22T08:00:00Z", "AT_TIMESTAMP:2026-11-22T08:00:00Z", "at_timestamp  2026-11-22T09:00:00+01:00"],
+    [
+        "AT_TIMESTAMP 2026-11-22T08:00:00Z",  # the AWS connector's form
+        "AT_TIMESTAMP:2026-11-22T08:00:00Z",
+        "at_timestamp  2026-11-22T09:00:00+01:00",
+    ],
 )
 def test_starting_position_accepts_the_aws_connectors_at_timestamp_form(text: str) -> None:
     """The AWS connector documents `AT_TIMESTAMP YYYY-MM-DDTHH:MM:SSZ` (a space); ours is `AT_TIMESTAMP:`."""
