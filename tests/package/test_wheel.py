@@ -140,6 +140,10 @@ def test_installed_wheel_reads_without_registering_in_spark_submit_and_over_conn
     work.mkdir()
     python = fresh_venv(base, tmp_path / "venv", wheel)
 
+    # The console script from [project.scripts] (its extra's faker and rich come from the borrowed packages).
+    usage = run([python.with_name("kinesis-generator"), "--help"], work)
+    assert "--stream" in usage.stdout and "--rate" in usage.stdout
+
     stream = lite_stream(shards=2)
     kinesis = kinesalite.client("kinesis")
     produced = [f"{which}-{i}" for i in range(12)]
@@ -168,6 +172,6 @@ def test_installed_wheel_reads_without_registering_in_spark_submit_and_over_conn
         (line,) = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
         result = json.loads(line.removeprefix("RESULT "))
         assert Path(result["connector"]).resolve().is_relative_to(venv), (mode, result["connector"])
-        assert result["batch"] == sorted(produced), mode
+        assert result["batch"] == sorted(produced), (mode, result["phases"])
         assert result["stream"] == sorted(produced), mode
         assert result["pyspark"].startswith("4.0.") == (which == "pyspark-4.0.2"), result["pyspark"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 from pyspark.sql import SparkSession
 
@@ -18,10 +19,18 @@ from pyspark.sql import SparkSession
 def main() -> None:
     mode, options_json, work_dir = sys.argv[1:4]
     options = json.loads(options_json)
+    started = time.monotonic()
+    phases: dict[str, float] = {}
+
+    def phase(name: str) -> None:  # seconds since start, for the test's report when something is slow
+        phases[name] = round(time.monotonic() - started, 1)
+
     builder = SparkSession.builder.remote("local[2]") if mode == "connect" else SparkSession.builder.master("local[2]")
     spark = builder.config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate()
+    phase("session")
     batch = spark.read.format("aws-kinesis").options(**options).load()
     batch_rows = sorted(bytes(row.data).decode() for row in batch.select("data").collect())
+    phase("batch read")
     query = (
         spark.readStream.format("aws-kinesis")
         .options(**options)
@@ -34,6 +43,7 @@ def main() -> None:
         .start()
     )
     query.awaitTermination()
+    phase("stream read")
     stream_rows = sorted(bytes(row.data).decode() for row in spark.sql("SELECT data FROM wheel_rows").collect())
     import pyspark
 
@@ -44,6 +54,7 @@ def main() -> None:
         "stream": stream_rows,
         "connector": connector.__file__,
         "pyspark": pyspark.__version__,
+        "phases": phases,
     }
     print("RESULT " + json.dumps(result), flush=True)
     spark.stop()
