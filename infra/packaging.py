@@ -86,7 +86,10 @@ def build_wheel(out_dir: Path, root: Path = PROJECT_ROOT, python: str = sys.exec
         env = {**os.environ, "SOURCE_DATE_EPOCH": "315532800", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
         result = subprocess.run([*command, "-w", str(dist), str(source)], capture_output=True, text=True, env=env)
         if result.returncode != 0:
-            raise RuntimeError(f"building the wheel failed ({' '.join(command)}):\n{result.stderr[-3000:]}")
+            raise RuntimeError(
+                f"building the wheel failed ({' '.join(command)}; it needs setuptools>=77 beside {python}, as "
+                f"requirements.txt pins it):\n{result.stderr[-3000:]}"
+            )
         (wheel,) = dist.glob("*.whl")
         target = out_dir / wheel.name
         shutil.move(wheel, target)

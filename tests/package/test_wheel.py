@@ -1,7 +1,7 @@
 """The library as a user gets it: build the wheel, install it into a fresh venv outside the checkout, and read
-a local stream with ``format("aws-kinesis")`` and no registration call: under spark-submit (classic local[2])
-and over Spark Connect (``remote("local[2]")``), on the newest pyspark (.venv) and on EMR's 4.0.2
-(.venv-compat).
+a local stream with ``format("aws-kinesis")`` and no registration call: under spark-submit and in the
+interactive ``pyspark`` shell (classic local[2]) and over Spark Connect (``remote("local[2]")``), on the newest
+pyspark (.venv) and on EMR's 4.0.2 (.venv-compat).
 
 Why the fresh venv borrows the project venv's third-party packages: installing pyspark + pyarrow from an index
 costs ~46 s and 660 MB per venv, too much for every CI run. So the fresh venv gets a ``.pth`` line naming the
@@ -46,9 +46,17 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1", **extra}
 
 
-def run(command: list, cwd: Path, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+def run(
+    command: list, cwd: Path, timeout: float = 300, stdin: str | None = None, **env: str
+) -> subprocess.CompletedProcess:
     result = subprocess.run(
-        [str(part) for part in command], cwd=cwd, env=clean_env(**env), capture_output=True, text=True, timeout=timeout
+        [str(part) for part in command],
+        cwd=cwd,
+        env=clean_env(**env),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     assert result.returncode == 0, f"{command}\nstdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-5000:]}"
     return result
@@ -162,16 +170,26 @@ def test_installed_wheel_reads_without_registering_in_spark_submit_and_over_conn
         run([python, "-c", "import pyspark, os; print(os.path.dirname(pyspark.__file__))"], work).stdout.strip()
     )
     spark_env = {"PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python), "SPARK_LOCAL_IP": "127.0.0.1"}
+    arguments = [json.dumps(options), str(work)]
+    # The interactive `pyspark` shell reads the app from stdin and runs it in its REPL, on the shell's `spark`.
+    shell_line = f"import sys; sys.argv = ['app.py', 'shell', *{arguments!r}]; exec(open('app.py').read())\n"
     runs = {
-        "spark-submit": [pyspark_home / "bin" / "spark-submit", "--master", "local[2]", app, "classic"],
-        "connect": [python, app, "connect"],
+        "spark-submit": (
+            [pyspark_home / "bin" / "spark-submit", "--master", "local[2]", app, "classic", *arguments],
+            None,
+        ),
+        "pyspark": ([pyspark_home / "bin" / "pyspark", "--master", "local[2]"], shell_line),
+        "connect": ([python, app, "connect", *arguments], None),
     }
     venv = (tmp_path / "venv").resolve()
-    for mode, command in runs.items():
-        out = run([*command, json.dumps(options), work], work, timeout=420, **spark_env)
+    for mode, (command, stdin) in runs.items():
+        # -i: the REPL stays interactive with a piped stdin, so the shell's startup (its `spark`) runs first.
+        shell_env = {"PYSPARK_DRIVER_PYTHON_OPTS": "-i"} if stdin else {}
+        out = run(command, work, timeout=420, stdin=stdin, **spark_env, **shell_env)
         (line,) = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
         result = json.loads(line.removeprefix("RESULT "))
         assert Path(result["connector"]).resolve().is_relative_to(venv), (mode, result["connector"])
         assert result["batch"] == sorted(produced), (mode, result["phases"])
         assert result["stream"] == sorted(produced), mode
+        assert result["shell_session"] == (mode == "pyspark"), mode
         assert result["pyspark"].startswith("4.0.") == (which == "pyspark-4.0.2"), result["pyspark"]

@@ -1,10 +1,11 @@
 """Run by tests/package/test_wheel.py from a fresh venv that has the wheel installed: read a stream with
 ``format("aws-kinesis")`` and NO registration call, batch and streaming, then print one JSON line.
 
-    python wheel_app.py classic|connect <options JSON> <work dir>     (classic also runs under spark-submit)
+    python wheel_app.py classic|shell|connect <options JSON> <work dir>
 
-Classic: the SparkSession spark-submit (or this interpreter) starts. Connect: ``builder.remote("local[2]")``
-starts a local Spark Connect server, so the lookup of ``pyspark_*`` modules runs on the server side.
+classic (under spark-submit) and shell (exec'd in the ``pyspark`` shell's REPL): the classic SparkSession that
+is there or that the builder starts. connect: ``builder.remote("local[2]")`` starts a local Spark Connect
+server, so the lookup of ``pyspark_*`` modules runs on the server side.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def main() -> None:
         "connector": connector.__file__,
         "pyspark": pyspark.__version__,
         "phases": phases,
+        "shell_session": "spark" in globals(),  # exec'd in the pyspark shell: the shell made `spark` itself
     }
     print("RESULT " + json.dumps(result), flush=True)
     spark.stop()
