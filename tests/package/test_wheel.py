@@ -140,7 +140,7 @@ def test_the_wheel_cannot_build_without_its_sources(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("which", list(VENVS))
-def test_installed_wheel_reads_without_registering_in_spark_submit_and_over_connect(
+def test_installed_wheel_reads_without_registering_in_pyspark_spark_submit_and_over_connect(
     which: str, wheel: Path, kinesalite: LocalServer, lite_stream, tmp_path: Path
 ) -> None:
     base = project_python(which)
