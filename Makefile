@@ -38,7 +38,8 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test-main: setup
+# tests/package installs the wheel against both venvs' pyspark (newest and 4.0.2).
+test-main: setup $(VENV_COMPAT)/.installed
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-compat: $(VENV_COMPAT)/.installed node_modules/.installed

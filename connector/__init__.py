@@ -1,7 +1,9 @@
 """A pure-Python Amazon Kinesis source and sink for PySpark (``format("aws-kinesis")``).
 
-``connector.register(spark)`` once per SparkSession, then ``spark.readStream.format("aws-kinesis")`` or
-``df.writeStream.format("aws-kinesis")``. Options: docs/options.md; the source: docs/source.md.
+Installed (``pip install pyspark-aws-kinesis``), pyspark finds the source by itself through the top-level module
+``pyspark_aws_kinesis``: ``spark.readStream.format("aws-kinesis")`` or ``df.writeStream.format("aws-kinesis")``
+with no call. Code shipped with ``--py-files`` instead calls ``connector.register(spark)`` once per SparkSession.
+Options: docs/options.md; the source: docs/source.md.
 """
 
 from __future__ import annotations

@@ -366,8 +366,8 @@ STARTING_POSITION = _add(
         STARTING,
         "LATEST",
         "Where a new query starts (a restart always resumes from its checkpoint): `LATEST`, `TRIM_HORIZON`, "
-        "`EARLIEST` (= `TRIM_HORIZON`), `AT_TIMESTAMP:<ISO-8601 time with offset>`, or a JSON map of per-shard "
-        "positions (see docs/source.md).",
+        "`EARLIEST` (= `TRIM_HORIZON`), `AT_TIMESTAMP:<ISO-8601 time with offset>` (the AWS connector's "
+        "`AT_TIMESTAMP 2026-11-22T08:00:00Z` works too), or a JSON map of per-shard positions (see docs/source.md).",
         Side.SOURCE,
     )
 )
@@ -526,6 +526,80 @@ PASS_THROUGH_CORRUPT = _add(
 )
 
 
+# --- driver parallelism and names pasted from other connectors' docs -------------------------------------------
+CHECK_NEW_RECORD_THREADS = _add(
+    Option(
+        "kinesis.checkNewRecordThreads",
+        integer(1, 64),
+        8,
+        "Threads the driver uses to ask shards whether records are waiting before it plans a batch (the awslabs "
+        "connector's option). Above 10 (a client's connection pool), extra connections are opened and dropped.",
+        Side.SOURCE,
+        unit="threads",
+    )
+)
+
+# Option names other Kinesis connectors document (Databricks, qubole kinesis-sql, the awslabs connector without
+# its prefix, Flink), lower-cased, mapped to ours in order of preference (the first registered one is suggested).
+# Spark hands every option to the source, so without this a pasted `streamName` would be silently ignored.
+# Our own names without `kinesis.` are recognised too (see `_foreign_suggestion`).
+FOREIGN_NAMES: dict[str, tuple[str, ...]] = {
+    "streamarn": ("kinesis.streamARN", "kinesis.streamName"),
+    "endpoint": ("kinesis.endpointUrl",),
+    "aws.endpoint": ("kinesis.endpointUrl",),
+    "awsregion": ("kinesis.region",),
+    "aws.region": ("kinesis.region",),
+    "initialposition": ("kinesis.startingPosition",),
+    "flink.stream.initpos": ("kinesis.startingPosition",),
+    "awsaccesskey": ("kinesis.awsAccessKeyId",),
+    "awssessiontoken": ("kinesis.sessionToken",),
+    "rolearn": ("kinesis.stsRoleArn", "kinesis.roleArn"),
+    "awsstsrolearn": ("kinesis.stsRoleArn", "kinesis.roleArn"),
+    "roleexternalid": ("kinesis.stsExternalId", "kinesis.roleExternalId", "kinesis.externalId"),
+    "rolesessionname": ("kinesis.stsSessionName", "kinesis.roleSessionName"),
+    "awsstssessionname": ("kinesis.stsSessionName", "kinesis.roleSessionName"),
+    "consumermode": ("kinesis.consumerType",),
+    "consumername": ("kinesis.consumerName",),
+    "kinesisregion": ("kinesis.kinesisRegion", "kinesis.region"),
+    "maxrecordsperfetch": ("kinesis.getRecords.numberOfRecordsPerFetch",),
+    "minfetchperiod": ("kinesis.getRecords.fetchIntervalMs",),
+    "maxfetchduration": ("kinesis.maxFetchTimePerShardSec",),
+    "shardfetchinterval": ("kinesis.describeShardInterval",),
+    "shardspertask": ("kinesis.shardsPerPartition",),
+    # qubole kinesis-sql's prefixed names (they fail as unknown `kinesis.*` options; this improves the hint)
+    "kinesis.executor.maxfetchtimeinms": ("kinesis.maxFetchTimePerShardSec",),
+    "kinesis.executor.maxfetchrecordspershard": ("kinesis.maxFetchRecordsPerShard",),
+    "kinesis.executor.maxrecordperread": ("kinesis.getRecords.numberOfRecordsPerFetch",),
+    "kinesis.client.describeshardinterval": ("kinesis.describeShardInterval",),
+    "kinesis.client.numretries": ("kinesis.clientNumRetries",),
+    "kinesis.client.retryintervalms": ("kinesis.clientRetryIntervalsMs",),
+}
+
+
+def _foreign_suggestion(key: str) -> str | None:
+    """Our option a pasted name ``key`` (lower-cased) stands for: ours without the prefix, or ``FOREIGN_NAMES``."""
+    candidates = (*FOREIGN_NAMES.get(key, ()), PREFIX + key)
+    return next((REGISTRY[name.lower()].name for name in candidates if name.lower() in REGISTRY), None)
+
+
+def foreign_option_error(key: str) -> OptionError | None:
+    """The error for an option without ``kinesis.`` that names one of ours or another connector's; else None.
+
+    A name of ``FOREIGN_NAMES`` whose equivalents are not registered (yet) fails too: the user meant something by it.
+    """
+    suggestion = _foreign_suggestion(key.lower())
+    if suggestion is None and key.lower() in FOREIGN_NAMES:
+        return OptionError(
+            f"option {key!r} (another Kinesis connector's) has no equivalent in aws-kinesis yet: its options start "
+            f"with `{PREFIX}` (all options: docs/options.md)"
+        )
+    if suggestion is None:
+        return None
+    return OptionError(
+        f"option {key!r} is not read by aws-kinesis (its options start with `{PREFIX}`): did you mean `{suggestion}`?"
+    )
+
+
 # --- sink options (owned by the sink engineer: add them below, one _add(Option(...)) each) ---------------------
 AGGREGATION_ENABLED = _add(
     Option(
@@ -610,7 +684,8 @@ class ParsedOptions(Mapping[str, Any]):
 def unknown_option_error(key: str) -> OptionError:
     """The "did you mean" error for a ``kinesis.*`` name that is not registered."""
     names = {option.key: option.name for option in REGISTRY.values()}
-    close = difflib.get_close_matches(key.lower(), names, n=2, cutoff=0.75)
+    foreign = _foreign_suggestion(key.lower()) if key.lower() in FOREIGN_NAMES else None
+    close = [foreign.lower()] if foreign else difflib.get_close_matches(key.lower(), names, n=2, cutoff=0.75)
     hint = f"; did you mean {' or '.join(names[c] for c in close)}?" if close else ""
     return OptionError(f"unknown option {key!r}{hint} (all options: docs/options.md)")
 
@@ -619,14 +694,19 @@ def parse_options(raw: Mapping[str, Any], side: Side) -> ParsedOptions:
     """Validate Spark's options dict for ``side`` and return every option's value.
 
     Keys not starting with ``kinesis.`` belong to Spark or other layers (``path``, ``checkpointLocation``) and are
-    ignored. Known options of the other side are accepted and ignored, so one options dict can serve a
-    read and a write. Every problem is reported at once.
+    ignored, except names that are ours or another Kinesis connector's without the prefix (``streamName``): those
+    fail with a "did you mean". Known options of the other side are accepted and ignored, so one options dict
+    can serve a read and a write. Every problem is reported at once.
     """
     lowered = {str(key).lower(): value for key, value in raw.items()}
+    spelled = {str(key).lower(): str(key) for key in raw}  # Spark lower-cases keys; direct callers may not
     problems: list[str] = []
     values: dict[str, Any] = {}
     for key, value in lowered.items():
         if not key.startswith(PREFIX):
+            foreign = foreign_option_error(spelled[key])
+            if foreign is not None:
+                problems.append(str(foreign))
             continue
         option = REGISTRY.get(key)
         if option is None:
@@ -665,7 +745,10 @@ def render_markdown() -> str:
         "",
         "Generated from `connector/options.py` by `python -m connector.options > docs/options.md`; a test checks it "
         "is up to date. Names are case-insensitive. An unknown `kinesis.*` option fails the query with a "
-        '"did you mean" hint; a bad value fails it naming the option, the value and what is allowed.',
+        '"did you mean" hint, and so does a name pasted without the prefix from these docs or another Kinesis '
+        "connector's (`streamName`, `initialPosition`, `endpoint`, ...); Spark's own options (`path`, "
+        "`checkpointLocation`) are left alone. A bad value fails the query naming the option, the value and what "
+        "is allowed.",
         "",
         "| option | side | type | default | unit | allowed | description |",
         "|---|---|---|---|---|---|---|",

@@ -76,7 +76,7 @@ class BatchPlanner:
         client_factory = functools.partial(kinesis_client, settings.client)
         self.catalog = ShardCatalog(client_factory, settings.client.retry, settings.describe_shard_interval_s)
         probe_interval = max(settings.fetch_interval_s, MIN_PROBE_INTERVAL_S)
-        self.prober = ShardProber(client_factory, settings.client.retry, probe_interval)
+        self.prober = ShardProber(client_factory, settings.client.retry, probe_interval, settings.probe_threads)
         self.lag: dict[str, int] = {}  # millisBehindLatest per shard, from the last read or probe
         self._reported_vanished: set[str] = set()  # warned once, not on every idle trigger
         self._ends: tuple[tuple[str, int], dict[str, Position], set[str]] | None = None

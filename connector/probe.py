@@ -23,7 +23,7 @@ from botocore.exceptions import ClientError
 
 from connector.fetch.iterators import PositionGoneError, ShardGoneError, open_iterator
 from connector.offsets import Position, split_shard_key
-from connector.parallel import parallel_map
+from connector.parallel import WORKERS, parallel_map
 from connector.retry import RetryPolicy, error_code
 
 ITERATOR_MAX_AGE_S = 240.0  # Kinesis iterators expire after 5 minutes
@@ -57,8 +57,11 @@ class _ShardState:
 class ShardProber:
     """Probes shards for waiting records, remembering iterators and answers between calls (driver only)."""
 
-    def __init__(self, client_factory: Callable[[], Any], retry: RetryPolicy, interval_s: float):
+    def __init__(
+        self, client_factory: Callable[[], Any], retry: RetryPolicy, interval_s: float, workers: int = WORKERS
+    ):
         self._client_factory = client_factory
+        self.workers = workers  # probes at a time (kinesis.checkNewRecordThreads)
         self._retry = retry
         self.interval_s = interval_s
         self._states: dict[str, _ShardState] = {}
@@ -68,7 +71,7 @@ class ShardProber:
     def probe(self, positions: Mapping[str, Position], bound_ms: int | None = None) -> dict[str, ProbeResult]:
         """A result per shard key; ``bound_ms``: a record that arrived after it does not count (AvailableNow)."""
         keys = sorted(positions)
-        results = parallel_map(lambda key: self._probe_one(key, positions[key], bound_ms), keys)
+        results = parallel_map(lambda key: self._probe_one(key, positions[key], bound_ms), keys, self.workers)
         return dict(zip(keys, results, strict=True))
 
     def forget(self, keep: set[str]) -> None:

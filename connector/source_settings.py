@@ -93,6 +93,7 @@ class SourceSettings:
     fail_on_data_loss: bool
     records_per_fetch: int
     fetch_interval_s: float
+    probe_threads: int
     metadata_path: str
     metadata_s3_endpoint_url: str | None
     min_batches_to_retain: int
@@ -124,6 +125,7 @@ class SourceSettings:
             fail_on_data_loss=parsed[opts.FAIL_ON_DATA_LOSS.key],
             records_per_fetch=parsed[opts.RECORDS_PER_FETCH.key],
             fetch_interval_s=parsed[opts.FETCH_INTERVAL_MS.key] / 1000.0,
+            probe_threads=parsed[opts.CHECK_NEW_RECORD_THREADS.key],
             metadata_path=parsed[opts.METADATA_PATH.key] or default_metadata_path(),
             metadata_s3_endpoint_url=parsed[opts.METADATA_S3_ENDPOINT_URL.key],
             min_batches_to_retain=parsed[opts.MIN_BATCHES_TO_RETAIN.key],

@@ -1,5 +1,6 @@
-"""The EMR cluster (emr-spark-8.x, Spark 4), its security configuration, the code it runs as S3 assets, and
-the step that `spark-submit`s the `country_counts` job.
+"""The EMR cluster (emr-spark-8.x, Spark 4), its security configuration, the code it runs as S3 assets (the
+connector's wheel, installed by a bootstrap action; the jobs' zip), and the step that `spark-submit`s the
+`country_counts` job.
 
 Built by `infra.app.build_app` after the data and access stacks, whose resources it references.
 """
@@ -49,28 +50,35 @@ class EmrStack(Stack):
         Tags.of(self).add(*EMR_MANAGED_TAG)
         self.config = config
         self.bucket = bucket
-        self.pyfiles, self.bootstrap, self.job = self._code_assets(project_root)
-        self._grant_code_read(access.instance_role, [a for a in (self.pyfiles, self.bootstrap, self.job) if a])
+        self.pyfiles, self.wheel, self.bootstrap, self.job = self._code_assets(project_root)
+        assets = [a for a in (self.pyfiles, self.wheel, self.bootstrap, self.job) if a]
+        self._grant_code_read(access.instance_role, assets)
         self.security_configuration = self._security_configuration(disk_key)
         self.cluster = self._cluster(access, self._subnet_id())
         self._accept_findings()
         self.step = self._step(source, sink) if self.job is not None and config.submit_country_counts else None
         CfnOutput(self, "ClusterId", value=self.cluster.ref, description="infra.submit_step --cluster-id")
         CfnOutput(self, "PyFilesUri", value=self.pyfiles.s3_object_url)
+        CfnOutput(self, "ConnectorWheelUri", value=self.wheel.s3_object_url)
         CfnOutput(self, "LogUri", value=f"s3://{bucket.bucket_name}/{layout.LOGS_PREFIX}emr/")
 
-    def _code_assets(self, root: Path) -> tuple[s3_assets.Asset, s3_assets.Asset, s3_assets.Asset | None]:
-        """The --py-files zip and the bootstrap script (built now, uploaded as-is), and the job's entry file."""
+    def _code_assets(
+        self, root: Path
+    ) -> tuple[s3_assets.Asset, s3_assets.Asset, s3_assets.Asset, s3_assets.Asset | None]:
+        """The jobs' --py-files zip, the connector's wheel (built offline now) and the bootstrap script that
+        installs it, all uploaded as-is, and the job's entry file."""
         build_dir = Path(tempfile.mkdtemp(prefix="infra-build-"))
         pyfiles = s3_assets.Asset(self, "PyFiles", path=str(packaging.build_pyfiles_zip(build_dir, root)))
-        script = packaging.write_bootstrap_script(build_dir, root / "requirements.txt")
+        wheel_file = packaging.build_wheel(build_dir / "dist", root)
+        wheel = s3_assets.Asset(self, "ConnectorWheel", path=str(wheel_file))
+        script = packaging.write_bootstrap_script(build_dir, wheel_file, root / "requirements.txt")
         bootstrap = s3_assets.Asset(self, "BootstrapScript", path=str(script))
         job_file = packaging.job_entry(JOB, root)
         if not job_file.is_file():
             # The sample jobs land separately: without the entry file, synth still works and says so.
             Annotations.of(self).add_warning(f"{job_file} does not exist: the {JOB} step is not created")
-            return pyfiles, bootstrap, None
-        return pyfiles, bootstrap, s3_assets.Asset(self, "CountryCountsJob", path=str(job_file))
+            return pyfiles, wheel, bootstrap, None
+        return pyfiles, wheel, bootstrap, s3_assets.Asset(self, "CountryCountsJob", path=str(job_file))
 
     def _accept_findings(self) -> None:
         reason = (
@@ -161,9 +169,9 @@ class EmrStack(Stack):
             ),
             bootstrap_actions=[
                 emr.CfnCluster.BootstrapActionConfigProperty(
-                    name="install-connector-dependencies",
+                    name="install-connector-wheel",
                     script_bootstrap_action=emr.CfnCluster.ScriptBootstrapActionConfigProperty(
-                        path=self.bootstrap.s3_object_url, args=[config.python_executable]
+                        path=self.bootstrap.s3_object_url, args=[config.python_executable, self.wheel.s3_object_url]
                     ),
                 )
             ],
@@ -179,7 +187,7 @@ class EmrStack(Stack):
         )
 
     def _step(self, source: kinesis.IStream, sink: kinesis.IStream) -> emr.CfnStep:
-        """command-runner.jar runs spark-submit with the connector zip on --py-files (see infra.packaging)."""
+        """command-runner.jar runs spark-submit with the jobs' zip on --py-files (see infra.packaging)."""
         args = packaging.spark_submit_command(
             job_uri=self.job.s3_object_url,
             pyfiles_uri=self.pyfiles.s3_object_url,

@@ -1,22 +1,31 @@
-"""What the EMR cluster runs, built from the working tree without CDK: the `--py-files` zip, the bootstrap
-script that installs the connector's pinned dependencies, and the `spark-submit` command line of a job.
+"""What the EMR cluster runs, built from the working tree without CDK: the library's wheel (the connector), the
+bootstrap script that installs it, the `--py-files` zip of the jobs' own code, and a job's `spark-submit` line.
 
 Used at synth time by `infra.emr` (assets and the stack's step) and at run time by `infra.submit_step`, so
-the stack and the submitter always submit the same command.
+the stack and the submitter always submit the same command. `build_wheel` is also what the wheel tests install.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
 from infra import layout
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-PY_PACKAGES = ("connector", "spark_app")
-# The connector's runtime dependencies; their exact pins come from requirements.txt.
-CONNECTOR_DEPENDENCIES = ("pyarrow", "boto3", "aws-kinesis-agg", "protobuf", "six")
+# Only the jobs ship as --py-files: the connector comes from the wheel the bootstrap action installs.
+PY_PACKAGES = ("spark_app",)
+# What `pip wheel` needs from the checkout to build the library (pyproject.toml says what goes into the wheel).
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "pyspark_aws_kinesis.py", "connector", "generator")
+# The connector's runtime dependencies (the wheel declares them with lower bounds); the cluster installs them at
+# exactly the versions the tests ran with, from requirements.txt.
+CONNECTOR_DEPENDENCIES = ("pyarrow", "boto3", "botocore", "aws-kinesis-agg", "protobuf", "six")
 PYFILES_ZIP = "pyfiles.zip"
 BOOTSTRAP_SCRIPT = "install-python-deps.sh"
 # A fixed timestamp makes the zip byte-identical for identical sources, so the CDK asset hash (and thus the
@@ -33,7 +42,10 @@ def job_entry(job: str, root: Path = PROJECT_ROOT) -> Path:
 
 
 def build_pyfiles_zip(out_dir: Path, root: Path = PROJECT_ROOT, packages: tuple[str, ...] = PY_PACKAGES) -> Path:
-    """Zip the packages that exist under `root` (each at the zip root, no caches) into `out_dir/pyfiles.zip`."""
+    """Zip the packages that exist under `root` (each at the zip root, no caches) into `out_dir/pyfiles.zip`.
+
+    By default only `spark_app`: a `connector/` in the zip would shadow the installed wheel on the cluster.
+    """
     present = [name for name in packages if (root / name).is_dir()]
     if not present:
         raise FileNotFoundError(f"none of the packages {', '.join(packages)} exist under {root}")
@@ -46,6 +58,41 @@ def build_pyfiles_zip(out_dir: Path, root: Path = PROJECT_ROOT, packages: tuple[
                     info = zipfile.ZipInfo(path.relative_to(root).as_posix(), date_time=_ZIP_DATE)
                     info.external_attr = 0o644 << 16
                     archive.writestr(info, path.read_bytes(), compress_type=zipfile.ZIP_DEFLATED)
+    return target
+
+
+def build_wheel(out_dir: Path, root: Path = PROJECT_ROOT, python: str = sys.executable) -> Path:
+    """Build the library's wheel from `root` into `out_dir`, offline, and return its path.
+
+    `--no-build-isolation --no-index`: pip uses the setuptools installed beside `python` (pinned in
+    requirements.txt) and never reaches an index, so `cdk synth` works without a network. The sources are
+    copied first, because setuptools builds in place and would leave `build/` and `*.egg-info` in the checkout.
+    `SOURCE_DATE_EPOCH` fixes the zip's timestamps: the same sources give the same bytes (and CDK asset hash).
+    """
+    missing = [name for name in WHEEL_SOURCES if not (root / name).exists()]
+    if missing:
+        raise FileNotFoundError(f"cannot build the wheel: {', '.join(missing)} missing under {root}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="wheel-src-") as tmp:
+        source = Path(tmp) / "src"
+        for name in WHEEL_SOURCES:
+            if (root / name).is_dir():
+                shutil.copytree(root / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            else:
+                source.mkdir(parents=True, exist_ok=True)
+                shutil.copy(root / name, source / name)
+        dist = Path(tmp) / "dist"
+        command = [python, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index"]
+        env = {**os.environ, "SOURCE_DATE_EPOCH": "315532800", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+        result = subprocess.run([*command, "-w", str(dist), str(source)], capture_output=True, text=True, env=env)
+        if result.returncode != 0:
+            raise RuntimeError(
+                f"building the wheel failed ({' '.join(command)}; it needs setuptools>=77 beside {python}, as "
+                f"requirements.txt pins it):\n{result.stderr[-3000:]}"
+            )
+        (wheel,) = dist.glob("*.whl")
+        target = out_dir / wheel.name
+        shutil.move(wheel, target)
     return target
 
 
@@ -66,24 +113,38 @@ def _normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def bootstrap_script(pins: list[str]) -> str:
-    """A bootstrap action that installs `pins` for the Python Spark uses (its first argument, default python3)."""
-    quoted = " ".join(f"'{pin}'" for pin in pins)
+def bootstrap_script(wheel_name: str, pins: list[str]) -> str:
+    """A bootstrap action that installs the connector's wheel for the Python Spark uses.
+
+    Arguments on the cluster: the interpreter (default python3) and the wheel's S3 URI. The wheel is copied to a
+    file named `wheel_name` (pip needs a wheel's real file name; the asset's object key is a hash). `pins` hold
+    its dependencies at the versions the tests ran with (a constraints file: pip installs only what the wheel
+    asks for, at those versions). Spark is not installed yet when bootstrap actions run, so the check imports
+    the connector's modules that do not need pyspark; pyspark finds `pyspark_aws_kinesis` by itself later.
+    """
+    constraints = "\n".join(pins)
     return f"""#!/bin/bash
-# EMR bootstrap action (runs on every node before Spark starts): install the connector's pinned Python
-# dependencies for the interpreter the jobs use. Generated by infra/packaging.py from requirements.txt.
+# EMR bootstrap action (runs on every node before Spark starts): install the connector's wheel, with its
+# dependencies pinned, for the interpreter the jobs use. Generated by infra/packaging.py.
 set -euo pipefail
 PYTHON="${{1:-python3}}"
-sudo "$PYTHON" -m pip install --quiet --no-cache-dir {quoted}
-"$PYTHON" -c 'import pyarrow, boto3, aws_kinesis_agg, google.protobuf, six'
+WHEEL_URI="${{2:?usage: $0 PYTHON WHEEL_S3_URI}}"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+aws s3 cp --only-show-errors "$WHEEL_URI" "$WORK/{wheel_name}"
+cat > "$WORK/constraints.txt" <<'PINS'
+{constraints}
+PINS
+sudo "$PYTHON" -m pip install --quiet --no-cache-dir -c "$WORK/constraints.txt" "$WORK/{wheel_name}"
+"$PYTHON" -c 'import connector.options, connector.kpl, pyarrow, boto3'
 """
 
 
-def write_bootstrap_script(out_dir: Path, requirements: Path = PROJECT_ROOT / "requirements.txt") -> Path:
-    """Write the bootstrap script into `out_dir` and return its path (an S3 asset in `infra.emr`)."""
+def write_bootstrap_script(out_dir: Path, wheel: Path, requirements: Path = PROJECT_ROOT / "requirements.txt") -> Path:
+    """Write the bootstrap script for `wheel` into `out_dir` and return its path (an S3 asset in `infra.emr`)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / BOOTSTRAP_SCRIPT
-    target.write_text(bootstrap_script(dependency_pins(requirements)))
+    target.write_text(bootstrap_script(wheel.name, dependency_pins(requirements)))
     return target
 
 
@@ -107,7 +168,11 @@ def job_arguments(
 
 
 def spark_submit_command(*, job_uri: str, pyfiles_uri: str, python: str, job_args: list[str]) -> list[str]:
-    """`spark-submit` in cluster mode with the connector zip on --py-files: the step's command-runner args."""
+    """`spark-submit` in cluster mode with the jobs' zip on --py-files: the step's command-runner args.
+
+    The connector is not shipped: the bootstrap action installed its wheel, and pyspark registers
+    `format("aws-kinesis")` from it by itself.
+    """
     return [
         "spark-submit",
         "--deploy-mode",

@@ -4,9 +4,10 @@
         --source-stream kinesis-spark-source --sink-stream kinesis-spark-sink --region eu-west-1 \\
         [--job country_counts] [--timeout-seconds 3600] [--no-wait] [-- extra job arguments]
 
-It zips `connector/` + `spark_app/` and uploads the zip and the job's entry file under
+It zips `spark_app/` (the jobs' own code) and uploads the zip and the job's entry file under
 `s3://<bucket>/code/<content hash>/` (so a re-submit never replaces code a running step uses), then adds a
-command-runner.jar step with the same `spark-submit` command as the stack's own step (`infra.packaging`).
+command-runner.jar step with the same `spark-submit` command as the stack's own step (`infra.packaging`). The
+connector is the wheel the cluster's bootstrap action installed: a new connector version needs a new cluster.
 Exit codes: 0 step completed (or submitted, with --no-wait), 1 step failed/cancelled or cluster gone,
 2 bad arguments, 3 timed out while the step was still pending or running.
 """
@@ -49,7 +50,7 @@ class CodeLocation:
 
 
 def upload_code(s3, bucket: str, job: str, root: Path = packaging.PROJECT_ROOT) -> CodeLocation:
-    """Build the --py-files zip and upload it with the job's entry file under a content-addressed prefix."""
+    """Build the jobs' --py-files zip and upload it with the job's entry file under a content-addressed prefix."""
     entry = packaging.job_entry(job, root)
     if not entry.is_file():
         raise FileNotFoundError(f"job {job!r}: {entry} does not exist")

@@ -155,3 +155,95 @@ def test_region_that_cannot_be_found_is_a_clear_error(monkeypatch: pytest.Monkey
     parsed = parse_options({"kinesis.endpointUrl": "https://vpce-1.example.com"}, Side.SOURCE)
     with pytest.raises(OptionError, match=r"option kinesis.region is not set and cannot be inferred"):
         ClientSettings.from_options(parsed)
+
+
+# --- names pasted from other connectors' docs, the probe pool size, the AWS connector's AT_TIMESTAMP form ------
+
+
+@pytest.mark.parametrize(
+    ("name", "suggested"),
+    [
+        ("streamName", "kinesis.streamName"),  # ours / qubole / Databricks without the prefix
+        ("region", "kinesis.region"),
+        ("endpointUrl", "kinesis.endpointUrl"),
+        ("awsAccessKeyId", "kinesis.awsAccessKeyId"),
+        ("awsSecretKey", "kinesis.awsSecretKey"),
+        ("startingPosition", "kinesis.startingPosition"),
+        ("initialPosition", "kinesis.startingPosition"),  # Databricks
+        ("endpoint", "kinesis.endpointUrl"),  # Databricks
+        ("awsAccessKey", "kinesis.awsAccessKeyId"),  # Databricks
+        ("streamARN", "kinesis.streamName"),  # Databricks, the AWS connector
+        ("maxRecordsPerFetch", "kinesis.getRecords.numberOfRecordsPerFetch"),  # Databricks
+        ("shardsPerTask", "kinesis.shardsPerPartition"),  # Databricks
+        ("failOnDataLoss", "kinesis.failOnDataLoss"),  # Kafka / qubole habit
+        ("checkNewRecordThreads", "kinesis.checkNewRecordThreads"),
+    ],
+)
+def test_a_known_name_without_the_prefix_fails_with_did_you_mean(name: str, suggested: str) -> None:
+    for side in (Side.SOURCE, Side.SINK):
+        with pytest.raises(OptionError) as error:
+            parse_options({"kinesis.streamName": "s", name: "x"}, side)
+        assert f"option {name!r} is not read by aws-kinesis" in str(error.value)
+        assert str(error.value).endswith(f"did you mean `{suggested}`?")
+
+
+@pytest.mark.parametrize("name", ["roleArn", "roleExternalId", "roleSessionName", "awsSTSRoleARN"])
+def test_role_names_from_other_connectors_fail_with_our_role_option_when_there_is_one(name: str) -> None:
+    """Databricks' and qubole's role names: the hint names our role option once one is registered."""
+    with pytest.raises(OptionError) as error:
+        parse_options({name: "arn:aws:iam::123456789012:role/r"}, Side.SOURCE)
+    message = str(error.value)
+    assert "did you mean `kinesis.sts" in message or "has no equivalent in aws-kinesis yet" in message, message
+
+
+def test_qubole_prefixed_names_point_at_ours() -> None:
+    with pytest.raises(OptionError, match=r"did you mean kinesis.maxFetchTimePerShardSec\?"):
+        parse_options({"kinesis.executor.maxFetchTimeInMs": "1000"}, Side.SOURCE)
+
+
+@pytest.mark.parametrize(
+    "name", ["path", "checkpointLocation", "queryName", "mergeSchema", "maxFilesPerTrigger", "spark.foo", "x"]
+)
+def test_spark_and_unrelated_options_stay_untouched(name: str) -> None:
+    for side in (Side.SOURCE, Side.SINK):
+        parsed = parse_options({"kinesis.streamName": "s", name: "/some/where"}, side)
+        assert parsed["kinesis.streamName"] == "s"
+
+
+def test_every_problem_including_pasted_names_is_reported_at_once() -> None:
+    with pytest.raises(OptionError) as error:
+        parse_options({"streamName": "s", "region": "eu-west-1", "kinesis.minBatchesToRetain": "1"}, Side.SOURCE)
+    message = str(error.value)
+    assert "`kinesis.streamName`" in message and "`kinesis.region`" in message and "minBatchesToRetain" in message
+
+
+def test_check_new_record_threads_is_parsed_into_the_settings() -> None:
+    from connector.source_settings import SourceSettings
+
+    def settings(**extra: str) -> SourceSettings:
+        return SourceSettings.from_options({"kinesis.streamName": "s", "kinesis.region": "us-east-1", **extra})
+
+    assert settings().probe_threads == 8
+    assert settings(**{"kinesis.checkNewRecordThreads": "3"}).probe_threads == 3
+    with pytest.raises(OptionError, match=r"checkNewRecordThreads='0' is invalid: allowed is an integer from 1"):
+        settings(**{"kinesis.checkNewRecordThreads": "0"})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "AT_TIMESTAMP 2026-11-22T08:00:00Z",  # the AWS connector's form
+        "AT_TIMESTAMP:2026-11-22T08:00:00Z",
+        "at_timestamp  2026-11-22T09:00:00+01:00",
+    ],
+)
+def test_starting_position_accepts_the_aws_connectors_at_timestamp_form(text: str) -> None:
+    """The AWS connector documents `AT_TIMESTAMP YYYY-MM-DDTHH:MM:SSZ` (a space); ours is `AT_TIMESTAMP:`."""
+    from datetime import UTC, datetime
+
+    from connector.offsets import AT_TIMESTAMP, parse_starting_position
+
+    parsed = parse_options({"kinesis.startingPosition": text}, Side.SOURCE)
+    position = parse_starting_position(parsed[opts.STARTING_POSITION.key]).default
+    assert position.kind == AT_TIMESTAMP
+    assert position.timestamp_ms == int(datetime(2026, 11, 22, 8, tzinfo=UTC).timestamp() * 1000)

@@ -1,7 +1,7 @@
 """Fixtures for the CDK tests: each app is built ONCE per session (jsii's node process costs seconds).
 
-`project_root` is a copy of the packages the EMR stack ships; when the sample job `country_counts` has not
-landed yet, the copy gets a small stand-in entry file so the step can be synthesized and asserted.
+`project_root` is a copy of what the EMR stack ships (the wheel's sources and the jobs); when the sample job
+`country_counts` has not landed yet, the copy gets a small stand-in entry file so the step can be synthesized.
 """
 
 from __future__ import annotations
@@ -24,9 +24,13 @@ ALARM_EMAIL = "ops@example.com"
 
 
 def _copy_root(target: Path, with_job: bool) -> Path:
-    for package in ("connector", "spark_app"):
-        if (ROOT / package).is_dir():
-            shutil.copytree(ROOT / package, target / package, ignore=shutil.ignore_patterns("__pycache__"))
+    from infra.packaging import WHEEL_SOURCES
+
+    for name in {*WHEEL_SOURCES, "spark_app"}:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, target / name, ignore=shutil.ignore_patterns("__pycache__"))
+        elif (ROOT / name).is_file():
+            shutil.copy(ROOT / name, target / name)
     shutil.copy(ROOT / "requirements.txt", target / "requirements.txt")
     job = target / "spark_app" / "country_counts.py"
     job.parent.mkdir(parents=True, exist_ok=True)

@@ -285,7 +285,10 @@ def test_cluster_runs_spark_4_with_security_configuration_logs_and_idle_timeout(
     assert instances["KeepJobFlowAliveWhenNoSteps"] is True
     assert "Ec2KeyName" not in instances
     (bootstrap,) = props["BootstrapActions"]
-    assert bootstrap["ScriptBootstrapAction"]["Args"] == ["python3"]
+    python, wheel_uri = (render(arg) for arg in bootstrap["ScriptBootstrapAction"]["Args"])
+    assert python == "python3"
+    assert wheel_uri.startswith("s3://") and wheel_uri.endswith(".whl")
+    assert wheel_uri.endswith(pipeline.emr.wheel.s3_object_key)
     assert render(bootstrap["ScriptBootstrapAction"]["Path"]).endswith(".sh")
 
 
@@ -323,7 +326,7 @@ def test_security_configuration_encrypts_at_rest_and_in_transit(cfn, pipeline):
     assert render(tls["S3Object"]).endswith("/tls/emr-certs.zip")
 
 
-def test_step_spark_submits_country_counts_with_the_connector_zip(cfn, pipeline, names):
+def test_step_spark_submits_country_counts_with_the_jobs_zip(cfn, pipeline, names):
     (step,) = resources_of_type(cfn["emr"], "AWS::EMR::Step").values()
     props = step["Properties"]
     assert props["JobFlowId"] == {"Ref": logical_id_of_cfn(pipeline.emr.cluster)}
@@ -360,7 +363,7 @@ def test_instance_role_may_read_exactly_the_code_assets(cfn, pipeline):
     (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
     assert statement["Action"] == "s3:GetObject"
     keys = sorted(render(r).rsplit("/", 1)[1] for r in statement["Resource"])
-    assets = [pipeline.emr.pyfiles, pipeline.emr.bootstrap, pipeline.emr.job]
+    assets = [pipeline.emr.pyfiles, pipeline.emr.wheel, pipeline.emr.bootstrap, pipeline.emr.job]
     assert keys == sorted(asset.s3_object_key for asset in assets)
     assert f"ExportsOutputRef{logical_id(pipeline.access.instance_role)}" in render(policy["Properties"]["Roles"][0])
 
