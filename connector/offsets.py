@@ -11,7 +11,7 @@ Model (see docs/source.md, "Offsets and exact replay"):
   yet know where the query is (first call after a start or restart); ``partitions(start, end)`` resolves it
   from ``start`` and records the resolution, so a replay resolves it identically.
 
-Who calls it: ``stream_reader`` / ``batch_reader`` on the driver, ``fetch.polling`` on executors, ``options`` to
+Who calls it: ``stream_reader`` / ``batch_reader`` on the driver, ``fetch`` on executors, ``options`` to
 validate ``kinesis.startingPosition``.
 """
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from connector.aws import kinesis_client
 from connector.fetch.iterators import PositionGoneError, ShardGoneError, data_loss
-from connector.fetch.polling import now_ms
+from connector.fetch.range import now_ms
 from connector.metadata.store import MORE_WAITING
 from connector.offsets import (
     AT_TIMESTAMP,

@@ -28,8 +28,7 @@ from pyspark.sql.types import StructType
 
 from connector.aws import kinesis_reader_client
 from connector.compat import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
-from connector.decode import ShardContext
-from connector.fetch.polling import FetchLimits, ShardFetcher, ShardTask, now_ms
+from connector.fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
 from connector.offsets import KinesisOffset, PendingOffset, parse_offset, split_shard_key
 from connector.planner import INITIAL_BATCH, BatchPlanner, MissingMetadataError
 from connector.source_settings import SourceSettings
@@ -48,17 +47,6 @@ class KinesisPartition(InputPartition):
     metadata_path: str
     tasks: tuple[ShardTask, ...]
     until_ms: int | None = None  # records that arrived after this wait for a later batch
-
-
-def shard_context(settings: SourceSettings, task: ShardTask) -> ShardContext:
-    return ShardContext(
-        task.stream,
-        task.shard_id,
-        task.starting_hash_key,
-        task.ending_hash_key,
-        settings.deaggregate,
-        settings.pass_through_corrupt,
-    )
 
 
 def _as_dict(offset: KinesisOffset | PendingOffset) -> dict[str, Any]:
@@ -202,28 +190,20 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         limits = self._limits(partition.until_ms)
         for task in partition.tasks:
             recorded = store.get_shard_read(partition.source_id, partition.batch_id, task.stream, task.shard_id)
-            fetcher = ShardFetcher(
-                client,
+            shard_range = ShardRange(
                 task,
                 limits,
-                self.settings.client.retry,
-                shard_context(self.settings, task),
+                self.settings.shard_context(task),
                 recorded,
                 fail_on_data_loss=self.settings.fail_on_data_loss,
             )
-            yield from fetcher.batches()
-            assert fetcher.result is not None
+            yield from shard_range.batches(self.settings.transport(client, task))
+            assert shard_range.result is not None
             if recorded is None:
-                store.record_shard_read(partition.source_id, partition.batch_id, fetcher.result)
+                store.record_shard_read(partition.source_id, partition.batch_id, shard_range.result)
 
     def _limits(self, until_ms: int | None) -> FetchLimits:
-        return FetchLimits(
-            max_records=self.settings.max_fetch_records,
-            max_time_s=self.settings.max_fetch_time_s,
-            records_per_call=self.settings.records_per_fetch,
-            fetch_interval_s=self.settings.fetch_interval_s,
-            stop_after_ms=until_ms,
-        )
+        return FetchLimits(self.settings.max_fetch_records, self.settings.max_fetch_time_s, until_ms)
 
     def stop(self) -> None:
         """Nothing to release: clients are per process, and Spark rarely calls this (NOTES.md)."""

@@ -1,6 +1,6 @@
 """Opening a shard iterator at a position, and telling lost data apart from other errors.
 
-Who calls it: the executor's ``fetch.polling.ShardFetcher`` (reading a shard) and the driver's
+Who calls it: ``fetch.polling.GetRecordsTransport`` (reading a shard) and the driver's
 ``probe.ShardProber`` (asking whether a shard has new records). Both need the same answers to the same
 questions: which GetShardIterator request a position means, what to do when Kinesis thinks an AT_TIMESTAMP is
 in its future, and whether an error means the position's records are gone (``kinesis.failOnDataLoss``).
