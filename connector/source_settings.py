@@ -101,6 +101,15 @@ class SourceSettings:
             pass_through_corrupt=parsed[opts.PASS_THROUGH_CORRUPT.key],
         )
 
+    @property
+    def pinned(self) -> dict[str, str]:
+        """The options that decide which rows exist; a query records them and refuses other values on restart."""
+        return {
+            opts.STREAM_NAME.name: ",".join(sorted(self.streams)),
+            opts.DEAGGREGATE.name: str(self.deaggregate).lower(),
+            opts.PASS_THROUGH_CORRUPT.name: str(self.pass_through_corrupt).lower(),
+        }
+
     def shard_context(self, task: ShardTask) -> ShardContext:
         """What decoding needs to know about the shard ``task`` reads."""
         return ShardContext(

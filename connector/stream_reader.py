@@ -26,16 +26,31 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
+from connector import options as opts
 from connector.aws import kinesis_reader_client
 from connector.compat import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
+from connector.metadata.store import MetadataStore
 from connector.offsets import KinesisOffset, PendingOffset, parse_offset, split_shard_key
-from connector.planner import INITIAL_BATCH, BatchPlanner, MissingMetadataError
+from connector.planner import (
+    INITIAL_BATCH,
+    BatchPlanner,
+    MissingMetadataError,
+    check_pinned,
+    lost_store_message,
+    source_document_name,
+)
 from connector.source_settings import SourceSettings
 
 log = logging.getLogger(__name__)
 
-__all__ = ["INITIAL_BATCH", "KinesisPartition", "KinesisStreamReader", "MissingMetadataError"]
+__all__ = ["INITIAL_BATCH", "KinesisPartition", "KinesisStreamReader", "MetadataNotSharedError", "MissingMetadataError"]
+
+_seen_sources: set[tuple[str, str]] = set()  # (metadata path, source id) whose document this process has seen
+
+
+class MetadataNotSharedError(RuntimeError):
+    """An executor does not see the metadata store the driver writes to."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +62,22 @@ class KinesisPartition(InputPartition):
     metadata_path: str
     tasks: tuple[ShardTask, ...]
     until_ms: int | None = None  # records that arrived after this wait for a later batch
+    source_document: bool = False  # the driver wrote the source document: check this executor sees it
+
+
+def check_store_shared(store: MetadataStore, partition: KinesisPartition) -> None:
+    """Fail when this executor does not see the source document the driver wrote (once per process and source)."""
+    seen = (partition.metadata_path, partition.source_id)
+    if not partition.source_document or seen in _seen_sources:
+        return
+    if store.get_document(source_document_name(partition.source_id)) is None:
+        raise MetadataNotSharedError(
+            f"this executor does not see the metadata store the driver writes to: {opts.METADATA_PATH.name}="
+            f"{partition.metadata_path!r} is not shared between driver and executors (unset, it is a local temp "
+            "directory, which works only when they share one machine). Set it to a store every executor reaches: "
+            "s3://bucket/prefix, hdfs://namenode/path, a shared mount, or use kinesis.metadataCommitterType=DYNAMODB"
+        )
+    _seen_sources.add(seen)
 
 
 def _as_dict(offset: KinesisOffset | PendingOffset) -> dict[str, Any]:
@@ -133,8 +164,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if recorded is None:
             if start is None:
                 raise MissingMetadataError(
-                    f"pending offset {offset.nonce} has no resolution in {offset.metadata_path}; was "
-                    "kinesis.metadataPath changed or deleted?"
+                    lost_store_message(offset.metadata_path, offset.nonce, "resolution of the pending offset")
                 )
             base = self._resolve(parse_offset(start))
             resolved = self.planner.next(
@@ -149,6 +179,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if start == end:
             return []
         offset = self._resolve(parse_offset(end), start)
+        check_pinned(offset, self.settings.pinned)  # a batch that runs again after a restart reads the same rows
         self._remember(offset, end)
         tasks = []
         for key, position in offset.active().items():
@@ -158,7 +189,12 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         size = self.settings.shards_per_partition
         return [
             KinesisPartition(
-                offset.batch_id, offset.source_id, offset.metadata_path, tuple(tasks[i : i + size]), offset.until_ms
+                offset.batch_id,
+                offset.source_id,
+                offset.metadata_path,
+                tuple(tasks[i : i + size]),
+                offset.until_ms,
+                offset.source_document,
             )
             for i in range(0, len(tasks), size)
         ]
@@ -177,8 +213,9 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         """pyspark 4.2+ shows this as the source's ``latestOffset`` in the query progress: millisBehindLatest
-        per shard and its maximum (the only channel a Python source has into the progress)."""
-        return self._planner.lag_report() if self._planner is not None else None
+        per shard and its maximum, records dropped outside their shard's hash range and data-loss events (the
+        only channel a Python source has into the progress)."""
+        return self._planner.progress_report() if self._planner is not None else None
 
     # --- executors: reading -----------------------------------------------------------------------------------
 
@@ -186,6 +223,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Read each shard of the partition, replaying the recorded range when this batch ran before."""
         assert isinstance(partition, KinesisPartition)
         store = self.settings.metadata_store(partition.metadata_path)
+        check_store_shared(store, partition)
         client = kinesis_reader_client(self.settings.client)
         limits = self._limits(partition.until_ms)
         for task in partition.tasks:
