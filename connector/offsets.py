@@ -191,6 +191,16 @@ def split_shard_key(key: str) -> tuple[str, str]:
     return stream, shard_id
 
 
+def shard_label(stream: str, shard_id: str) -> str:
+    """How every message of the source names a shard."""
+    return f"stream '{stream}' shard {shard_id}"
+
+
+def key_label(key: str) -> str:
+    """``shard_label`` of a shard key."""
+    return shard_label(*split_shard_key(key))
+
+
 @dataclass(frozen=True)
 class KinesisOffset:
     """Batch ``batch_id``'s plan: where each shard starts, and which shards it reads.

@@ -1,7 +1,7 @@
 """Driver side: from where the last micro-batch stopped to the next batch's plan, or no plan when nothing waits.
 
-Who calls it: ``stream_reader.KinesisStreamReader`` (``initialOffset``, ``latestOffset``, and ``partitions``
-for pyspark 4.0.2's pending offsets). It never reads records; it asks three things:
+Who calls it: ``query_offsets.QueryOffsets`` (for the reader's ``initialOffset``, ``latestOffset`` and
+``partitions``). It reads records only to complete an unfinished read (below); to plan, it asks three things:
 
 1. the metadata store: where each shard's read in the last batch stopped, and why (``ShardRead.stop``);
 2. ``ShardCatalog``: which shards exist now; ``shards.track_listing`` adds children of a reshard (read only once
@@ -26,12 +26,13 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from connector import options as opts
 from connector.aws import kinesis_client, kinesis_reader_client
 from connector.fetch.iterators import PositionGoneError, ShardGoneError, data_loss
-from connector.fetch.range import FetchLimits, ShardRange, ShardTask, now_ms, shard_label
+from connector.fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
 from connector.metadata.store import MORE_WAITING, MetadataStore, ShardRead
 from connector.offsets import (
     AT_TIMESTAMP,
@@ -41,6 +42,7 @@ from connector.offsets import (
     KinesisOffset,
     Position,
     is_readable,
+    key_label,
     split_shard_key,
 )
 from connector.options import OptionError
@@ -61,11 +63,6 @@ class MissingMetadataError(RuntimeError):
 
 class ChangedOptionError(OptionError):
     """An option that decides which rows exist differs from the value the query started with."""
-
-
-def describe(key: str) -> str:
-    """How messages name the shard of a shard key."""
-    return shard_label(*split_shard_key(key))
 
 
 def source_document_name(source_id: str) -> str:
@@ -152,6 +149,17 @@ class BatchPlanner:
         # new records, so LATEST finds it finished.
         return Position(AT_TIMESTAMP, timestamp_ms=now) if shard.is_open else Position(SHARD_END)
 
+    # --- a planned batch's shards ----------------------------------------------------------------------------
+
+    def tasks(self, offset: KinesisOffset) -> list[ShardTask]:
+        """What batch ``offset`` reads: one task per shard, with its hash range, start and record cap."""
+        tasks = []
+        for key, position in offset.active().items():
+            stream, shard_id = split_shard_key(key)
+            low, high = self.catalog.hash_range(stream, shard_id)
+            tasks.append(ShardTask(stream, shard_id, low, high, position, offset.max_records.get(key)))
+        return tasks
+
     # --- the next offset --------------------------------------------------------------------------------------
 
     def next(
@@ -224,9 +232,7 @@ class BatchPlanner:
         return dict(zip(keys, reads, strict=True))
 
     def _complete_read(self, base: KinesisOffset, store: MetadataStore, key: str) -> ShardRead:
-        stream, shard_id = split_shard_key(key)
-        low, high = self.catalog.hash_range(stream, shard_id)
-        task = ShardTask(stream, shard_id, low, high, base.shards[key], base.max_records.get(key))
+        (task,) = self.tasks(replace(base, reads=frozenset({key})))
         limits = FetchLimits(self.settings.max_fetch_records, None, base.until_ms)
         shard_range = ShardRange(
             task, limits, self.settings.shard_context(task), fail_on_data_loss=self.settings.fail_on_data_loss
@@ -240,7 +246,7 @@ class BatchPlanner:
             "a task never ran): the driver completed the read; the batch's %d records there were not seen by the "
             "job, and the next batch starts after them at %s",
             base.batch_id,
-            describe(key),
+            key_label(key),
             skipped,
             stored.next_start().to_json(),
         )
@@ -255,7 +261,7 @@ class BatchPlanner:
                 "(an aggregate written across a reshard; the KPL sends them again to the right shard)",
                 batch_id,
                 read.dropped_out_of_range,
-                describe(key),
+                key_label(key),
             )
         if read.data_loss is not None:
             event = {"batchId": batch_id, "shard": key, "kind": read.data_loss.kind}
@@ -264,7 +270,7 @@ class BatchPlanner:
             log.warning(
                 "aws-kinesis batch %d lost data on %s: %s at %s (kinesis.failOnDataLoss is false, the query went on)",
                 batch_id,
-                describe(key),
+                key_label(key),
                 read.data_loss.kind,
                 read.data_loss.position.to_json(),
             )
@@ -278,7 +284,7 @@ class BatchPlanner:
                 if key in self._reported_vanished:
                     continue
                 gone = ShardGoneError("ListShards no longer shows it")
-                data_loss(describe(key), position, gone, self.settings.fail_on_data_loss, "the other shards")
+                data_loss(key_label(key), position, gone, self.settings.fail_on_data_loss, "the other shards")
                 self._reported_vanished.add(key)
         self.prober.forget(set(positions))
         self.lag = {key: lag for key, lag in self.lag.items() if key in positions}
@@ -325,12 +331,12 @@ class BatchPlanner:
             if result.arrival_ms is not None:
                 arrivals.append(result.arrival_ms)
         elif result.found is Found.POSITION_GONE:
-            data_loss(describe(key), positions[key], PositionGoneError(result.error), fail, "the oldest record there")
+            data_loss(key_label(key), positions[key], PositionGoneError(result.error), fail, "the oldest record there")
             positions[key] = Position(TRIM_HORIZON)
             with_data.add(key)
         elif result.found in (Found.SHARD_END, Found.SHARD_GONE):
             if result.found is Found.SHARD_GONE:
-                data_loss(describe(key), positions[key], ShardGoneError(result.error), fail, "its children")
+                data_loss(key_label(key), positions[key], ShardGoneError(result.error), fail, "its children")
             positions[key] = Position(SHARD_END)
             return True
         return False

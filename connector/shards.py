@@ -17,7 +17,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from connector.offsets import Position, shard_key, split_shard_key
-from connector.retry import RetryPolicy
+from connector.retry import RetryPolicy, error_code
 
 MAX_HASH_KEY = 2**128 - 1
 
@@ -78,7 +78,7 @@ def list_shards(
         try:
             answer = policy.call(kinesis_client.list_shards, what=f"ListShards of stream '{stream_name}'", **kwargs)
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            if error_code(exc) == "ResourceNotFoundException":
                 endpoint = getattr(getattr(kinesis_client, "meta", None), "endpoint_url", "?")
                 region = getattr(getattr(kinesis_client, "meta", None), "region_name", "?")
                 raise StreamNotFoundError(

@@ -6,18 +6,18 @@ Who calls what (see docs/source.md for the full story):
   with ``Trigger.AvailableNow`` first ``prepareForTriggerAvailableNow``; ``reportLatestOffset`` for progress.
 - Executors: ``read(partition)`` on an unpickled copy of the reader; everything it needs is in the partition.
 
-Offsets (``connector.offsets``): batch ``k``'s offset holds the position each shard starts at in batch ``k``
-and which shards it reads. Executors record where they stopped in the metadata store under (source id, batch
-id, shard); ``connector.planner`` builds batch ``k+1``'s offset from batch ``k``'s records, and answers "no new
-batch" (the start offset itself) while no shard has records waiting. A batch that runs again (task retry,
+The driver's calls only forward to ``connector.query_offsets`` (the offsets Spark hands over, including pyspark
+4.0.2's pending offsets) and ``connector.planner`` (the plans). Offsets (``connector.offsets``): batch ``k``'s
+offset holds the position each shard starts at in batch ``k`` and which shards it reads. Executors record where
+they stopped in the metadata store under (source id, batch id, shard); the planner builds batch ``k+1``'s offset
+from batch ``k``'s records, and answers "no new batch" (the start offset itself) while no shard has records
+waiting. A batch that runs again (task retry,
 restart before commit) finds its records and stops at exactly the same record, whatever the limits say.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,15 +31,8 @@ from connector.aws import kinesis_reader_client
 from connector.compat import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
 from connector.metadata.store import MetadataStore
-from connector.offsets import KinesisOffset, PendingOffset, parse_offset, split_shard_key
-from connector.planner import (
-    INITIAL_BATCH,
-    BatchPlanner,
-    MissingMetadataError,
-    check_pinned,
-    lost_store_message,
-    source_document_name,
-)
+from connector.planner import INITIAL_BATCH, MissingMetadataError, source_document_name
+from connector.query_offsets import QueryOffsets, as_dict
 from connector.source_settings import SourceSettings
 
 log = logging.getLogger(__name__)
@@ -80,45 +73,35 @@ def check_store_shared(store: MetadataStore, partition: KinesisPartition) -> Non
     _seen_sources.add(seen)
 
 
-def _as_dict(offset: KinesisOffset | PendingOffset) -> dict[str, Any]:
-    return json.loads(offset.to_json())
-
-
 class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("aws-kinesis")``: see the module doc."""
 
     def __init__(self, schema: StructType, options: dict[str, str]):
         self.settings = SourceSettings.from_options(options)
-        self._planner: BatchPlanner | None = None  # driver only, made on first use
-        self._initial: KinesisOffset | None = None
-        self._last: KinesisOffset | None = None  # the end of the last batch planned or committed ...
-        self._last_raw: dict[str, Any] | None = None  # ... as Spark knows it (a pending offset stays pending)
-        self._pending: PendingOffset | None = None
-        self._available_now_ms: int | None = None
+        self._offsets: QueryOffsets | None = None  # driver only, made on first use
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors get a pickled copy: they need the settings, not the driver's planner (threads, caches).
-        return {**self.__dict__, "_planner": None}
+        return {**self.__dict__, "_offsets": None}
 
     @property
-    def planner(self) -> BatchPlanner:
-        if self._planner is None:
-            self._planner = BatchPlanner(self.settings)
-        return self._planner
+    def offsets(self) -> QueryOffsets:
+        if self._offsets is None:
+            self._offsets = QueryOffsets(self.settings)
+        return self._offsets
 
     # --- driver: offsets ------------------------------------------------------------------------------------
 
     def initialOffset(self) -> dict[str, Any]:
         """Where a new query starts: the starting positions of every shard listed now (LATEST = now)."""
-        if self._initial is None:  # Spark may ask twice; the answer must not change
-            self._initial = self.planner.initial(uuid.uuid4().hex, self.settings.metadata_path)
-            log.info(
-                "aws-kinesis source %s starts %d shards; metadata in %s",
-                self._initial.source_id,
-                len(self._initial.shards),
-                self._initial.metadata_path,
-            )
-        return _as_dict(self._initial)
+        initial = self.offsets.initial()
+        log.info(
+            "aws-kinesis source %s starts %d shards; metadata in %s",
+            initial.source_id,
+            len(initial.shards),
+            initial.metadata_path,
+        )
+        return as_dict(initial)
 
     def getDefaultReadLimit(self) -> Any:
         """pyspark 4.2+: ``kinesis.maxRecordsPerTrigger`` as Spark's ReadMaxRows, else read all available."""
@@ -128,64 +111,25 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         """``Trigger.AvailableNow`` (pyspark 4.2+): read what arrived until now, in as many batches as limits
         need, then report no new data so that Spark stops the query."""
-        self._available_now_ms = now_ms()
-        log.info("aws-kinesis AvailableNow: reading records that arrived until %d ms", self._available_now_ms)
+        self.offsets.available_now_ms = now_ms()
+        log.info("aws-kinesis AvailableNow: reading records that arrived until %d ms", self.offsets.available_now_ms)
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict[str, Any]:
-        """The next batch's offset, or ``start`` itself when no shard has records waiting.
-
-        pyspark 4.2+ passes ``start`` and Spark's read limit; 4.0.2 passes nothing, so the reader uses the last
-        offset it planned, or, right after a (re)start, a pending offset that ``partitions`` resolves.
-        """
-        if start is not None:
-            base, known = self._resolve(parse_offset(start)), start
-        else:
-            base, known = self._last, self._last_raw
-        if base is None:
-            if self._pending is None:
-                self._pending = PendingOffset(uuid.uuid4().hex, self.settings.metadata_path)
-            return _as_dict(self._pending)
-        planned = self.planner.next(base, self._max_rows(limit), self._available_now_ms)
-        if planned is None:
-            return known if known is not None else _as_dict(base)
-        return _as_dict(planned)
+        """The next batch's offset, or ``start`` itself when no shard has records waiting (pyspark 4.0.2 passes
+        no arguments: see ``query_offsets``)."""
+        return self.offsets.latest(start, self._max_rows(limit))
 
     def _max_rows(self, limit: Any) -> int | None:
         if limit is None:  # pyspark 4.0.2: no read limits, the option alone
             return self.settings.max_records_per_trigger
         return limit.max_rows if isinstance(limit, ReadMaxRows) else None
 
-    def _resolve(self, offset: KinesisOffset | PendingOffset, start: Any = None) -> KinesisOffset:
-        """A real offset for ``offset``: pending ones are resolved from ``start`` once, then from the store."""
-        if isinstance(offset, KinesisOffset):
-            return offset
-        store = self.settings.metadata_store(offset.metadata_path)
-        recorded = store.get_document(offset.nonce)
-        if recorded is None:
-            if start is None:
-                raise MissingMetadataError(
-                    lost_store_message(offset.metadata_path, offset.nonce, "resolution of the pending offset")
-                )
-            base = self._resolve(parse_offset(start))
-            resolved = self.planner.next(
-                base, self.settings.max_records_per_trigger, self._available_now_ms, force=True
-            )
-            assert resolved is not None
-            recorded = store.put_document(offset.nonce, _as_dict(resolved))  # first resolution wins
-        return parse_offset(recorded)  # type: ignore[return-value]
-
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        """One partition per ``kinesis.shardsPerPartition`` shards that batch ``end`` reads."""
+        """Offsets -> plan -> one partition per ``kinesis.shardsPerPartition`` shards that batch ``end`` reads."""
         if start == end:
             return []
-        offset = self._resolve(parse_offset(end), start)
-        check_pinned(offset, self.settings.pinned)  # a batch that runs again after a restart reads the same rows
-        self._remember(offset, end)
-        tasks = []
-        for key, position in offset.active().items():
-            stream, shard_id = split_shard_key(key)
-            low, high = self.planner.catalog.hash_range(stream, shard_id)
-            tasks.append(ShardTask(stream, shard_id, low, high, position, offset.max_records.get(key)))
+        offset = self.offsets.batch(start, end)
+        tasks = self.offsets.planner.tasks(offset)
         size = self.settings.shards_per_partition
         return [
             KinesisPartition(
@@ -199,14 +143,9 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for i in range(0, len(tasks), size)
         ]
 
-    def _remember(self, offset: KinesisOffset, raw: dict[str, Any]) -> None:
-        if self._last is None or offset.batch_id >= self._last.batch_id:
-            self._last, self._last_raw = offset, raw
-
     def commit(self, end: dict) -> None:
         """Spark finished the batch ending at ``end``: purge batches older than ``kinesis.minBatchesToRetain``."""
-        offset = self._resolve(parse_offset(end))
-        self._remember(offset, end)
+        offset = self.offsets.committed(end)
         keep_from = offset.batch_id - self.settings.min_batches_to_retain + 1
         if keep_from > 0:
             self.settings.metadata_store(offset.metadata_path).purge(offset.source_id, keep_from)
@@ -215,7 +154,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """pyspark 4.2+ shows this as the source's ``latestOffset`` in the query progress: millisBehindLatest
         per shard and its maximum, records dropped outside their shard's hash range and data-loss events (the
         only channel a Python source has into the progress)."""
-        return self._planner.progress_report() if self._planner is not None else None
+        return self._offsets.planner.progress_report() if self._offsets is not None else None
 
     # --- executors: reading -----------------------------------------------------------------------------------
 

@@ -20,8 +20,7 @@ from botocore.exceptions import ClientError
 from connector.aws import RAW_BODY
 from connector.decode import Page, ShardContext, decode_get_records
 from connector.fetch.iterators import open_iterator
-from connector.fetch.range import shard_label
-from connector.offsets import AFTER_SEQUENCE_NUMBER, WHOLE_RECORD, Position
+from connector.offsets import AFTER_SEQUENCE_NUMBER, WHOLE_RECORD, Position, shard_label
 from connector.retry import RetryPolicy, error_code
 
 

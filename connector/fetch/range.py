@@ -46,16 +46,18 @@ from connector.metadata.store import (
     DataLossEvent,
     ShardRead,
 )
-from connector.offsets import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, TRIM_HORIZON, WHOLE_RECORD, Position
+from connector.offsets import (
+    AFTER_SEQUENCE_NUMBER,
+    AT_SEQUENCE_NUMBER,
+    TRIM_HORIZON,
+    WHOLE_RECORD,
+    Position,
+    shard_label,
+)
 
 
 class ReplayError(RuntimeError):
     """A batch that runs again could not reach the record its first run stopped at (records trimmed or lost)."""
-
-
-def shard_label(stream: str, shard_id: str) -> str:
-    """How every message of the source names a shard."""
-    return f"stream '{stream}' shard {shard_id}"
 
 
 @dataclass(frozen=True)

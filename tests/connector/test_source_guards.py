@@ -5,7 +5,7 @@ to the values the query started with."""
 from __future__ import annotations
 
 import pytest
-from source_util import read_all, reader, roundtrip, run_batch, source_options
+from source_util import plan_first_batch, read_all, reader, roundtrip, run_batch, source_options
 
 from connector.offsets import parse_offset
 from connector.planner import ChangedOptionError
@@ -29,8 +29,7 @@ def test_executors_that_do_not_see_the_store_fail_naming_the_option(
     executor.mkdir()
     monkeypatch.chdir(driver)
     source = reader(source_options(kinesalite, stream, "meta"))
-    start = roundtrip(source.initialOffset())
-    end = roundtrip(source.latestOffset(start, None))
+    start, end = plan_first_batch(source)
     partitions = list(source.partitions(start, end))
     monkeypatch.chdir(executor)
     with pytest.raises(
