@@ -20,7 +20,7 @@ from pyspark.sql.types import StructType
 
 from connector import options as opts
 from connector.aws import kinesis_client, kinesis_reader_client
-from connector.fetch.polling import FetchLimits, ShardFetcher, ShardTask, now_ms
+from connector.fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
 from connector.offsets import (
     AFTER_SEQUENCE_NUMBER,
     AT_SEQUENCE_NUMBER,
@@ -32,7 +32,6 @@ from connector.offsets import (
 from connector.options import OptionError
 from connector.shards import ShardCatalog
 from connector.source_settings import SourceSettings
-from connector.stream_reader import shard_context
 
 
 @dataclass(frozen=True)
@@ -107,20 +106,14 @@ class KinesisBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, BatchPartition)
         client = kinesis_reader_client(self.settings.client)
-        limits = FetchLimits(
-            records_per_call=self.settings.records_per_fetch,
-            fetch_interval_s=self.settings.fetch_interval_s,
-            stop_after_ms=partition.stop_after_ms,
-        )
+        limits = FetchLimits(stop_after_ms=partition.stop_after_ms)
         for task, end in partition.tasks:
             until = (end.sequence_number, end.sub_sequence_number) if end is not None else None
-            fetcher = ShardFetcher(
-                client,
+            shard_range = ShardRange(
                 task,
                 limits,
-                self.settings.client.retry,
-                shard_context(self.settings, task),
+                self.settings.shard_context(task),
                 until=until,
                 fail_on_data_loss=self.settings.fail_on_data_loss,
             )
-            yield from fetcher.batches()
+            yield from shard_range.batches(self.settings.transport(client, task))

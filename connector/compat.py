@@ -37,7 +37,7 @@ except ImportError:  # pyspark < 4.2
 
     HAS_READ_LIMITS = False
 
-# --- sink (added by the sink engineer): base classes of an Arrow stream writer ---------------------------------
+# --- sink: base classes of an Arrow stream writer -----------------------------------------------------------------
 try:
     from pyspark.sql.datasource import DataSourceStreamArrowWriter
 

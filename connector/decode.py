@@ -1,7 +1,7 @@
 """GetRecords answer body -> user records (KPL de-aggregation) as columns -> Arrow RecordBatches.
 
-Who calls it: ``fetch.polling`` on executors, for each GetRecords answer of one shard; ``source`` takes the
-schema from here. The RecordBatches must match Spark's Arrow form of ``SCHEMA_DDL`` exactly (``string`` not
+Who calls it: ``fetch.polling`` (the GetRecords transport), for each GetRecords answer of one shard; ``source``
+takes the schema from here. The RecordBatches must match Spark's Arrow form of ``SCHEMA_DDL`` exactly (``string`` not
 ``large_string``, ``timestamp('us', tz='UTC')``, all fields nullable) or Spark refuses them.
 
 Why not botocore's parsed answer: botocore turns every record into a dict with a ``datetime(tzinfo=tzlocal())``
@@ -64,7 +64,11 @@ class Page:
     """The user records of one GetRecords answer, one list entry per user record (columns, not row objects).
 
     ``record_ends[i]`` is True when row ``i`` is the last user record of its Kinesis record (always, for plain
-    records); ``kinesis_records`` counts the Kinesis records of the answer, before de-aggregation and filtering.
+    records); ``kinesis_records`` counts the Kinesis records of the answer, before de-aggregation and filtering,
+    ``last_sequence`` is the sequence number of its last Kinesis record (where a transport resumes) and
+    ``dropped_out_of_range`` the KPL sub-records dropped because their hash key is outside the shard's range.
+    ``next_iterator`` is the transport's continuation (GetRecords' NextShardIterator); None means the shard is
+    closed and this page holds its last records.
     """
 
     data: list[bytes] = field(default_factory=list)
@@ -74,6 +78,8 @@ class Page:
     arrivals_us: list[int | None] = field(default_factory=list)
     record_ends: list[bool] = field(default_factory=list)
     kinesis_records: int = 0
+    last_sequence: str | None = None
+    dropped_out_of_range: int = 0
     next_iterator: str | None = None
     millis_behind_latest: int | None = None
 
@@ -128,6 +134,7 @@ def decode_get_records(body: bytes | str, shard: ShardContext) -> Page:
     records: list[dict[str, Any]] = answer.get("Records") or []
     page = Page(
         kinesis_records=len(records),
+        last_sequence=records[-1]["SequenceNumber"] if records else None,
         next_iterator=answer.get("NextShardIterator"),
         millis_behind_latest=answer.get("MillisBehindLatest"),
     )
@@ -154,7 +161,8 @@ def _append_record(page: Page, record: dict[str, Any], payload: bytes, shard: Sh
 
     Sub-records whose hash key is outside the shard's range are dropped, as the KPL format prescribes (after a
     reshard, an aggregate routed by its first record may carry records that belong to another shard, which the
-    KPL puts again there). A corrupt aggregate raises CorruptAggregateError unless ``pass_through_corrupt``.
+    KPL puts again there); ``page.dropped_out_of_range`` counts them, and the driver logs and reports them.
+    A corrupt aggregate raises CorruptAggregateError unless ``pass_through_corrupt``.
     """
     sequence = record["SequenceNumber"]
     arrival = arrival_us(record.get("ApproximateArrivalTimestamp"))
@@ -177,6 +185,7 @@ def _append_record(page: Page, record: dict[str, Any], payload: bytes, shard: Sh
                 for user in unpacked
                 if shard.starting_hash_key <= user.hash_key <= shard.ending_hash_key
             ]
+            page.dropped_out_of_range += len(unpacked) - len(users)
     for index, (data, key, sub) in enumerate(users):
         page.data.append(data)
         page.keys.append(key)

@@ -11,7 +11,7 @@ Model (see docs/source.md, "Offsets and exact replay"):
   yet know where the query is (first call after a start or restart); ``partitions(start, end)`` resolves it
   from ``start`` and records the resolution, so a replay resolves it identically.
 
-Who calls it: ``stream_reader`` / ``batch_reader`` on the driver, ``fetch.polling`` on executors, ``options`` to
+Who calls it: ``stream_reader`` / ``batch_reader`` on the driver, ``fetch`` on executors, ``options`` to
 validate ``kinesis.startingPosition``.
 """
 
@@ -191,6 +191,16 @@ def split_shard_key(key: str) -> tuple[str, str]:
     return stream, shard_id
 
 
+def shard_label(stream: str, shard_id: str) -> str:
+    """How every message of the source names a shard."""
+    return f"stream '{stream}' shard {shard_id}"
+
+
+def key_label(key: str) -> str:
+    """``shard_label`` of a shard key."""
+    return shard_label(*split_shard_key(key))
+
+
 @dataclass(frozen=True)
 class KinesisOffset:
     """Batch ``batch_id``'s plan: where each shard starts, and which shards it reads.
@@ -203,6 +213,10 @@ class KinesisOffset:
     - ``max_records``: per-shard caps from ``kinesis.maxRecordsPerTrigger`` / Spark's ReadMaxRows.
     - ``until_ms``: records that arrived after this instant are left for later batches (planning time, or the
       start of an AvailableNow run).
+    - ``source_document``: the driver wrote the source's document into the metadata store when the query started
+      (queries started before it existed have none), so executors and planner expect to find it there.
+    - ``pinned``: the options that decide which rows exist, as the query started with them (None in checkpoints
+      older than this field); a restart with other values is refused.
     """
 
     source_id: str
@@ -213,6 +227,8 @@ class KinesisOffset:
     reads: frozenset[str] | None = None
     max_records: Mapping[str, int] = field(default_factory=dict)
     until_ms: int | None = None
+    source_document: bool = False
+    pinned: Mapping[str, str] | None = None
 
     def to_json(self) -> str:
         body: dict[str, Any] = {
@@ -230,6 +246,10 @@ class KinesisOffset:
             body["maxRecords"] = dict(self.max_records)
         if self.until_ms is not None:
             body["untilMs"] = self.until_ms
+        if self.source_document:
+            body["sourceDocument"] = True
+        if self.pinned is not None:
+            body["pinned"] = dict(self.pinned)
         return json.dumps(body, separators=(",", ":"), sort_keys=True)
 
     def readable(self) -> list[str]:
@@ -279,4 +299,6 @@ def parse_offset(value: str | Mapping[str, Any]) -> KinesisOffset | PendingOffse
         reads=frozenset(reads) if reads is not None else None,
         max_records={key: int(cap) for key, cap in body.get("maxRecords", {}).items()},
         until_ms=body.get("untilMs"),
+        source_document=bool(body.get("sourceDocument", False)),
+        pinned={str(key): str(value) for key, value in body["pinned"].items()} if "pinned" in body else None,
     )

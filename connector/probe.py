@@ -22,7 +22,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from connector.fetch.iterators import PositionGoneError, ShardGoneError, open_iterator
-from connector.offsets import Position, split_shard_key
+from connector.offsets import Position, shard_label, split_shard_key
 from connector.parallel import WORKERS, parallel_map
 from connector.retry import RetryPolicy, error_code
 
@@ -94,7 +94,7 @@ class ShardProber:
 
     def _ask(self, key: str, state: _ShardState, now: float, bound_ms: int | None) -> ProbeResult:
         stream, shard_id = split_shard_key(key)
-        what = f"stream '{stream}' shard {shard_id}"
+        what = shard_label(stream, shard_id)
         kinesis = self._client_factory()
         for _attempt in range(2):  # a second time only after an expired iterator
             try:

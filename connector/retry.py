@@ -45,6 +45,13 @@ def error_code(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+def error_message(exc: BaseException) -> str:
+    """The AWS error message of a ClientError, else the exception's text."""
+    if isinstance(exc, ClientError):
+        return str(exc.response.get("Error", {}).get("Message", ""))
+    return str(exc)
+
+
 def is_retryable(exc: BaseException) -> bool:
     """Throttling, 5xx answers, timeouts and dropped connections are worth another try; the rest is not."""
     if isinstance(exc, ClientError):

@@ -2,8 +2,8 @@
 
 Spark makes a ``KinesisDataSource(options)`` on the driver for every ``load()`` / ``save()`` / ``start()``.
 ``schema()`` runs at ``load()``: the source options are validated there, so a bad option fails at ``load()``
-instead of at query start. Readers come from ``stream_reader`` / ``batch_reader``; writers from the sink
-engineer's ``connector.sink`` (imported lazily so both sides build independently).
+instead of at query start. Readers come from ``stream_reader`` / ``batch_reader``; writers from
+``connector.sink`` (imported lazily, so a reader never imports the sink).
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ from typing import Any
 
 from connector import options as opts
 from connector.aws import ClientSettings
+from connector.decode import ShardContext
+from connector.fetch.polling import GetRecordsTransport, PollingSettings
+from connector.fetch.range import ShardTask
 from connector.metadata.store import MetadataStore, open_store
 from connector.offsets import PositionSpec, parse_starting_position
 from connector.options import OptionError, ParsedOptions, Side, parse_options
@@ -133,6 +136,31 @@ class SourceSettings:
             deaggregate=parsed[opts.DEAGGREGATE.key],
             pass_through_corrupt=parsed[opts.PASS_THROUGH_CORRUPT.key],
         )
+
+    @property
+    def pinned(self) -> dict[str, str]:
+        """The options that decide which rows exist; a query records them and refuses other values on restart."""
+        return {
+            opts.STREAM_NAME.name: ",".join(sorted(self.streams)),
+            opts.DEAGGREGATE.name: str(self.deaggregate).lower(),
+            opts.PASS_THROUGH_CORRUPT.name: str(self.pass_through_corrupt).lower(),
+        }
+
+    def shard_context(self, task: ShardTask) -> ShardContext:
+        """What decoding needs to know about the shard ``task`` reads."""
+        return ShardContext(
+            task.stream,
+            task.shard_id,
+            task.starting_hash_key,
+            task.ending_hash_key,
+            self.deaggregate,
+            self.pass_through_corrupt,
+        )
+
+    def transport(self, kinesis: Any, task: ShardTask) -> GetRecordsTransport:
+        """The GetRecords transport for ``task`` (``kinesis``: a raw-body reader client)."""
+        polling = PollingSettings(self.records_per_fetch, self.fetch_interval_s)
+        return GetRecordsTransport(kinesis, self.shard_context(task), self.client.retry, polling)
 
     def metadata_store(self, path: str) -> MetadataStore:
         """The metadata store at ``path`` (an offset's ``metadataPath``), with these credentials and S3 endpoint."""

@@ -1,6 +1,6 @@
 """Opening a shard iterator at a position, and telling lost data apart from other errors.
 
-Who calls it: the executor's ``fetch.polling.ShardFetcher`` (reading a shard) and the driver's
+Who calls it: ``fetch.polling.GetRecordsTransport`` (reading a shard) and the driver's
 ``probe.ShardProber`` (asking whether a shard has new records). Both need the same answers to the same
 questions: which GetShardIterator request a position means, what to do when Kinesis thinks an AT_TIMESTAMP is
 in its future, and whether an error means the position's records are gone (``kinesis.failOnDataLoss``).
@@ -15,7 +15,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from connector.offsets import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, AT_TIMESTAMP, SHARD_END, WHOLE_RECORD, Position
-from connector.retry import RetryPolicy, error_code
+from connector.retry import RetryPolicy, error_code, error_message
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def iterator_request(position: Position) -> dict[str, Any]:
 
 
 def _is_future_timestamp(exc: ClientError) -> bool:
-    message = exc.response.get("Error", {}).get("Message", "")
+    message = error_message(exc)
     return error_code(exc) == "InvalidArgumentException" and "cannot be greater than" in message
 
 
@@ -62,7 +62,7 @@ def _classify_missing(exc: ClientError, position: Position) -> Exception | None:
     SequenceNumber". A missing shard or stream is ResourceNotFoundException everywhere.
     """
     code = error_code(exc)
-    message = exc.response.get("Error", {}).get("Message", "")
+    message = error_message(exc)
     by_sequence = position.kind in (AT_SEQUENCE_NUMBER, AFTER_SEQUENCE_NUMBER)
     names_sequence = "sequencenumber" in message.replace(" ", "").lower()
     if by_sequence and names_sequence and code in ("InvalidArgumentException", "ResourceNotFoundException"):

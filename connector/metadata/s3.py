@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError
 
 from connector.aws import ClientSettings, client
 from connector.metadata.store import PathStore
+from connector.retry import error_code
 
 
 class S3Store(PathStore):
@@ -41,7 +42,7 @@ class S3Store(PathStore):
                 self._s3.get_object, Bucket=self.bucket, Key=self._key(relative), what=f"S3 GetObject {relative}"
             )
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            if error_code(exc) in ("NoSuchKey", "404"):
                 return None
             raise
         return answer["Body"].read()
@@ -58,7 +59,7 @@ class S3Store(PathStore):
             )
             return True
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
+            if error_code(exc) in ("PreconditionFailed", "ConditionalRequestConflict"):
                 return False
             raise
 

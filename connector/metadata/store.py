@@ -34,6 +34,22 @@ STOP_END = "end"  # a fixed end reached: a replay's recorded last record, a batc
 MORE_WAITING = frozenset({STOP_LIMIT, STOP_TIME})
 
 
+@dataclass(frozen=True)
+class DataLossEvent:
+    """Records a read found gone at ``position`` (``kind``: "position gone" or "shard gone"), with
+    ``kinesis.failOnDataLoss=false``: the read went on from the oldest record, or not at all."""
+
+    position: Position
+    kind: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"position": self.position.to_json(), "kind": self.kind}
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> DataLossEvent:
+        return cls(Position.from_json(body["position"]), str(body["kind"]))
+
+
 class MetadataConflictError(RuntimeError):
     """Another attempt of the same batch recorded a different end for a shard: this attempt must not be kept."""
 
@@ -45,7 +61,9 @@ class ShardRead:
     ``last_*`` name the last user record returned (None when the batch returned nothing from the shard);
     ``last_complete`` says it was the final user record of its Kinesis record, so the next batch may start after
     the whole record; ``shard_end`` says the shard is closed and was read to its end; ``stop`` says why the
-    read stopped (``STOP_*``).
+    read stopped (``STOP_*``). Optional (absent in older records): ``dropped_out_of_range`` counts KPL
+    sub-records dropped because their hash key is outside the shard's range, ``data_loss`` says the read found
+    its start gone (``kinesis.failOnDataLoss=false``); the driver logs and reports both.
     """
 
     stream: str
@@ -58,6 +76,13 @@ class ShardRead:
     shard_end: bool = False
     millis_behind_latest: int | None = None
     stop: str | None = None
+    dropped_out_of_range: int = 0
+    data_loss: DataLossEvent | None = None
+
+    def same_range(self, other: ShardRead) -> bool:
+        """Both name the same records: same start, count and end (bookkeeping such as lag or why the read
+        stopped may differ between two attempts that read the same records)."""
+        return (self.start, self.records, self.next_start()) == (other.start, other.records, other.next_start())
 
     def next_start(self) -> Position:
         """Where the next batch starts reading this shard."""
@@ -69,7 +94,7 @@ class ShardRead:
         return Position(AFTER_SEQUENCE_NUMBER, self.last_sequence_number, sub)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "stream": self.stream,
             "shardId": self.shard_id,
             "start": self.start.to_json(),
@@ -81,6 +106,11 @@ class ShardRead:
             "millisBehindLatest": self.millis_behind_latest,
             "stop": self.stop,
         }
+        if self.dropped_out_of_range:
+            body["droppedOutOfRange"] = self.dropped_out_of_range
+        if self.data_loss is not None:
+            body["dataLoss"] = self.data_loss.to_json()
+        return body
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> ShardRead:
@@ -95,6 +125,8 @@ class ShardRead:
             shard_end=bool(body.get("shardEnd", False)),
             millis_behind_latest=body.get("millisBehindLatest"),
             stop=body.get("stop"),
+            dropped_out_of_range=int(body.get("droppedOutOfRange", 0)),
+            data_loss=DataLossEvent.from_json(body["dataLoss"]) if body.get("dataLoss") else None,
         )
 
 
@@ -149,9 +181,10 @@ class MetadataStore(ABC):
         """Delete the records of batches < ``below_batch``; returns how many batches were deleted."""
 
     def record_shard_read(self, source_id: str, batch_id: int, read: ShardRead) -> None:
-        """``put_shard_read``, failing the caller when another attempt recorded a different end."""
+        """``put_shard_read``, failing the caller when another attempt recorded a different range (positions and
+        record count; not lag or stop reason, which two attempts reading the same records may see differently)."""
         stored = self.put_shard_read(source_id, batch_id, read)
-        if stored != read:
+        if not stored.same_range(read):
             raise MetadataConflictError(
                 f"batch {batch_id} of stream '{read.stream}' shard {read.shard_id} was already recorded by another "
                 f"attempt ending at {stored.next_start().to_json()}, this attempt ended at "

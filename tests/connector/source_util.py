@@ -104,3 +104,18 @@ def drain(source: KinesisStreamReader, start: dict, idle_s: float = 1.0) -> tupl
         except AssertionError:
             return start, batches
         batches.append(rows)
+
+
+def put_numbered(server: LocalServer, stream: str, prefix: str, count: int) -> list[bytes]:
+    """Put ``count`` records ``<prefix>-0000``… (keys spread over the shards); returns their data in order."""
+    from localaws.streams import put_records
+
+    data = [f"{prefix}-{i:04d}".encode() for i in range(count)]
+    put_records(server.client("kinesis"), stream, [(item, f"key-{i}") for i, item in enumerate(data)])
+    return data
+
+
+def plan_first_batch(source: KinesisStreamReader) -> tuple[dict, dict]:
+    """A new query's initial offset and its first batch's end offset, as Spark asks for them."""
+    start = roundtrip(source.initialOffset())
+    return start, roundtrip(source.latestOffset(start, None))

@@ -57,14 +57,14 @@ def test_an_idle_stream_is_probed_at_most_once_per_interval_per_shard(
     _produce(kinesalite, stream, 9)
     source = reader(source_options(kinesalite, stream, tmp_path))
     start, _batches = drain(source, roundtrip(source.initialOffset()))
-    calls_before = source.planner.prober.calls
+    calls_before = source.offsets.planner.prober.calls
     began = time.monotonic()
     triggers = 0
     while time.monotonic() - began < 2.0:  # Spark's idle loop asks every 10 ms
         assert roundtrip(source.latestOffset(start, None)) == start
         triggers += 1
         time.sleep(0.01)
-    probes = source.planner.prober.calls - calls_before
+    probes = source.offsets.planner.prober.calls - calls_before
     assert triggers > 100
     assert probes <= 3 * (2.0 / 0.2 + 1), f"{probes} probes in 2 s for 3 shards"
     assert probes >= 3  # it did look

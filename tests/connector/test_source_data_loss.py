@@ -14,6 +14,7 @@ import pytest
 from source_util import drain, next_batch, payloads, read_all, reader, roundtrip, source_options
 
 from connector.fetch.iterators import DataLossError
+from connector.offsets import parse_offset
 from localaws import LocalServer
 from localaws.streams import create_stream, put_records
 
@@ -94,3 +95,30 @@ def test_a_vanished_shard_fails_or_is_skipped(kinesis_mock: LocalServer, mock_st
         _end, rows = next_batch(lenient, start)
     assert sorted(payloads(rows)) == sorted(new)  # shard 0's records: its old position was lost too
     assert "shardId-000000000001 no longer exists" in caplog.text
+
+
+def test_data_loss_an_executor_finds_is_reported_by_the_driver(
+    kinesis_mock: LocalServer, mock_stream, tmp_path, caplog
+) -> None:
+    """failOnDataLoss=false: the executor goes on from the oldest record; the driver logs and reports the loss."""
+    stream = mock_stream(shards=1)
+    kinesis = kinesis_mock.client("kinesis")
+    put_records(kinesis, stream, [(f"old-{i}".encode(), f"k{i}") for i in range(6)])
+    source = reader(source_options(kinesis_mock, stream, tmp_path, **{"kinesis.maxFetchRecordsPerShard": "2"}))
+    start, _rows = next_batch(source, roundtrip(source.initialOffset()))
+    _recreate(kinesis, stream, 1)
+    put_records(kinesis, stream, [(b"new", "k")])
+    end = roundtrip(source.latestOffset(start, None))  # more records known to wait: no probe, the executor finds it
+    lost_at = parse_offset(end).shards[f"{stream}/shardId-000000000000"]
+    assert payloads(read_all(source, list(source.partitions(start, end)))) == [b"new"]
+    source.commit(end)
+    with caplog.at_level(logging.WARNING, logger="connector.planner"):
+        source.latestOffset(end, None)
+    assert [r for r in caplog.records if r.name == "connector.planner" and "lost data" in r.getMessage()]
+    (event,) = source.reportLatestOffset()["dataLossEvents"]
+    assert event == {
+        "batchId": 1,
+        "shard": f"{stream}/shardId-000000000000",
+        "kind": "position gone",
+        "position": lost_at.to_json(),
+    }

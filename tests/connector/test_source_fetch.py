@@ -4,6 +4,7 @@ aggregate, hash-key filtering, corrupt aggregates), and a closed shard read to i
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 
 import pytest
@@ -57,7 +58,9 @@ def test_aggregates_become_user_records_and_batches_resume_inside_them(
     assert len({(r["sequenceNumber"], r["subSequenceNumber"]) for r in rows}) == 19
 
 
-def test_sub_records_outside_the_shards_hash_range_are_dropped(kinesalite: LocalServer, lite_stream, tmp_path) -> None:
+def test_sub_records_outside_the_shards_hash_range_are_dropped_and_reported(
+    kinesalite: LocalServer, lite_stream, tmp_path, caplog
+) -> None:
     stream = lite_stream(shards=2)
     kinesis = kinesalite.client("kinesis")
     low, high = sorted(list_shards(kinesis, stream), key=lambda shard: shard.starting_hash_key)
@@ -66,11 +69,16 @@ def test_sub_records_outside_the_shards_hash_range_are_dropped(kinesalite: Local
     key, _explicit, data = _aggregate(users)
     _put_raw(kinesis, stream, data, key, inside)  # the whole aggregate lands on the low shard
     source = reader(source_options(kinesalite, stream, tmp_path))
-    _end, rows = run_batch(source, roundtrip(source.initialOffset()))
+    end, rows = run_batch(source, roundtrip(source.initialOffset()))
     assert [(bytes(r["data"]), r["subSequenceNumber"], r["shardId"]) for r in rows] == [
         (b"in-0", 0, low.shard_id),
         (b"in-2", 2, low.shard_id),
     ]
+    # The executor counted the drops in its record; the driver logs them and reports them in the progress.
+    with caplog.at_level(logging.WARNING, logger="connector.planner"):
+        source.latestOffset(end, None)
+    assert "dropped 2 KPL sub-records" in caplog.text
+    assert source.reportLatestOffset()["recordsDroppedOutOfRange"] == 2
 
 
 def _corrupt_aggregate() -> bytes:

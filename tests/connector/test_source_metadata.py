@@ -4,6 +4,7 @@ contract on a local directory, a pyarrow filesystem and S3 (moto); a streaming r
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -13,7 +14,16 @@ from source_util import reader, roundtrip, run_batch, source_options
 from connector.aws import ClientSettings
 from connector.metadata.filesystem import ArrowFileSystemStore, LocalStore
 from connector.metadata.s3 import S3Store
-from connector.metadata.store import MetadataStore, ShardRead, batch_shard_key, open_store
+from connector.metadata.store import (
+    STOP_CAUGHT_UP,
+    STOP_TIME,
+    DataLossEvent,
+    MetadataConflictError,
+    MetadataStore,
+    ShardRead,
+    batch_shard_key,
+    open_store,
+)
 from connector.offsets import AFTER_SEQUENCE_NUMBER, TRIM_HORIZON, WHOLE_RECORD, Position
 from localaws import LocalServer, aws_client
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
@@ -116,3 +126,22 @@ def test_streaming_with_metadata_on_s3(moto: LocalServer, kinesalite: LocalServe
     assert [bytes(r["data"]) for r in first + second] == produced
     keys = [o["Key"] for o in aws_client("s3", moto.endpoint_url).list_objects_v2(Bucket=bucket)["Contents"]]
     assert any(key.endswith(f"00000000000000000000/{stream}/shardId-000000000000.json") for key in keys)
+
+
+def test_the_conflict_check_compares_positions_not_bookkeeping(tmp_path: Path) -> None:
+    """Two attempts that read the same records (a retry, a speculative copy) may see another lag or stop reason."""
+    store = LocalStore(str(tmp_path / "meta"))
+    first = replace(_read(records=2, last="17"), millis_behind_latest=0, stop=STOP_CAUGHT_UP)
+    store.record_shard_read("src", 0, first)
+    store.record_shard_read("src", 0, replace(first, millis_behind_latest=5000, stop=STOP_TIME))
+    with pytest.raises(MetadataConflictError, match="already recorded by another attempt"):
+        store.record_shard_read("src", 0, _read(records=3, last="18"))
+    with pytest.raises(MetadataConflictError):  # same count and last record, another start
+        store.record_shard_read("src", 0, replace(first, start=Position(AFTER_SEQUENCE_NUMBER, "5")))
+
+
+def test_old_records_parse_and_new_fields_round_trip() -> None:
+    old = {"stream": "s", "shardId": "shardId-1", "start": {"type": "TRIM_HORIZON"}, "records": 0}
+    assert ShardRead.from_json(old) == ShardRead("s", "shardId-1", Position(TRIM_HORIZON), 0)
+    lossy = replace(_read(), dropped_out_of_range=3, data_loss=DataLossEvent(Position(AFTER_SEQUENCE_NUMBER, "7"), "x"))
+    assert ShardRead.from_json(lossy.to_json()) == lossy

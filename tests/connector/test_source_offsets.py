@@ -12,7 +12,7 @@ from source_util import payloads, read_all, reader, roundtrip, source_options
 from connector.aws import kinesis_client
 from connector.decode import Page
 from connector.fetch.iterators import _is_future_timestamp, iterator_request
-from connector.fetch.polling import skipped_rows
+from connector.fetch.range import skipped_rows
 from connector.offsets import (
     AFTER_SEQUENCE_NUMBER,
     AT_SEQUENCE_NUMBER,

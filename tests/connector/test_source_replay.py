@@ -8,7 +8,7 @@ import time
 import pytest
 from source_util import drain, next_batch, payloads, read_all, reader, roundtrip, source_options
 
-from connector.fetch.polling import ReplayError
+from connector.fetch.range import ReplayError
 from connector.metadata.store import MetadataConflictError, ShardRead, open_store
 from connector.offsets import AFTER_SEQUENCE_NUMBER, AT_TIMESTAMP, parse_offset
 from localaws import LocalServer

@@ -1,0 +1,291 @@
+"""The range rules of one shard's read: which rows of a transport's Pages to return, when to stop, and the result.
+
+Who calls it: the source's ``read()`` on executors, the batch reader, and the driver's planner when it completes
+a read that no executor finished (``planner.complete_reads``). They build a ``ShardRange`` for a ``ShardTask``,
+give it a transport (``fetch.polling.GetRecordsTransport`` today; an enhanced fan-out transport later) and
+iterate ``batches()`` (or ``slices()``) to the end; ``result`` then says where the read stopped and why, which the
+caller records in the metadata store. Nothing here calls AWS: the same rules apply whatever delivers the Pages.
+
+The seam (``ShardTransport``): a transport turns a starting ``Position`` into ``decode.Page``s of one shard, in
+order, re-opening by itself where it is when its cursor expires. ``Page.next_iterator`` None means the shard is
+closed and this page holds its last records; ``Page.caught_up`` an empty answer at the tip. Opening at a position
+whose records are gone raises ``PositionGoneError``, at a shard that is gone ``ShardGoneError`` (both from
+``fetch.iterators``): the range decides what that means (``kinesis.failOnDataLoss``).
+
+Stop conditions, in order of precedence:
+- ``replay``: a batch that runs again stops exactly after the recorded last record (or returns nothing when the
+  first run returned nothing), ignoring every limit: exact replay. ``until`` (batch reads with an explicit end)
+  stops the same way but without requiring the record to exist;
+- the end of a closed shard;
+- ``max_records`` user records returned (may stop inside a KPL aggregate: the position keeps the sub-sequence);
+- ``stop_after_ms``: the first record that arrived after this time (the batch's planning time: a batch reads
+  what had arrived when it was planned, so a steady producer cannot keep a read going);
+- caught up: an empty answer with MillisBehindLatest 0;
+- ``max_time_s`` spent (not during a replay, and never when the driver completes a read).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+import pyarrow as pa
+
+from connector.decode import Page, ShardContext
+from connector.fetch.iterators import PositionGoneError, ShardGoneError, data_loss
+from connector.metadata.store import (
+    STOP_BOUND,
+    STOP_CAUGHT_UP,
+    STOP_END,
+    STOP_LIMIT,
+    STOP_SHARD_END,
+    STOP_TIME,
+    DataLossEvent,
+    ShardRead,
+)
+from connector.offsets import (
+    AFTER_SEQUENCE_NUMBER,
+    AT_SEQUENCE_NUMBER,
+    TRIM_HORIZON,
+    WHOLE_RECORD,
+    Position,
+    shard_label,
+)
+
+
+class ReplayError(RuntimeError):
+    """A batch that runs again could not reach the record its first run stopped at (records trimmed or lost)."""
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """One shard to read in one batch: which shard, its hash-key range, where to start, and its own record cap."""
+
+    stream: str
+    shard_id: str
+    starting_hash_key: int
+    ending_hash_key: int
+    start: Position
+    max_records: int | None = None  # this batch's share of kinesis.maxRecordsPerTrigger, if any
+
+    @property
+    def label(self) -> str:
+        return shard_label(self.stream, self.shard_id)
+
+
+@dataclass(frozen=True)
+class FetchLimits:
+    """How much one read of one shard may take (see the module doc for precedence)."""
+
+    max_records: int | None = None
+    max_time_s: float | None = None
+    stop_after_ms: int | None = None
+
+
+class ShardTransport(Protocol):
+    """Delivers one shard's records as decoded Pages (see the module doc); GetRecords or SubscribeToShard."""
+
+    def pages(self, start: Position, wanted: Callable[[], int | None]) -> Iterator[Page]:
+        """Pages from ``start`` on, in order, until the caller stops iterating or a page ends the shard.
+
+        ``wanted()`` is how many more rows the range can return (None: no cap), a hint for sizing requests.
+        Raises PositionGoneError / ShardGoneError when ``start`` cannot be opened.
+        """
+        ...
+
+
+def skipped_rows(position: Position, page: Page, start: int = 0) -> int:
+    """Index of the first row at or after ``start`` that ``position`` does not exclude.
+
+    Only rows of the record a position points at can be excluded (an AT/AFTER position inside a KPL aggregate
+    re-reads the whole record), and that record is the first of the first page of a read.
+    """
+    if position.kind not in (AT_SEQUENCE_NUMBER, AFTER_SEQUENCE_NUMBER):
+        return start
+    index = start
+    while index < len(page) and page.sequences[index] == position.sequence_number:
+        sub = page.subs[index]
+        if position.kind == AT_SEQUENCE_NUMBER and sub >= position.sub_sequence_number:
+            break
+        if (
+            position.kind == AFTER_SEQUENCE_NUMBER
+            and position.sub_sequence_number != WHOLE_RECORD
+            and sub > position.sub_sequence_number
+        ):
+            break
+        index += 1
+    return index
+
+
+class ShardRange:
+    """Applies the range rules to one ShardTask; iterate ``batches()`` (or ``slices()``) to the end, then read
+    ``result``."""
+
+    def __init__(
+        self,
+        task: ShardTask,
+        limits: FetchLimits,
+        context: ShardContext,
+        replay: ShardRead | None = None,
+        until: tuple[str, int] | None = None,
+        fail_on_data_loss: bool = False,
+    ):
+        self.task = task
+        self.limits = limits
+        self.context = context
+        self.replay = replay
+        self.until = until  # (sequence number, sub-sequence number) of the last record to return, inclusive
+        self.fail_on_data_loss = fail_on_data_loss
+        self.result: ShardRead | None = None
+        self._count = 0
+        self._dropped = 0  # KPL sub-records outside the shard's hash range
+        self._loss: DataLossEvent | None = None
+        self._last: tuple[str, int, bool] | None = None  # sequence, sub-sequence, last of its Kinesis record
+        self._behind: int | None = None
+        self._start = task.start  # where reading really started (TRIM_HORIZON after lost data)
+
+    def batches(self, transport: ShardTransport) -> Iterator[pa.RecordBatch]:
+        """RecordBatches of the shard's records from the start position to the first stop condition."""
+        for page, start, stop_at in self.slices(transport):
+            yield page.to_batch(self.context, start, stop_at)
+
+    def slices(self, transport: ShardTransport) -> Iterator[tuple[Page, int, int]]:
+        """``(page, start, stop)``: rows ``start:stop`` of ``page`` belong to the range (never empty)."""
+        if self.replay is not None and self.replay.records == 0:
+            self.result = self.replay  # the first run returned nothing: so does this one, without asking AWS
+            return
+        stop = yield from self._read(transport)
+        self._finish(stop)
+
+    @property
+    def _max_records(self) -> int | None:
+        caps = [cap for cap in (self.limits.max_records, self.task.max_records) if cap is not None]
+        return min(caps) if caps else None
+
+    def _wanted(self) -> int | None:
+        cap = self._max_records
+        return None if cap is None or self._until() is not None else max(1, cap - self._count)
+
+    def _read(self, transport: ShardTransport) -> Iterator[tuple[Page, int, int]]:
+        """Yields slices; returns why reading stopped (a ``STOP_*``)."""
+        deadline = None
+        if self.limits.max_time_s is not None and self.replay is None:
+            deadline = time.monotonic() + self.limits.max_time_s
+        pages = self._open(transport)
+        if pages is None:
+            return STOP_SHARD_END
+        for page in pages:
+            self._behind = page.millis_behind_latest
+            self._dropped += page.dropped_out_of_range
+            start, stop_at, stop = self._cut(page)
+            if stop_at > start:
+                yield page, start, stop_at
+                self._took(page, start, stop_at)
+            if stop is not None:
+                return stop
+            if page.next_iterator is None:
+                self._check_replay_reached(at_shard_end=True)
+                return STOP_SHARD_END
+            if page.caught_up:
+                self._check_replay_reached(at_shard_end=False)
+                return STOP_CAUGHT_UP
+            if deadline is not None and time.monotonic() >= deadline:
+                return STOP_TIME
+        raise RuntimeError(f"the transport of {self.task.label} ended without a shard end")
+
+    def _open(self, transport: ShardTransport) -> Iterator[Page] | None:
+        """The transport's pages from the start; on lost data, fail or go on from the oldest record (None: the
+        shard is gone, nothing to read)."""
+        pages = transport.pages(self._start, self._wanted)
+        try:
+            first = next(pages)
+        except (PositionGoneError, ShardGoneError) as gone:
+            if isinstance(gone, ShardGoneError):
+                data_loss(self.task.label, self._start, gone, self.fail_on_data_loss, "the shard's children")
+                self._loss = DataLossEvent(self._start, "shard gone")
+                return None
+            data_loss(self.task.label, self._start, gone, self.fail_on_data_loss, "the oldest record still there")
+            self._loss = DataLossEvent(self._start, "position gone")
+            self._start = Position(TRIM_HORIZON)
+            pages = transport.pages(self._start, self._wanted)
+            first = next(pages)
+        return _chain(first, pages)
+
+    def _cut(self, page: Page) -> tuple[int, int, str | None]:
+        """Which rows of ``page`` to return (``start:stop_at``) and the stop condition met inside it, if any."""
+        start = skipped_rows(self._start, page)
+        stop_at, stop = len(page), None
+        until = self._until()
+        if until is not None:
+            after = page.first_after(*until, start)
+            if after < len(page) or (after > start and (page.sequences[after - 1], page.subs[after - 1]) == until):
+                return start, after, STOP_END
+            return start, after, None
+        if self.limits.stop_after_ms is not None:
+            late = page.first_arrival_after(self.limits.stop_after_ms, start)
+            if late < stop_at:
+                stop_at, stop = late, STOP_BOUND
+        cap = self._max_records
+        if cap is not None:
+            limit_at = start + cap - self._count
+            if limit_at < stop_at or (limit_at == stop_at and stop is None):
+                stop_at, stop = limit_at, STOP_LIMIT
+        return start, stop_at, stop
+
+    def _took(self, page: Page, start: int, stop_at: int) -> None:
+        self._count += stop_at - start
+        last = stop_at - 1
+        self._last = (page.sequences[last], page.subs[last], page.record_ends[last])
+
+    def _until(self) -> tuple[str, int] | None:
+        """The last record to return when the range has a fixed end (a replay, or a batch read's end)."""
+        if self.replay is not None and self.replay.last_sequence_number is not None:
+            return self.replay.last_sequence_number, self.replay.last_sub_sequence_number
+        return self.until
+
+    def _check_replay_reached(self, at_shard_end: bool) -> None:
+        if self.replay is not None and self.replay.last_sequence_number is not None:
+            target = f"{self.replay.last_sequence_number}/{self.replay.last_sub_sequence_number}"
+            raise ReplayError(
+                f"replaying a batch of {self.task.label}: reached the {'shard end' if at_shard_end else 'tip'} "
+                f"after {self._count} records without meeting record {target} where the first run stopped after "
+                f"{self.replay.records} records (were records trimmed?)"
+            )
+
+    def _finish(self, stop: str) -> None:
+        sequence, sub, complete = self._last if self._last else (None, WHOLE_RECORD, True)
+        self.result = ShardRead(
+            stream=self.task.stream,
+            shard_id=self.task.shard_id,
+            start=self._start,
+            records=self._count,
+            last_sequence_number=sequence,
+            last_sub_sequence_number=sub,
+            last_complete=complete,
+            shard_end=stop == STOP_SHARD_END,
+            millis_behind_latest=self._behind,
+            stop=stop,
+            dropped_out_of_range=self._dropped,
+            data_loss=self._loss,
+        )
+        if self.replay is not None:
+            if self._count != self.replay.records:
+                raise ReplayError(
+                    f"replaying a batch of {self.task.label} returned {self._count} records where its first run "
+                    f"returned {self.replay.records} (were records trimmed?)"
+                )
+            # Same records up to the same last one: keep the record (its shard end, millisBehindLatest).
+            self.result = self.replay
+
+
+def _chain(first: Page, rest: Iterator[Page]) -> Iterator[Page]:
+    yield first
+    yield from rest
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds since the epoch (UTC)."""
+    return int(datetime.now(UTC).timestamp() * 1000)
