@@ -39,5 +39,5 @@ def test_parallel_map_runs_at_most_workers_calls_at_once() -> None:
 
 def test_the_planners_prober_uses_check_new_record_threads(kinesalite: LocalServer, tmp_path) -> None:
     options = source_options(kinesalite, "s", tmp_path)
-    assert reader(options).planner.prober.workers == WORKERS
-    assert reader({**options, "kinesis.checkNewRecordThreads": "2"}).planner.prober.workers == 2
+    assert reader(options).offsets.planner.prober.workers == WORKERS
+    assert reader({**options, "kinesis.checkNewRecordThreads": "2"}).offsets.planner.prober.workers == 2
