@@ -600,7 +600,7 @@ def foreign_option_error(key: str) -> OptionError | None:
     )
 
 
-# --- sink options (owned by the sink engineer: add them below, one _add(Option(...)) each) ---------------------
+# --- sink options ----------------------------------------------------------------------------------------------
 AGGREGATION_ENABLED = _add(
     Option(
         "kinesis.sink.aggregationEnabled",
@@ -644,7 +644,6 @@ RECORD_MAX_BUFFERED_TIME_MS = _add(
         unit="ms",
     )
 )
-# ----------------------------------------------------------------------------------------------- end of sink block
 
 
 # --- parsing --------------------------------------------------------------------------------------------------
