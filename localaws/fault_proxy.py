@@ -49,16 +49,19 @@ class SignedRequest:
     access_key_id: str | None
     region: str | None
     service: str | None
+    form: tuple[tuple[str, str], ...] = ()  # a query-protocol request's parameters (STS), else empty
 
 
 def signed_request(headers, body: bytes) -> SignedRequest:
     """What ``headers`` and ``body`` say about a request's action and signature."""
     action = headers.get("X-Amz-Target", "").rpartition(".")[2]
+    form: tuple[tuple[str, str], ...] = ()
     if not action and headers.get("Content-Type", "").startswith("application/x-www-form-urlencoded"):
-        action = parse_qs(body.decode("utf-8", "replace")).get("Action", [""])[0]
+        form = tuple((key, values[0]) for key, values in parse_qs(body.decode("utf-8", "replace")).items())
+        action = dict(form).get("Action", "")
     match = _CREDENTIAL.search(headers.get("Authorization", ""))
     key_id, region, service = match.groups() if match else (None, None, None)
-    return SignedRequest(action, key_id, region, service)
+    return SignedRequest(action, key_id, region, service, form)
 
 
 @dataclass(frozen=True)
