@@ -99,31 +99,24 @@ def test_without_a_role_the_base_keys_sign_kinesis_and_sts_is_never_called(
         assert proxies.sts.requests() == []
 
 
+def _role_settings(**extra: str) -> ClientSettings:
+    """Settings with base keys and the role, no server needed."""
+    base = {"kinesis.region": "us-east-1", "kinesis.awsAccessKeyId": BASE_KEY_ID, "kinesis.awsSecretKey": "s"}
+    return ClientSettings.from_raw({**base, "kinesis.stsRoleArn": ROLE_ARN, **extra})
+
+
 def test_the_metadata_store_settings_keep_the_application_credentials() -> None:
-    settings = ClientSettings.from_raw(
-        {
-            "kinesis.region": "us-east-1",
-            "kinesis.awsAccessKeyId": BASE_KEY_ID,
-            "kinesis.awsSecretKey": "s",
-            "kinesis.stsRoleArn": ROLE_ARN,
-        }
-    )
+    settings = _role_settings()
     assert settings.role is not None and settings.role.role_arn == ROLE_ARN
     own = settings.without_role()
     assert own.role is None and (own.access_key_id, own.region) == (BASE_KEY_ID, "us-east-1")
 
 
 def test_default_session_name_names_the_stream_and_is_valid_for_sts() -> None:
-    settings = ClientSettings.from_raw(
-        {"kinesis.region": "us-east-1", "kinesis.streamName": "orders,refunds", "kinesis.stsRoleArn": ROLE_ARN}
-    )
-    name = settings.role.session_name
+    name = _role_settings(**{"kinesis.streamName": "orders,refunds"}).role.session_name
     assert name.startswith("aws-kinesis-orders-") and 2 <= len(name) <= 64
     parse_options({"kinesis.stsRoleArn": ROLE_ARN, "kinesis.stsSessionName": name}, Side.BOTH)  # STS's rules
-    long_name = ClientSettings.from_raw(
-        {"kinesis.region": "us-east-1", "kinesis.streamName": "s" * 128, "kinesis.stsRoleArn": ROLE_ARN}
-    ).role.session_name
-    assert len(long_name) <= 64
+    assert len(_role_settings(**{"kinesis.streamName": "s" * 128}).role.session_name) <= 64
 
 
 # --- once per process ---------------------------------------------------------------------------------------
@@ -200,15 +193,7 @@ def test_assume_role_failure_names_the_role_and_what_failed_without_secrets(
 def test_aws_error_codes_are_explained_and_redacted() -> None:
     from botocore.exceptions import ClientError
 
-    settings = ClientSettings.from_raw(
-        {
-            "kinesis.region": "us-east-1",
-            "kinesis.awsAccessKeyId": BASE_KEY_ID,
-            "kinesis.awsSecretKey": "s3cr3t-value",
-            "kinesis.stsRoleArn": ROLE_ARN,
-            "kinesis.stsExternalId": "ext-value-1",
-        }
-    )
+    settings = _role_settings(**{"kinesis.awsSecretKey": "s3cr3t-value", "kinesis.stsExternalId": "ext-value-1"})
     for code, expected in (
         ("AccessDenied", "external ID (kinesis.stsExternalId"),
         ("ExpiredToken", "session token has expired"),
@@ -352,20 +337,21 @@ def test_the_role_is_refreshed_while_a_query_runs(kinesalite: LocalServer, moto:
         }
         # 900 s credentials refreshed when 897 s are left: a new AssumeRole about every 3 s.
         env = {**os.environ, aws.REFRESH_WINDOW_ENV: "897"}
-        output = tmp_path / "out"
-        app = subprocess.Popen(
-            [sys.executable, str(APP), json.dumps(options), str(output), str(tmp_path / "checkpoint")],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        output, log = tmp_path / "out", tmp_path / "app.log"
+        with log.open("w") as log_file:
+            app = subprocess.Popen(
+                [sys.executable, str(APP), json.dumps(options), str(output), str(tmp_path / "checkpoint")],
+                env=env,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
         try:
-            wait_for(lambda: _rows(output) >= set(first), timeout_s=120, what="the first records in the output")
+            wait_for(lambda: _rows(output) >= set(first), timeout_s=300, what=f"first records (log: {log})")
             # Without refreshes each process would sign with one key for good, and local[2] runs a handful of
             # Python processes: 8 different keys means the role was assumed again and again.
-            wait_for(lambda: len(signing_keys(proxies.kinesis_requests())) >= 8, timeout_s=90, what="8 refreshed keys")
+            wait_for(lambda: len(signing_keys(proxies.kinesis_requests())) >= 8, timeout_s=120, what="8 refreshed keys")
             second = _put(kinesalite, stream, "after", 10)
-            wait_for(lambda: _rows(output) >= set(first + second), timeout_s=60, what="records after the refresh")
+            wait_for(lambda: _rows(output) >= set(first + second), timeout_s=120, what="records after the refresh")
         finally:
             app.kill()
             app.wait(30)
@@ -384,3 +370,60 @@ def _rows(output: Path) -> set[bytes]:
         except Exception:  # a file still being written
             continue
     return found
+
+
+# --- secrets never leave ----------------------------------------------------------------------------------------
+
+SECRET_APP = Path(__file__).with_name("credentials_app.py")
+
+
+@pytest.mark.slow
+def test_planted_secrets_appear_in_no_output_file_progress_or_error(
+    kinesalite: LocalServer, moto: LocalServer, lite_stream, tmp_path
+) -> None:
+    plant = "Pl4nted" + os.urandom(6).hex()  # in every credential option and credential variable, nowhere else
+    source, target = lite_stream(shards=2), lite_stream(shards=1)
+    _put(kinesalite, source, "s", 40)
+    work = tmp_path / "work"
+    options = {
+        **source_options(kinesalite, source, work / "metadata"),
+        "kinesis.endpointUrl": kinesalite.endpoint_url,
+        "kinesis.awsAccessKeyId": f"AKIA{plant}",
+        "kinesis.awsSecretKey": f"{plant}-secret-key",
+        "kinesis.sessionToken": f"{plant}-session-token",
+        "kinesis.stsRoleArn": ROLE_ARN,
+        "kinesis.stsExternalId": f"{plant}-external-id",
+        "kinesis.stsEndpointUrl": moto.endpoint_url,
+        "kinesis.clientNumRetries": "0",
+    }
+    env = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": f"AKIA{plant}env",
+        "AWS_SECRET_ACCESS_KEY": f"{plant}-env-secret",
+        "AWS_SESSION_TOKEN": f"{plant}-env-token",
+    }
+    app = subprocess.run(
+        [sys.executable, str(SECRET_APP), json.dumps(options), target, str(work)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    out, err = app.stdout, app.stderr
+    assert app.returncode == 0 and "DONE" in out, err[-3000:]
+    # The runs really happened: progress JSON, a failure naming the role, rows on the target stream.
+    progress = [line for line in out.splitlines() if line.startswith("PROGRESS")]
+    assert progress and any('"numInputRows" : 40' in line or '"numInputRows": 40' in line for line in progress)
+    assert f"AssumeRole of role {ROLE_ARN}" in out.partition("FAILED")[2]
+    assert len(read_stream(kinesalite.client("kinesis"), target)) >= 1
+    assert plant not in out, _around(out, plant)
+    assert plant not in err, _around(err, plant)
+    files = [path for path in work.rglob("*") if path.is_file()]
+    assert any("checkpoint" in str(path) for path in files) and any("metadata" in str(path) for path in files)
+    for path in files:
+        assert plant.encode() not in path.read_bytes(), path
+
+
+def _around(text: str, needle: str) -> str:
+    at = text.find(needle)
+    return text[max(0, at - 300) : at + 100]
