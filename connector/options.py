@@ -28,6 +28,10 @@ class OptionError(ValueError):
     """A bad option: the message names the option, the value given and what is allowed."""
 
 
+class HiddenValueError(ValueError):
+    """Raised by a check whose value may hold a secret: the error names the option but never echoes the value."""
+
+
 class Side(enum.Flag):
     """Which side of the connector reads an option."""
 
@@ -110,6 +114,38 @@ def _duration_s(raw: str) -> float:
 DURATION = Kind("duration", "a duration such as 500ms, 1s, 2m (a bare number means seconds)", _duration_s)
 
 
+def _pattern(name: str, allowed: str, pattern: str) -> Kind:
+    """A string matching ``pattern`` in full."""
+    compiled = re.compile(pattern)
+
+    def parse(raw: str) -> str:
+        if not compiled.fullmatch(raw.strip()):
+            raise ValueError
+        return raw.strip()
+
+    return Kind(name, allowed, parse)
+
+
+def _url(raw: str) -> str:
+    """A URL or path with no user info: ``scheme://user:password@host`` would put a secret where logs see it."""
+    value = STRING.parse(raw).strip()
+    _, scheme_sep, rest = value.partition("://")
+    if scheme_sep and "@" in rest.split("/", 1)[0]:
+        raise HiddenValueError("it holds user info before the host; credentials go only in the credential options")
+    return value
+
+
+URL = Kind("URL", "a URL or path without user info (no `user:password@`)", _url)
+ROLE_ARN = _pattern(
+    "ARN",
+    "an IAM role ARN, arn:<partition>:iam::<12-digit account>:role/<path/name>",
+    r"arn:aws[a-z-]*:iam::\d{12}:role/(?:[\w+=,.@-]+/)*[\w+=,.@-]{1,64}",
+)
+SESSION_NAME = _pattern("string", "2-64 characters of A-Z a-z 0-9 _ + = , . @ -", r"[\w+=,.@-]{2,64}")
+EXTERNAL_ID = _pattern("string", "2-1224 characters of A-Z a-z 0-9 _ + = , . @ : / -", r"[\w+=,.@:/-]{2,1224}")
+REGION_NAME = _pattern("region", "an AWS region name such as eu-west-1", r"[a-z]{2}(?:-[a-z]+)+-\d+")
+
+
 # --- the option record and the registry -----------------------------------------------------------------------
 
 
@@ -128,6 +164,8 @@ class Option:
     default_doc: str | None = None
     # Checks that need the parsed value, e.g. a JSON map's content; raise ValueError with a reason.
     check: Callable[[Any], None] | None = field(default=None, compare=False)
+    # The lower-cased name of another option without which this one has no effect (checked by parse_options).
+    requires: str | None = None
 
     @property
     def key(self) -> str:
@@ -141,7 +179,7 @@ class Option:
                 self.check(value)
             return value
         except (ValueError, KeyError, TypeError) as exc:
-            shown = "<secret>" if self.secret else repr(str(raw))
+            shown = "<secret>" if self.secret or isinstance(exc, HiddenValueError) else repr(str(raw))
             reason = f" ({exc})" if str(exc) and not isinstance(exc, KeyError) else ""
             allowed = self.kind.allowed
             raise OptionError(f"option {self.name}={shown} is invalid{reason}: allowed is {allowed}") from None
@@ -180,7 +218,7 @@ STREAM_NAME = _add(
 ENDPOINT_URL = _add(
     Option(
         "kinesis.endpointUrl",
-        STRING,
+        URL,
         None,
         "Kinesis endpoint, e.g. `https://kinesis.us-west-2.amazonaws.com` or a local server's URL.",
         Side.BOTH,
@@ -229,6 +267,75 @@ SESSION_TOKEN = _add(
         Side.BOTH,
         secret=True,
         default_doc="none",
+        requires="kinesis.awsaccesskeyid",
+    )
+)
+STS_ROLE_ARN = _add(
+    Option(
+        "kinesis.stsRoleArn",
+        ROLE_ARN,
+        None,
+        "Role to assume for Kinesis (e.g. the stream owner's cross-account role), from the credentials above (keys "
+        "or the default chain). Assumed once per process and refreshed before it expires. The metadata store keeps "
+        "the credentials above.",
+        Side.BOTH,
+        default_doc="none: no role",
+    )
+)
+STS_SESSION_NAME = _add(
+    Option(
+        "kinesis.stsSessionName",
+        SESSION_NAME,
+        None,
+        "Role session name (shown in CloudTrail); with `kinesis.stsRoleArn`.",
+        Side.BOTH,
+        default_doc="`aws-kinesis-<stream>-<8 hex>`, new for each query",
+        requires="kinesis.stsrolearn",
+    )
+)
+STS_EXTERNAL_ID = _add(
+    Option(
+        "kinesis.stsExternalId",
+        EXTERNAL_ID,
+        None,
+        "External ID the role's trust policy demands (`sts:ExternalId`); with `kinesis.stsRoleArn`.",
+        Side.BOTH,
+        secret=True,
+        requires="kinesis.stsrolearn",
+    )
+)
+STS_DURATION_SEC = _add(
+    Option(
+        "kinesis.stsDurationSec",
+        integer(900, 43200),
+        3600,
+        "Lifetime of the assumed role's credentials (at most the role's maximum session duration); they are "
+        "refreshed when a third of it (at most 15 min) is left; with `kinesis.stsRoleArn`.",
+        Side.BOTH,
+        unit="s",
+        requires="kinesis.stsrolearn",
+    )
+)
+STS_ENDPOINT_URL = _add(
+    Option(
+        "kinesis.stsEndpointUrl",
+        URL,
+        None,
+        "STS endpoint for the AssumeRole call (a VPC endpoint or a local server); with `kinesis.stsRoleArn`.",
+        Side.BOTH,
+        default_doc="the regional STS endpoint of `kinesis.region`",
+        requires="kinesis.stsrolearn",
+    )
+)
+KINESIS_REGION = _add(
+    Option(
+        "kinesis.kinesisRegion",
+        REGION_NAME,
+        None,
+        "Region of the stream when it differs from `kinesis.region` (which then serves STS and the metadata "
+        "store): Kinesis calls are sent to and signed for this region.",
+        Side.BOTH,
+        default_doc="`kinesis.region`",
     )
 )
 CLIENT_NUM_RETRIES = _add(
@@ -464,7 +571,7 @@ FETCH_INTERVAL_MS = _add(
 METADATA_PATH = _add(
     Option(
         "kinesis.metadataPath",
-        STRING,
+        URL,
         None,
         "Where executors record, per batch and shard, where they stopped (exact replay): a local path, "
         "`file://`, `hdfs://` or `s3://` URI. Must be shared by driver and executors and be one per query; it is "
@@ -477,7 +584,7 @@ METADATA_PATH = _add(
 METADATA_S3_ENDPOINT_URL = _add(
     Option(
         "kinesis.metadata.s3EndpointUrl",
-        STRING,
+        URL,
         None,
         "S3 endpoint for an `s3://` `kinesis.metadataPath` (a VPC endpoint or a local S3); same credentials and "
         "region as Kinesis.",
@@ -682,9 +789,13 @@ class ParsedOptions(Mapping[str, Any]):
 
 def unknown_option_error(key: str) -> OptionError:
     """The "did you mean" error for a ``kinesis.*`` name that is not registered."""
-    names = {option.key: option.name for option in REGISTRY.values()}
+    # Compared without the shared prefix, which would make every name look alike.
+    names = {option.key.removeprefix(PREFIX): option.name for option in REGISTRY.values()}
     foreign = _foreign_suggestion(key.lower()) if key.lower() in FOREIGN_NAMES else None
-    close = [foreign.lower()] if foreign else difflib.get_close_matches(key.lower(), names, n=2, cutoff=0.75)
+    bare = key.lower().removeprefix(PREFIX)
+    close = (
+        [foreign.lower().removeprefix(PREFIX)] if foreign else difflib.get_close_matches(bare, names, n=2, cutoff=0.75)
+    )
     hint = f"; did you mean {' or '.join(names[c] for c in close)}?" if close else ""
     return OptionError(f"unknown option {key!r}{hint} (all options: docs/options.md)")
 
@@ -715,9 +826,14 @@ def parse_options(raw: Mapping[str, Any], side: Side) -> ParsedOptions:
                 values[key] = option.parse(value)
             except OptionError as exc:
                 problems.append(str(exc))
+    given = frozenset(values)
+    problems.extend(
+        f"option {REGISTRY[key].name} has no effect without option {REGISTRY[REGISTRY[key].requires].name}: set both"
+        for key in sorted(given)
+        if REGISTRY[key].requires is not None and REGISTRY[key].requires not in given
+    )
     if problems:
         raise OptionError("; ".join(problems))
-    given = frozenset(values)
     for option in REGISTRY.values():
         if option.side & side:
             values.setdefault(option.key, option.default)

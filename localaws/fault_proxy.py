@@ -11,6 +11,10 @@ are really not written (they are removed from the request before it is forwarded
 retries exactly the failed entries ends with every record stored once. Dropped requests are dropped before
 they reach the server, for the same reason. Change ``proxy.faults`` at any time; ``proxy.stats`` counts
 what was injected, ``proxy.calls`` every request by action (X-Amz-Target).
+
+With ``record=True`` it also keeps, for every request, the action and who signed it for which region and
+service (``proxy.signed``, from the SigV4 ``Authorization`` header): tests prove with it which credentials a
+client really used. Query-protocol services (STS) name the action in the form body instead of a header.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import http.client
 import json
 import random
+import re
 import struct
 import threading
 import time
@@ -25,7 +30,7 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from localaws.servers import LOOPBACK
 
@@ -35,6 +40,33 @@ SHARD_THROTTLE = "ProvisionedThroughputExceededException"
 ACCOUNT_THROTTLE = "LimitExceededException"
 SHARD_LEVEL_ACTIONS = frozenset({"GetRecords", "PutRecord", "PutRecords", "SubscribeToShard"})
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "host"})
+
+
+# Authorization: AWS4-HMAC-SHA256 Credential=<key id>/<date>/<region>/<service>/aws4_request, SignedHeaders=...
+_CREDENTIAL = re.compile(r"Credential=([^/\s]+)/\d{8}/([^/]+)/([^/]+)/aws4_request")
+
+
+@dataclass(frozen=True)
+class SignedRequest:
+    """One request as the proxy saw it: the action, and the access key id, region and service of its signature."""
+
+    action: str
+    access_key_id: str | None
+    region: str | None
+    service: str | None
+    form: tuple[tuple[str, str], ...] = ()  # a query-protocol request's parameters (STS), else empty
+
+
+def signed_request(headers, body: bytes) -> SignedRequest:
+    """What ``headers`` and ``body`` say about a request's action and signature."""
+    action = headers.get("X-Amz-Target", "").rpartition(".")[2]
+    form: tuple[tuple[str, str], ...] = ()
+    if not action and headers.get("Content-Type", "").startswith("application/x-www-form-urlencoded"):
+        form = tuple((key, values[0]) for key, values in parse_qs(body.decode("utf-8", "replace")).items())
+        action = dict(form).get("Action", "")
+    match = _CREDENTIAL.search(headers.get("Authorization", ""))
+    key_id, region, service = match.groups() if match else (None, None, None)
+    return SignedRequest(action, key_id, region, service, form)
 
 
 @dataclass(frozen=True)
@@ -64,8 +96,10 @@ class Faults:
 class FaultProxy:
     """``with FaultProxy(server.endpoint_url, Faults(throttle_rate=0.3)) as proxy: use proxy.endpoint_url``."""
 
-    def __init__(self, upstream_url: str, faults: Faults = Faults(), seed: int = 0):
+    def __init__(self, upstream_url: str, faults: Faults = Faults(), seed: int = 0, record: bool = False):
         upstream = urlsplit(upstream_url)
+        self.record = record
+        self.signed: list[SignedRequest] = []
         self.upstream_host = upstream.hostname or LOOPBACK
         self.upstream_port = upstream.port or 80
         self.faults = faults
@@ -125,6 +159,16 @@ class FaultProxy:
         with self._lock:
             self.calls[action] += 1
 
+    def note(self, request: SignedRequest) -> None:
+        if self.record:
+            with self._lock:
+                self.signed.append(request)
+
+    def requests(self, action: str | None = None) -> list[SignedRequest]:
+        """The recorded requests so far (of ``action`` only, if given)."""
+        with self._lock:
+            return [request for request in self.signed if action is None or request.action == action]
+
 
 def _handler_class(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
     class Handler(_FaultHandler):
@@ -143,7 +187,9 @@ class _FaultHandler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        action = self.headers.get("X-Amz-Target", "").rpartition(".")[2]
+        request = signed_request(self.headers, body)
+        self.proxy.note(request)
+        action = request.action
         self.proxy.count_call(action)
         faults = self.proxy.faults
         if not faults.applies_to(action):

@@ -151,3 +151,45 @@ def test_cross_account_role_trusts_the_consumer_with_the_external_id(moto, deplo
     (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Principal"]["AWS"] == f"arn:aws:iam::{CONSUMER_ACCOUNT}:root"
     assert trust["Condition"] == {"StringEquals": {"sts:ExternalId": EXTERNAL_ID}}
+
+
+def test_consumer_reads_the_source_stream_through_the_cross_account_role(moto, deployed, tmp_path):
+    """The consumer account's job: its own keys, the stack's CrossAccountRoleArn and external ID as connector
+    options; every Kinesis call signed with the keys moto's STS returned for that role (docs/infra.md)."""
+    from connector.stream_reader import KinesisStreamReader
+    from localaws.fault_proxy import FaultProxy
+    from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
+    from localaws.streams import put_records
+    from tests.infra.conftest import EXTERNAL_ID
+
+    role_arn, stream = deployed["access"]["CrossAccountRoleArn"], deployed["streams"]["SourceStreamName"]
+    sent = [f"event-{i}".encode() for i in range(20)]
+    put_records(moto.client("kinesis", region=REGION), stream, [(data, f"k{i}") for i, data in enumerate(sent)])
+    with FaultProxy(moto.endpoint_url, record=True) as proxy:
+        options = {
+            "kinesis.streamName": stream,
+            "kinesis.region": REGION,
+            "kinesis.endpointUrl": proxy.endpoint_url,
+            "kinesis.awsAccessKeyId": DUMMY_ACCESS_KEY,  # the consumer account's own credentials
+            "kinesis.awsSecretKey": DUMMY_SECRET_KEY,
+            "kinesis.stsRoleArn": role_arn,
+            "kinesis.stsExternalId": EXTERNAL_ID,
+            "kinesis.stsEndpointUrl": proxy.endpoint_url,
+            "kinesis.startingPosition": "TRIM_HORIZON",
+            "kinesis.metadataPath": str(tmp_path / "metadata"),
+        }
+        reader = KinesisStreamReader(None, {key.lower(): value for key, value in options.items()})
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, None)
+        rows = [
+            row
+            for partition in reader.partitions(start, end)
+            for batch in reader.read(partition)
+            for row in batch.to_pylist()
+        ]
+        (assume,) = proxy.requests("AssumeRole")
+        kinesis_calls = [call for call in proxy.requests() if call.service == "kinesis"]
+    assert sorted(bytes(row["data"]) for row in rows) == sorted(sent)
+    assert dict(assume.form)["RoleArn"] == role_arn and dict(assume.form)["ExternalId"] == EXTERNAL_ID
+    assert assume.access_key_id == DUMMY_ACCESS_KEY
+    assert kinesis_calls and all(call.access_key_id.startswith("ASIA") for call in kinesis_calls)

@@ -1,0 +1,431 @@
+"""Credentials from ``connector.aws``: an assumed role with an external ID signs every Kinesis call (source and
+sink), the application's own keys only ever reach STS, the role is assumed once per process, refreshed while a
+query runs, ``kinesis.kinesisRegion`` is the region Kinesis calls are signed for, and bad credential options fail
+at ``load()`` naming the option without echoing a secret.
+
+What the clients really sent is read off the wire: recording proxies (``localaws.fault_proxy``) in front of
+kinesalite and of moto's STS keep each request's SigV4 ``Credential=<key id>/<date>/<region>/<service>``.
+moto's AssumeRole answers ``ASIA...`` keys for any role and external ID, so the assertions are about which keys
+signed what, and what reached STS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from credentials_util import (
+    BASE_KEY_ID,
+    EXTERNAL_ID,
+    ROLE_ARN,
+    recording_proxies,
+    role_options,
+    signing_keys,
+)
+from source_util import FORMAT, reader, run_batch, source_options, wait_for
+
+from connector import aws
+from connector.aws import AssumeRoleError, ClientSettings
+from connector.kpl import deaggregate, is_aggregated
+from connector.options import OptionError, Side, parse_options
+from localaws import LocalServer
+from localaws.streams import put_records, read_stream
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = Path(__file__).with_name("kinesis_query_app.py")
+
+
+def _put(server: LocalServer, stream: str, prefix: str, count: int) -> list[bytes]:
+    data = [f"{prefix}-{i:04d}".encode() for i in range(count)]
+    put_records(server.client("kinesis"), stream, [(item, f"key-{i % 5}") for i, item in enumerate(data)])
+    return data
+
+
+def _is_assumed_role_key(key_id: str | None) -> bool:
+    return bool(key_id) and key_id.startswith("ASIA") and key_id != BASE_KEY_ID
+
+
+# --- the role signs Kinesis, the base keys sign STS -------------------------------------------------------------
+
+
+def test_reader_signs_every_kinesis_call_with_the_assumed_role_in_the_kinesis_region(
+    kinesalite: LocalServer, moto: LocalServer, lite_stream, tmp_path
+) -> None:
+    stream = lite_stream(shards=2)
+    sent = _put(kinesalite, stream, "r", 30)
+    with recording_proxies(kinesalite, moto) as proxies:
+        options = source_options(kinesalite, stream, tmp_path / "meta")
+        options.update(
+            role_options(proxies, **{"kinesis.region": "us-east-1", "kinesis.kinesisRegion": "eu-west-2"}),
+            **{"kinesis.stsSessionName": "reader-session", "kinesis.stsDurationSec": "1800"},
+        )
+        source = reader(options)
+        _, rows = run_batch(source, source.initialOffset())
+        assert sorted(bytes(row["data"]) for row in rows) == sorted(sent)
+
+        kinesis_calls = proxies.kinesis_requests()
+        assert {call.action for call in kinesis_calls} >= {"ListShards", "GetShardIterator", "GetRecords"}
+        assert all(_is_assumed_role_key(call.access_key_id) for call in kinesis_calls), signing_keys(kinesis_calls)
+        assert {(call.region, call.service) for call in kinesis_calls} == {("eu-west-2", "kinesis")}
+        (assume,) = proxies.assume_roles()  # planner and the (pickled) executor copy share this process's role
+        assert (assume.access_key_id, assume.region, assume.service) == (BASE_KEY_ID, "us-east-1", "sts")
+        sent_params = dict(assume.form)
+        assert {
+            key: sent_params.get(key) for key in ("RoleArn", "ExternalId", "RoleSessionName", "DurationSeconds")
+        } == {
+            "RoleArn": ROLE_ARN,
+            "ExternalId": EXTERNAL_ID,
+            "RoleSessionName": "reader-session",
+            "DurationSeconds": "1800",
+        }
+
+
+def test_without_a_role_the_base_keys_sign_kinesis_and_sts_is_never_called(
+    kinesalite: LocalServer, moto: LocalServer, lite_stream
+) -> None:
+    stream = lite_stream()
+    with recording_proxies(kinesalite, moto) as proxies:
+        options = {k: v for k, v in role_options(proxies).items() if not k.startswith("kinesis.sts")}
+        settings = ClientSettings.from_options(parse_options({**options, "kinesis.streamName": stream}, Side.BOTH))
+        aws.kinesis_client(settings).list_shards(StreamName=stream)
+        assert signing_keys(proxies.kinesis_requests()) == {BASE_KEY_ID}
+        assert proxies.sts.requests() == []
+
+
+def _role_settings(**extra: str) -> ClientSettings:
+    """Settings with base keys and the role, no server needed."""
+    base = {"kinesis.region": "us-east-1", "kinesis.awsAccessKeyId": BASE_KEY_ID, "kinesis.awsSecretKey": "s"}
+    return ClientSettings.from_raw({**base, "kinesis.stsRoleArn": ROLE_ARN, **extra})
+
+
+def test_the_metadata_store_settings_keep_the_application_credentials() -> None:
+    settings = _role_settings()
+    assert settings.role is not None and settings.role.role_arn == ROLE_ARN
+    own = settings.without_role()
+    assert own.role is None and (own.access_key_id, own.region) == (BASE_KEY_ID, "us-east-1")
+
+
+def test_default_session_name_names_the_stream_and_is_valid_for_sts() -> None:
+    name = _role_settings(**{"kinesis.streamName": "orders,refunds"}).role.session_name
+    assert name.startswith("aws-kinesis-orders-") and 2 <= len(name) <= 64
+    parse_options({"kinesis.stsRoleArn": ROLE_ARN, "kinesis.stsSessionName": name}, Side.BOTH)  # STS's rules
+    assert len(_role_settings(**{"kinesis.streamName": "s" * 128}).role.session_name) <= 64
+
+
+# --- once per process ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_one_assume_role_per_process_for_many_clients_threads_and_task_copies(
+    kinesalite: LocalServer, moto: LocalServer, lite_stream
+) -> None:
+    stream = lite_stream()
+    with recording_proxies(kinesalite, moto) as proxies:
+        raw = {**role_options(proxies), "kinesis.streamName": stream, "kinesis.region": "us-east-1"}
+        settings = ClientSettings.from_options(parse_options(raw, Side.BOTH))
+        copies = [pickle.loads(pickle.dumps(settings)) for _ in range(4)]  # as tasks unpickle them
+
+        def calls(copy: ClientSettings) -> None:
+            for make in (aws.kinesis_client, aws.kinesis_reader_client):
+                for _ in range(3):
+                    make(copy).list_shards(StreamName=stream)
+
+        threads = [threading.Thread(target=calls, args=(copy,)) for copy in copies]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(proxies.kinesis_requests()) == 24
+        assert len(proxies.assume_roles()) == 1
+
+        # Each other process assumes it once more, whatever its number of clients and calls.
+        blob = pickle.dumps(settings).hex()
+        script = (
+            "import pickle, sys\nfrom connector import aws\n"
+            "settings = pickle.loads(bytes.fromhex(sys.argv[1]))\n"
+            "for _ in range(5):\n"
+            "    aws.kinesis_client(settings).list_shards(StreamName=sys.argv[2])\n"
+            "    aws.kinesis_reader_client(pickle.loads(pickle.dumps(settings))).list_shards(StreamName=sys.argv[2])\n"
+        )
+        for _ in range(2):
+            subprocess.run([sys.executable, "-c", script, blob, stream], cwd=ROOT, check=True, timeout=60)
+        assert len(proxies.assume_roles()) == 3
+        assert all(_is_assumed_role_key(call.access_key_id) for call in proxies.kinesis_requests())
+
+
+# --- errors ---------------------------------------------------------------------------------------------------
+
+
+def test_assume_role_failure_names_the_role_and_what_failed_without_secrets(
+    kinesalite: LocalServer, lite_stream
+) -> None:
+    stream = lite_stream()
+    secret, external_id = "base-secret-never-shown", "external-id-never-shown"
+    raw = {
+        "kinesis.streamName": stream,
+        "kinesis.region": "us-east-1",
+        "kinesis.endpointUrl": kinesalite.endpoint_url,
+        "kinesis.awsAccessKeyId": BASE_KEY_ID,
+        "kinesis.awsSecretKey": secret,
+        "kinesis.sessionToken": "session-token-never-shown",
+        "kinesis.stsRoleArn": ROLE_ARN,
+        "kinesis.stsExternalId": external_id,
+        "kinesis.stsEndpointUrl": "http://127.0.0.1:9",  # nothing listens there
+        "kinesis.clientNumRetries": "0",
+    }
+    settings = ClientSettings.from_options(parse_options(raw, Side.BOTH))
+    with pytest.raises(AssumeRoleError) as info:
+        aws.kinesis_client(settings).list_shards(StreamName=stream)
+    message = str(info.value)
+    assert f"AssumeRole of role {ROLE_ARN}" in message and "EndpointConnectionError" in message
+    assert "http://127.0.0.1:9" in message
+    for hidden in (secret, external_id, "session-token-never-shown"):
+        assert hidden not in message and hidden not in repr(settings) and hidden not in settings.where()
+
+
+def test_aws_error_codes_are_explained_and_redacted() -> None:
+    from botocore.exceptions import ClientError
+
+    settings = _role_settings(**{"kinesis.awsSecretKey": "s3cr3t-value", "kinesis.stsExternalId": "ext-value-1"})
+    for code, expected in (
+        ("AccessDenied", "external ID (kinesis.stsExternalId"),
+        ("ExpiredToken", "session token has expired"),
+        ("ValidationError", "kinesis.stsDurationSec"),
+    ):
+        # An AWS message that (unlike AWS's) echoes secrets: it must come out redacted.
+        error = ClientError({"Error": {"Code": code, "Message": "echo ext-value-1 s3cr3t-value"}}, "AssumeRole")
+        message = aws.explain_assume_role_failure(settings, error)
+        assert f"role {ROLE_ARN}" in message and code in message and expected in message
+        assert "ext-value-1" not in message and "s3cr3t-value" not in message
+
+
+LONE_TOKEN = {"kinesis.sessionToken": "lone-token", "kinesis.awsAccessKeyId": None, "kinesis.awsSecretKey": None}
+
+
+@pytest.mark.parametrize(
+    ("extra", "named", "hidden"),
+    [
+        ({"kinesis.stsRoleArn": "arn:aws:iam::1234:role/x"}, "kinesis.stsRoleArn='arn:aws:iam::1234:role/x'", None),
+        ({"kinesis.stsRoleArn": "arn:aws:s3:::bucket"}, "allowed is an IAM role ARN", None),
+        ({"kinesis.stsSessionName": "alone"}, "kinesis.stsSessionName has no effect without option", None),
+        ({"kinesis.stsExternalId": "lone-ext-id"}, "kinesis.stsExternalId has no effect without", "lone-ext-id"),
+        ({"kinesis.stsRoleArn": ROLE_ARN, "kinesis.stsDurationSec": "899"}, "from 900 to 43200", None),
+        ({"kinesis.stsRoleArn": ROLE_ARN, "kinesis.stsDurationSec": "43201"}, "kinesis.stsDurationSec", None),
+        ({"kinesis.stsRoleArn": ROLE_ARN, "kinesis.stsSessionName": "a b"}, "2-64 characters", None),
+        ({"kinesis.stsRoleArn": ROLE_ARN, "kinesis.stsExternalId": "x"}, "kinesis.stsExternalId=<secret>", None),
+        (
+            {"kinesis.sessionToken": "lone-token", "kinesis.awsAccessKeyId": None, "kinesis.awsSecretKey": None},
+            "kinesis.sessionToken has no effect without",
+            "lone-token",
+        ),
+        ({"kinesis.endpointUrl": "http://user:pw-in-url@127.0.0.1:1"}, "kinesis.endpointUrl=<secret>", "pw-in-url"),
+        (
+            {"kinesis.stsRoleArn": ROLE_ARN, "kinesis.stsEndpointUrl": "https://u:pw-in-sts@sts.amazonaws.com"},
+            "kinesis.stsEndpointUrl=<secret> is invalid (it holds user info",
+            "pw-in-sts",
+        ),
+        ({"kinesis.metadataPath": "hdfs://u:pw-in-path@nn:8020/m"}, "kinesis.metadataPath=<secret>", "pw-in-path"),
+        ({"kinesis.kinesisRegion": "Europe"}, "kinesis.kinesisRegion='Europe' is invalid", None),
+    ],
+)
+def test_bad_credential_options_are_refused_naming_the_option(
+    tmp_path, extra: dict[str, str | None], named: str, hidden: str | None
+) -> None:
+    # A None in ``extra`` removes that option.
+    options = {k: v for k, v in {**_base_source_options(tmp_path), **extra}.items() if v is not None}
+    sides = [Side.SOURCE] + ([Side.SINK] if "kinesis.metadataPath" not in extra else [])  # the sink's too
+    for side in sides:
+        with pytest.raises(OptionError) as info:
+            parse_options(options, side)
+        assert named in str(info.value)
+        if hidden:
+            assert hidden not in str(info.value)
+
+
+def _base_source_options(tmp_path: Path) -> dict[str, str]:
+    return {
+        "kinesis.streamName": "s",
+        "kinesis.endpointUrl": "http://127.0.0.1:1",
+        "kinesis.awsAccessKeyId": BASE_KEY_ID,
+        "kinesis.awsSecretKey": "s",
+        "kinesis.metadataPath": str(tmp_path),
+    }
+
+
+@pytest.mark.slow
+def test_bad_credential_options_fail_at_load(spark, tmp_path) -> None:
+    for extra, named in (
+        ({"kinesis.stsRoleArn": "arn:aws:iam::1234:role/x"}, "kinesis.stsRoleArn='arn:aws:iam::1234:role/x'"),
+        ({"kinesis.stsSessionName": "alone"}, "kinesis.stsSessionName has no effect without option kinesis.stsRole"),
+        ({"kinesis.stsExternalId": "lone-ext-id"}, "kinesis.stsExternalId has no effect without option"),
+        ({"kinesis.stsRoleArn": ROLE_ARN, "kinesis.stsDurationSec": "60"}, "kinesis.stsDurationSec='60' is inv"),
+        ({"kinesis.endpointUrl": "http://user:pw-in-url@127.0.0.1:1"}, "kinesis.endpointUrl=<secret> is invalid"),
+    ):
+        with pytest.raises(Exception) as info:
+            spark.readStream.format(FORMAT).options(**{**_base_source_options(tmp_path), **extra}).load()
+        assert named in str(info.value)
+        assert "lone-ext-id" not in str(info.value) and "pw-in-url" not in str(info.value)
+
+
+# --- Spark: a streaming query reads and writes through the role -------------------------------------------------
+
+
+@pytest.mark.slow
+def test_streaming_query_and_sink_sign_every_kinesis_call_with_the_role(
+    spark, kinesalite: LocalServer, moto: LocalServer, lite_stream, tmp_path
+) -> None:
+    source, target = lite_stream(shards=4), lite_stream(shards=1)
+    sent = _put(kinesalite, source, "q", 120)
+    with recording_proxies(kinesalite, moto) as proxies:
+        # pyspark 4.2+ runs several AvailableNow batches under maxRecordsPerTrigger: more tasks per process.
+        read_options = {
+            **source_options(kinesalite, source, tmp_path / "meta", **{"kinesis.maxRecordsPerTrigger": "40"}),
+            **role_options(proxies, **{"kinesis.stsSessionName": "reads"}),
+        }
+        write_options = {**role_options(proxies, **{"kinesis.stsSessionName": "writes"}), "kinesis.streamName": target}
+        query = (
+            spark.readStream.format(FORMAT)
+            .options(**read_options)
+            .load()
+            .writeStream.format(FORMAT)
+            .options(**write_options)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(120)
+        assert query.exception() is None
+        calls = proxies.kinesis_requests()
+        actions = Counter(call.action for call in calls)
+        assert actions["PutRecords"] >= 1 and actions["GetShardIterator"] >= 4  # one read task per shard at least
+        assert all(_is_assumed_role_key(call.access_key_id) for call in calls), signing_keys(calls)
+        # One AssumeRole per Python process and settings, not one per task or client: the driver-side source
+        # process plus the task workers Spark forked (up to 4 seen with local[2]); the per-process test above
+        # counts it exactly.
+        assume_roles = proxies.assume_roles()
+        assert signing_keys(assume_roles) == {BASE_KEY_ID}
+        sessions = Counter(dict(call.form)["RoleSessionName"] for call in assume_roles)
+        assert set(sessions) == {"reads", "writes"}
+        assert sessions["reads"] <= 5 and sessions["writes"] <= 4, sessions
+        assert actions["GetRecords"] + actions["PutRecords"] > sum(sessions.values())
+    delivered = []
+    for record in read_stream(kinesalite.client("kinesis"), target):
+        data = record["Data"]
+        delivered += [user.data for user in deaggregate(data)] if is_aggregated(data) else [data]
+    # pyspark 4.0.2 runs AvailableNow as one batch, which maxRecordsPerTrigger cuts short: compare with what was read.
+    read = sum(progress["numInputRows"] for progress in query.recentProgress)
+    assert read >= 40 and len(delivered) == read and set(delivered) <= set(sent)
+
+
+# --- refresh while a query runs ---------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_role_is_refreshed_while_a_query_runs(kinesalite: LocalServer, moto: LocalServer, lite_stream, tmp_path):
+    stream = lite_stream(shards=1)
+    first = _put(kinesalite, stream, "before", 10)
+    with recording_proxies(kinesalite, moto) as proxies:
+        options = {
+            **source_options(kinesalite, stream, tmp_path / "meta"),
+            **role_options(proxies),
+            "kinesis.stsDurationSec": "900",
+        }
+        # 900 s credentials refreshed when 897 s are left: a new AssumeRole about every 3 s.
+        env = {**os.environ, aws.REFRESH_WINDOW_ENV: "897"}
+        output, log = tmp_path / "out", tmp_path / "app.log"
+        with log.open("w") as log_file:
+            app = subprocess.Popen(
+                [sys.executable, str(APP), json.dumps(options), str(output), str(tmp_path / "checkpoint")],
+                env=env,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            wait_for(lambda: _rows(output) >= set(first), timeout_s=300, what=f"first records (log: {log})")
+            # Without refreshes each process would sign with one key for good, and local[2] runs a handful of
+            # Python processes: 8 different keys means the role was assumed again and again.
+            wait_for(lambda: len(signing_keys(proxies.kinesis_requests())) >= 8, timeout_s=120, what="8 refreshed keys")
+            second = _put(kinesalite, stream, "after", 10)
+            wait_for(lambda: _rows(output) >= set(first + second), timeout_s=120, what="records after the refresh")
+        finally:
+            app.kill()
+            app.wait(30)
+        keys = [call.access_key_id for call in proxies.kinesis_requests()]
+        assert all(_is_assumed_role_key(key) for key in keys)
+        assert keys[-1] != keys[0] and len(proxies.assume_roles()) >= 8
+
+
+def _rows(output: Path) -> set[bytes]:
+    import pyarrow.parquet as pq
+
+    found: set[bytes] = set()
+    for file in output.glob("*.parquet") if output.exists() else []:
+        try:
+            found.update(pq.read_table(file)["data"].to_pylist())
+        except Exception:  # a file still being written
+            continue
+    return found
+
+
+# --- secrets never leave ----------------------------------------------------------------------------------------
+
+SECRET_APP = Path(__file__).with_name("credentials_app.py")
+
+
+@pytest.mark.slow
+def test_planted_secrets_appear_in_no_output_file_progress_or_error(
+    kinesalite: LocalServer, moto: LocalServer, lite_stream, tmp_path
+) -> None:
+    plant = "Pl4nted" + os.urandom(6).hex()  # in every credential option and credential variable, nowhere else
+    source, target = lite_stream(shards=2), lite_stream(shards=1)
+    _put(kinesalite, source, "s", 40)
+    work = tmp_path / "work"
+    options = {
+        **source_options(kinesalite, source, work / "metadata"),
+        "kinesis.endpointUrl": kinesalite.endpoint_url,
+        "kinesis.awsAccessKeyId": f"AKIA{plant}",
+        "kinesis.awsSecretKey": f"{plant}-secret-key",
+        "kinesis.sessionToken": f"{plant}-session-token",
+        "kinesis.stsRoleArn": ROLE_ARN,
+        "kinesis.stsExternalId": f"{plant}-external-id",
+        "kinesis.stsEndpointUrl": moto.endpoint_url,
+        "kinesis.clientNumRetries": "0",
+    }
+    env = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": f"AKIA{plant}env",
+        "AWS_SECRET_ACCESS_KEY": f"{plant}-env-secret",
+        "AWS_SESSION_TOKEN": f"{plant}-env-token",
+    }
+    app = subprocess.run(
+        [sys.executable, str(SECRET_APP), json.dumps(options), target, str(work)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    out, err = app.stdout, app.stderr
+    assert app.returncode == 0 and "DONE" in out, err[-3000:]
+    # The runs really happened: progress JSON, a failure naming the role, rows on the target stream.
+    progress = [line for line in out.splitlines() if line.startswith("PROGRESS")]
+    assert progress and any('"numInputRows" : 40' in line or '"numInputRows": 40' in line for line in progress)
+    assert f"AssumeRole of role {ROLE_ARN}" in out.partition("FAILED")[2]
+    assert len(read_stream(kinesalite.client("kinesis"), target)) >= 1
+    assert plant not in out, _around(out, plant)
+    assert plant not in err, _around(err, plant)
+    files = [path for path in work.rglob("*") if path.is_file()]
+    assert any("checkpoint" in str(path) for path in files) and any("metadata" in str(path) for path in files)
+    for path in files:
+        assert plant.encode() not in path.read_bytes(), path
+
+
+def _around(text: str, needle: str) -> str:
+    at = text.find(needle)
+    return text[max(0, at - 300) : at + 100]
