@@ -129,11 +129,11 @@ class DynamoDBStore(MetadataStore):
                 BillingMode="PAY_PER_REQUEST",
                 what=f"DynamoDB CreateTable {self.table}",
             )
-        except ClientError as exc:
+        except (ClientError, RetriesExhaustedError) as exc:
             if error_code(exc) == "ResourceInUseException":  # it exists (or another process is creating it)
                 self._wait_active(ddb)
                 return
-            raise self._cannot_create(exc) from None
+            raise self._cannot_create(exc) from exc
         self._wait_active(ddb)
         try:
             self._retry.call(
@@ -142,10 +142,10 @@ class DynamoDBStore(MetadataStore):
                 TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
                 what=f"DynamoDB UpdateTimeToLive {self.table}",
             )
-        except ClientError as exc:
-            raise self._cannot_create(exc) from None
+        except (ClientError, RetriesExhaustedError) as exc:
+            raise self._cannot_create(exc) from exc
 
-    def _cannot_create(self, exc: ClientError) -> MetadataTableError:
+    def _cannot_create(self, exc: Exception) -> MetadataTableError:
         return MetadataTableError(
             f"the metadata table {self.table!r} (option kinesis.dynamodb.tableName) does not exist in "
             f"{self._settings.where()} and could not be created: {error_code(exc)}: {exc}. Create it (partition key "
@@ -160,7 +160,7 @@ class DynamoDBStore(MetadataStore):
                 status = ddb.describe_table(TableName=self.table)["Table"]["TableStatus"]
             except ClientError as exc:
                 if error_code(exc) != "ResourceNotFoundException":
-                    raise self._cannot_create(exc) from None
+                    raise self._cannot_create(exc) from exc
                 status = "CREATING"
             if status == "ACTIVE":
                 return
