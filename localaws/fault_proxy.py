@@ -8,7 +8,7 @@ PutRecords, fail a share of the entries; for S3, answer conditional PUTs with a 
 are really not written (they are removed from the request before it is forwarded), so a client that
 retries exactly the failed entries ends with every record stored once. Dropped requests are dropped before
 they reach the server, for the same reason. Change ``proxy.faults`` at any time; ``proxy.stats`` counts
-what was injected.
+what was injected, ``proxy.calls`` every request by action (a recording of what a client called).
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ class FaultProxy:
         self.upstream_port = upstream.port or 80
         self.faults = faults
         self.stats: Counter[str] = Counter()
+        self.calls: Counter[str] = Counter()  # every request by action (X-Amz-Target), injected faults included
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -94,9 +95,9 @@ class FaultProxy:
         with self._lock:
             return probability > 0 and self._rng.random() < probability
 
-    def count(self, kind: str, amount: int = 1) -> None:
+    def count(self, kind: str, amount: int = 1, counter: Counter[str] | None = None) -> None:
         with self._lock:
-            self.stats[kind] += amount
+            (self.stats if counter is None else counter)[kind] += amount
 
 
 def _handler_class(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
@@ -117,6 +118,7 @@ class _FaultHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         action = self.headers.get("X-Amz-Target", "").rpartition(".")[2]
+        self.proxy.count(action, counter=self.proxy.calls)
         faults = self.proxy.faults
         if not faults.applies_to(action):
             self._forward(body)
