@@ -1,5 +1,5 @@
 """The EMR cluster (emr-spark-8.x, Spark 4), its security configuration, the code it runs as S3 assets, and
-the step that `spark-submit`s the `country_counts` job.
+the step that `spark-submit`s the `country_counts` job (source metadata in the metadata stack's DynamoDB table).
 
 Built by `infra.app.build_app` after the data and access stacks, whose resources it references.
 """
@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from aws_cdk import Annotations, Aws, CfnOutput, Stack, Tags
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_emr as emr
 from aws_cdk import aws_iam as iam
@@ -42,6 +43,7 @@ class EmrStack(Stack):
         disk_key: kms.IKey,
         source: kinesis.IStream,
         sink: kinesis.IStream,
+        table: dynamodb.ITable,
         project_root: Path = packaging.PROJECT_ROOT,
         **kwargs,
     ) -> None:
@@ -54,7 +56,7 @@ class EmrStack(Stack):
         self.security_configuration = self._security_configuration(disk_key)
         self.cluster = self._cluster(access, self._subnet_id())
         self._accept_findings()
-        self.step = self._step(source, sink) if self.job is not None and config.submit_country_counts else None
+        self.step = self._step(source, sink, table) if self.job is not None and config.submit_country_counts else None
         CfnOutput(self, "ClusterId", value=self.cluster.ref, description="infra.submit_step --cluster-id")
         CfnOutput(self, "PyFilesUri", value=self.pyfiles.s3_object_url)
         CfnOutput(self, "LogUri", value=f"s3://{bucket.bucket_name}/{layout.LOGS_PREFIX}emr/")
@@ -178,8 +180,9 @@ class EmrStack(Stack):
             ),
         )
 
-    def _step(self, source: kinesis.IStream, sink: kinesis.IStream) -> emr.CfnStep:
-        """command-runner.jar runs spark-submit with the connector zip on --py-files (see infra.packaging)."""
+    def _step(self, source: kinesis.IStream, sink: kinesis.IStream, table: dynamodb.ITable) -> emr.CfnStep:
+        """command-runner.jar runs spark-submit with the connector zip on --py-files (see infra.packaging); the
+        job keeps its source metadata in the metadata table (kinesis.metadataCommitterType=DYNAMODB)."""
         args = packaging.spark_submit_command(
             job_uri=self.job.s3_object_url,
             pyfiles_uri=self.pyfiles.s3_object_url,
@@ -190,6 +193,7 @@ class EmrStack(Stack):
                 sink_stream=sink.stream_name,
                 region=self.region,
                 bucket=self.bucket.bucket_name,
+                metadata_table=table.table_name,
             ),
         )
         return emr.CfnStep(
