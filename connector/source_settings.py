@@ -76,14 +76,14 @@ def metadata_location(parsed: ParsedOptions, client: ClientSettings) -> str:
 
 def metadata_retry_policy(parsed: ParsedOptions) -> RetryPolicy:
     """The RetryPolicy of the ``kinesis.metadata*Retr*`` options; raises OptionError when the intervals disagree."""
-    initial = parsed[opts.METADATA_RETRY_INTERVALS_MS.key]
-    maximum = parsed[opts.METADATA_MAX_RETRY_INTERVAL_MS.key]
-    if initial > maximum:
+    initial, maximum = (parsed[o.key] for o in (opts.METADATA_RETRY_INTERVALS_MS, opts.METADATA_MAX_RETRY_INTERVAL_MS))
+    try:
+        return RetryPolicy(parsed[opts.METADATA_NUM_RETRIES.key], initial, maximum)
+    except ValueError:
         raise OptionError(
             f"option {opts.METADATA_RETRY_INTERVALS_MS.name}={initial} must not exceed "
             f"{opts.METADATA_MAX_RETRY_INTERVAL_MS.name}={maximum}"
-        )
-    return RetryPolicy(parsed[opts.METADATA_NUM_RETRIES.key], initial, maximum)
+        ) from None
 
 
 @dataclass(frozen=True)

@@ -1,34 +1,30 @@
 """What the connector's DynamoDB metadata store really calls, recorded from a source run against moto.
 
-The run drives the stream reader as Spark does, on a table made with the metadata stack's keys (the stack
-creates the table, the job never does): batches planned, read, read again (a retried task), committed and purged
-(``kinesis.minBatchesToRetain``), a pending offset of pyspark 4.0.2 resolved and looked up again by a restarted
-reader. A recording proxy in front of moto counts each DynamoDB action; the IAM test compares the instance
-role's table statement with ``dynamodb:<action>`` of each one.
+The run drives the stream reader as Spark does, on a table made beforehand (the stack creates the table, the
+job never does; its keys are checked against the stack's): batches planned, read, read again (a retried
+task), committed and purged (``kinesis.minBatchesToRetain``), a pending offset of pyspark 4.0.2 resolved and
+looked up again by a restarted reader. A recording proxy in front of moto counts each DynamoDB action; the IAM
+test compares the instance role's table statement with ``dynamodb:<action>`` of each one.
 """
 
 from __future__ import annotations
 
+from connector.aws import ClientSettings
+from connector.metadata.dynamodb import DynamoDBStore
 from infra.metadata import PARTITION_KEY, SORT_KEY
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy
+from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 from localaws.streams import create_stream, put_records, unique_name
 from tests.connector.source_util import read_all, reader, roundtrip, run_batch, source_options
 
 
 def _create_table(moto: LocalServer, table: str) -> None:
-    moto.client("dynamodb").create_table(
-        TableName=table,
-        AttributeDefinitions=[
-            {"AttributeName": PARTITION_KEY, "AttributeType": "S"},
-            {"AttributeName": SORT_KEY, "AttributeType": "S"},
-        ],
-        KeySchema=[
-            {"AttributeName": PARTITION_KEY, "KeyType": "HASH"},
-            {"AttributeName": SORT_KEY, "KeyType": "RANGE"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    """The table as the metadata stack makes it, before the recorded run (the job never creates it)."""
+    settings = ClientSettings("us-east-1", moto.endpoint_url, DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY)
+    DynamoDBStore(table, settings).ensure_table()
+    key_schema = moto.client("dynamodb").describe_table(TableName=table)["Table"]["KeySchema"]
+    assert [key["AttributeName"] for key in key_schema] == [PARTITION_KEY, SORT_KEY]  # the stack's keys
 
 
 def record_table_actions(moto: LocalServer, kinesalite: LocalServer) -> set[str]:
