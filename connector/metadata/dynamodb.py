@@ -157,8 +157,9 @@ class DynamoDBStore(MetadataStore):
         deadline = time.monotonic() + TABLE_WAIT_S
         while True:
             try:
-                status = ddb.describe_table(TableName=self.table)["Table"]["TableStatus"]
-            except ClientError as exc:
+                answer = self._retry.call(ddb.describe_table, TableName=self.table, what=f"DescribeTable {self.table}")
+                status = answer["Table"]["TableStatus"]
+            except (ClientError, RetriesExhaustedError) as exc:
                 if error_code(exc) != "ResourceNotFoundException":
                     raise self._cannot_create(exc) from exc
                 status = "CREATING"
