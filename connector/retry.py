@@ -34,6 +34,8 @@ RETRYABLE_ERROR_CODES = frozenset(
         "RequestTimeout",
         "RequestTimeoutException",
         "SlowDown",
+        # S3: a concurrent conditional write of the same key is in flight (409); the retry meets its result.
+        "ConditionalRequestConflict",
     }
 )
 

@@ -13,7 +13,6 @@ from pyspark.sql.types import StructType
 
 from connector import NAME
 from connector.decode import SCHEMA_DDL
-from connector.options import Side, parse_options
 
 
 class KinesisDataSource(DataSource):
@@ -25,7 +24,9 @@ class KinesisDataSource(DataSource):
 
     def schema(self) -> str:
         """The fixed source schema (docs/source.md); validates the source options first (fails ``load()``)."""
-        parse_options(self.options, Side.SOURCE)
+        from connector.source_settings import SourceSettings
+
+        SourceSettings.from_options(self.options)
         return SCHEMA_DDL
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:

@@ -18,9 +18,11 @@ from connector.aws import ClientSettings
 from connector.decode import ShardContext
 from connector.fetch.polling import GetRecordsTransport, PollingSettings
 from connector.fetch.range import ShardTask
+from connector.metadata.dynamodb import store_uri
 from connector.metadata.store import MetadataStore, open_store
 from connector.offsets import PositionSpec, parse_starting_position
 from connector.options import OptionError, ParsedOptions, Side, parse_options
+from connector.retry import RetryPolicy
 
 _STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.\-]{1,128}$")
 DEFAULT_METADATA_DIR = "aws-kinesis-metadata"
@@ -45,6 +47,46 @@ def parse_stream_names(value: str | None) -> tuple[str, ...]:
     if len(set(streams)) != len(streams):
         raise OptionError(f"option {name}={value!r} names a stream twice")
     return streams
+
+
+DYNAMODB_OPTIONS = (opts.DYNAMODB_TABLE_NAME, opts.DYNAMODB_ENDPOINT_URL, opts.DYNAMODB_REGION)
+
+
+def metadata_location(parsed: ParsedOptions, client: ClientSettings) -> str:
+    """The ``metadataPath`` new offsets carry: ``dynamodb://<table>?region=<r>`` for ``DYNAMODB``, else the
+    path option or its default. Raises OptionError for a missing table name or options of the other store."""
+    committer = opts.METADATA_COMMITTER_TYPE.name
+    if parsed[opts.METADATA_COMMITTER_TYPE.key] != "DYNAMODB":
+        stray = [option.name for option in DYNAMODB_OPTIONS if parsed.is_set(option.key)]
+        if stray:
+            raise OptionError(
+                f"option {stray[0]} applies only to {committer}=DYNAMODB (it is "
+                f"{parsed[opts.METADATA_COMMITTER_TYPE.key]}): set {committer}=DYNAMODB or remove it"
+            )
+        return parsed[opts.METADATA_PATH.key] or default_metadata_path()
+    table = parsed[opts.DYNAMODB_TABLE_NAME.key]
+    if table is None:
+        raise OptionError(
+            f"option {opts.DYNAMODB_TABLE_NAME.name} is required with {committer}=DYNAMODB: the metadata table"
+        )
+    if parsed.is_set(opts.METADATA_PATH.key):
+        raise OptionError(
+            f"option {opts.METADATA_PATH.name} is not used with {committer}=DYNAMODB (the table "
+            f"{opts.DYNAMODB_TABLE_NAME.name}={table!r} holds the metadata): remove one of them"
+        )
+    return store_uri(table, parsed[opts.DYNAMODB_REGION.key] or client.region)
+
+
+def metadata_retry_policy(parsed: ParsedOptions) -> RetryPolicy:
+    """The RetryPolicy of the ``kinesis.metadata*Retr*`` options; raises OptionError when the intervals disagree."""
+    initial, maximum = (parsed[o.key] for o in (opts.METADATA_RETRY_INTERVALS_MS, opts.METADATA_MAX_RETRY_INTERVAL_MS))
+    try:
+        return RetryPolicy(parsed[opts.METADATA_NUM_RETRIES.key], initial, maximum)
+    except ValueError:
+        raise OptionError(
+            f"option {opts.METADATA_RETRY_INTERVALS_MS.name}={initial} must not exceed "
+            f"{opts.METADATA_MAX_RETRY_INTERVAL_MS.name}={maximum}"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -97,8 +139,10 @@ class SourceSettings:
     records_per_fetch: int
     fetch_interval_s: float
     probe_threads: int
-    metadata_path: str
+    metadata_path: str  # a path, or dynamodb://<table>?region=<r> (metadata_location)
     metadata_s3_endpoint_url: str | None
+    metadata_dynamodb_endpoint_url: str | None
+    metadata_retry: RetryPolicy
     min_batches_to_retain: int
     shards_per_partition: int
     deaggregate: bool
@@ -115,9 +159,10 @@ class SourceSettings:
                 "allowed is GetRecords (the enhanced fan-out reader comes later)"
             )
         max_time = parsed[opts.MAX_FETCH_TIME_PER_SHARD_SEC.key]
+        client = ClientSettings.from_options(parsed)
         return cls(
             streams=parse_stream_names(parsed[opts.STREAM_NAME.key]),
-            client=ClientSettings.from_options(parsed),
+            client=client,
             starting=parse_starting_position(parsed[opts.STARTING_POSITION.key]),
             starting_given=parsed.is_set(opts.STARTING_POSITION.key),
             ending=parsed[opts.ENDING_POSITION.key],
@@ -129,8 +174,10 @@ class SourceSettings:
             records_per_fetch=parsed[opts.RECORDS_PER_FETCH.key],
             fetch_interval_s=parsed[opts.FETCH_INTERVAL_MS.key] / 1000.0,
             probe_threads=parsed[opts.CHECK_NEW_RECORD_THREADS.key],
-            metadata_path=parsed[opts.METADATA_PATH.key] or default_metadata_path(),
+            metadata_path=metadata_location(parsed, client),
             metadata_s3_endpoint_url=parsed[opts.METADATA_S3_ENDPOINT_URL.key],
+            metadata_dynamodb_endpoint_url=parsed[opts.DYNAMODB_ENDPOINT_URL.key],
+            metadata_retry=metadata_retry_policy(parsed),
             min_batches_to_retain=parsed[opts.MIN_BATCHES_TO_RETAIN.key],
             shards_per_partition=parsed[opts.SHARDS_PER_PARTITION.key],
             deaggregate=parsed[opts.DEAGGREGATE.key],
@@ -163,5 +210,13 @@ class SourceSettings:
         return GetRecordsTransport(kinesis, self.shard_context(task), self.client.retry, polling)
 
     def metadata_store(self, path: str) -> MetadataStore:
-        """The metadata store at ``path`` (an offset's ``metadataPath``), with these credentials and S3 endpoint."""
-        return open_store(path, self.client, self.metadata_s3_endpoint_url)
+        """The metadata store at ``path`` (an offset's ``metadataPath``): the application's own credentials (never
+        the stream owner's role: the table or bucket lives with the job), the S3 / DynamoDB endpoints, the
+        metadata retries."""
+        return open_store(
+            path,
+            self.client.without_role(),
+            self.metadata_s3_endpoint_url,
+            dynamodb_endpoint_url=self.metadata_dynamodb_endpoint_url,
+            retry=self.metadata_retry,
+        )

@@ -1,9 +1,10 @@
 """IAM for the pipeline: the EMR service role, the EMR instance role (+ profile) and the optional
 cross-account role, each limited to this stack set's streams, key, table and bucket.
 
-`connector_statements` is the single list of what the connector itself needs (read + write + EFO on both
-streams, the stream key, the metadata table, the bucket's checkpoint/metadata/marker prefixes); the
-instance role and the cross-account role both get exactly that, the instance role a little more for EMR.
+`connector_statements` is the single list of what the connector needs on the streams' side (read + write + EFO
+on both streams, the stream key, the bucket's checkpoint/metadata/marker prefixes); the instance role and the
+cross-account role both get exactly that. The instance role also gets the metadata table (the connector's
+DynamoDB store uses the job's own credentials, never an assumed role) and a little more for EMR.
 """
 
 from __future__ import annotations
@@ -32,16 +33,16 @@ STREAM_ACTIONS = [
 # Enhanced fan-out actions authorize against the consumer ARN (<stream arn>/consumer/<name>:<timestamp>).
 CONSUMER_ACTIONS = ["kinesis:DescribeStreamConsumer", "kinesis:SubscribeToShard", "kinesis:DeregisterStreamConsumer"]
 STREAM_KEY_ACTIONS = ["kms:Decrypt", "kms:GenerateDataKey"]
+# Exactly what connector.metadata.dynamodb calls on an existing table (tests/infra/test_metadata_access.py
+# records a source run against moto and compares). The stack creates the table, so the job needs neither
+# CreateTable nor UpdateTimeToLive, nor DescribeTable (the store only looks at the table when a call says it is
+# missing); it deletes with BatchWriteItem only.
 TABLE_ACTIONS = [
-    "dynamodb:DescribeTable",
-    "dynamodb:GetItem",
     "dynamodb:BatchGetItem",
-    "dynamodb:Query",
-    "dynamodb:PutItem",
-    "dynamodb:UpdateItem",
-    "dynamodb:DeleteItem",
     "dynamodb:BatchWriteItem",
-    "dynamodb:ConditionCheckItem",
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:Query",
 ]
 STATE_OBJECT_ACTIONS = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
 STATE_PREFIXES = (layout.CHECKPOINTS_PREFIX, layout.METADATA_PREFIX, layout.MARKERS_PREFIX)
@@ -52,7 +53,7 @@ EMR_SERVICE_POLICY = "service-role/AmazonEMRServicePolicy_v2"
 
 
 def connector_statements(
-    streams: list[kinesis.IStream], stream_key: kms.IKey, table: dynamodb.ITable, bucket: s3.IBucket
+    streams: list[kinesis.IStream], stream_key: kms.IKey, bucket: s3.IBucket
 ) -> list[iam.PolicyStatement]:
     """What the connector and the jobs call, on exactly these resources (see the module docstring)."""
     stream_arns = [stream.stream_arn for stream in streams]
@@ -62,7 +63,6 @@ def connector_statements(
             sid="StreamConsumers", actions=CONSUMER_ACTIONS, resources=[f"{arn}/consumer/*" for arn in stream_arns]
         ),
         iam.PolicyStatement(sid="StreamKey", actions=STREAM_KEY_ACTIONS, resources=[stream_key.key_arn]),
-        iam.PolicyStatement(sid="MetadataTable", actions=TABLE_ACTIONS, resources=[table.table_arn]),
         iam.PolicyStatement(sid="ListBucket", actions=["s3:ListBucket"], resources=[bucket.bucket_arn]),
         iam.PolicyStatement(
             sid="StateObjects",
@@ -92,9 +92,12 @@ class AccessStack(Stack):
 
         # Fresh statement objects per role: a statement belongs to one policy document.
         def connector() -> list[iam.PolicyStatement]:
-            return connector_statements(streams, stream_key, table, bucket)
+            return connector_statements(streams, stream_key, bucket)
 
-        self.instance_role = self._instance_role(connector(), bucket, disk_key)
+        # The metadata table lives with the job: the connector reaches it with the job's own credentials, never
+        # through the cross-account role, so only the instance role may use it.
+        table_statement = iam.PolicyStatement(sid="MetadataTable", actions=TABLE_ACTIONS, resources=[table.table_arn])
+        self.instance_role = self._instance_role([*connector(), table_statement], bucket, disk_key)
         self.instance_profile = iam.InstanceProfile(self, "InstanceProfile", role=self.instance_role)
         self.service_role = self._service_role()
         self.cross_account_role = self._cross_account_role(config, connector()) if config.cross_account else None

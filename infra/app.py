@@ -94,6 +94,7 @@ def build_app(
         disk_key=storage.disk_key,
         source=streams.source,
         sink=streams.sink,
+        table=metadata.table,
         project_root=project_root,
         **stack_kwargs("Emr", "EMR cluster and steps"),
     )

@@ -1,6 +1,6 @@
 """The EMR cluster (emr-spark-8.x, Spark 4), its security configuration, the code it runs as S3 assets (the
 connector's wheel, installed by a bootstrap action; the jobs' zip), and the step that `spark-submit`s the
-`country_counts` job.
+`country_counts` job (source metadata in the metadata stack's DynamoDB table).
 
 Built by `infra.app.build_app` after the data and access stacks, whose resources it references.
 """
@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from aws_cdk import Annotations, Aws, CfnOutput, Stack, Tags
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_emr as emr
 from aws_cdk import aws_iam as iam
@@ -43,6 +44,7 @@ class EmrStack(Stack):
         disk_key: kms.IKey,
         source: kinesis.IStream,
         sink: kinesis.IStream,
+        table: dynamodb.ITable,
         project_root: Path = packaging.PROJECT_ROOT,
         **kwargs,
     ) -> None:
@@ -56,7 +58,7 @@ class EmrStack(Stack):
         self.security_configuration = self._security_configuration(disk_key)
         self.cluster = self._cluster(access, self._subnet_id())
         self._accept_findings()
-        self.step = self._step(source, sink) if self.job is not None and config.submit_country_counts else None
+        self.step = self._step(source, sink, table) if self.job is not None and config.submit_country_counts else None
         CfnOutput(self, "ClusterId", value=self.cluster.ref, description="infra.submit_step --cluster-id")
         CfnOutput(self, "PyFilesUri", value=self.pyfiles.s3_object_url)
         CfnOutput(self, "ConnectorWheelUri", value=self.wheel.s3_object_url)
@@ -186,8 +188,9 @@ class EmrStack(Stack):
             ),
         )
 
-    def _step(self, source: kinesis.IStream, sink: kinesis.IStream) -> emr.CfnStep:
-        """command-runner.jar runs spark-submit with the jobs' zip on --py-files (see infra.packaging)."""
+    def _step(self, source: kinesis.IStream, sink: kinesis.IStream, table: dynamodb.ITable) -> emr.CfnStep:
+        """command-runner.jar runs spark-submit with the jobs' zip on --py-files (see infra.packaging); the job
+        keeps its source metadata in the metadata table (kinesis.metadataCommitterType=DYNAMODB)."""
         args = packaging.spark_submit_command(
             job_uri=self.job.s3_object_url,
             pyfiles_uri=self.pyfiles.s3_object_url,
@@ -198,6 +201,7 @@ class EmrStack(Stack):
                 sink_stream=sink.stream_name,
                 region=self.region,
                 bucket=self.bucket.bucket_name,
+                metadata_table=table.table_name,
                 extra=["--cloudwatch-namespace", self.config.cloudwatch_namespace],
             ),
         )

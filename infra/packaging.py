@@ -149,9 +149,18 @@ def write_bootstrap_script(out_dir: Path, wheel: Path, requirements: Path = PROJ
 
 
 def job_arguments(
-    *, job: str, source_stream: str, sink_stream: str, region: str, bucket: str, extra: list[str] | None = None
+    *,
+    job: str,
+    source_stream: str,
+    sink_stream: str,
+    region: str,
+    bucket: str,
+    metadata_table: str | None = None,
+    extra: list[str] | None = None,
 ) -> list[str]:
-    """The job's own CLI (shared by every sample job), with its checkpoint and stop marker in `bucket`."""
+    """The job's own CLI (shared by every sample job), with its checkpoint and stop marker in `bucket` and, when
+    given, the source's metadata in the DynamoDB table `metadata_table`."""
+    table = ["--metadata-table", metadata_table] if metadata_table else []
     return [
         "--source-stream",
         source_stream,
@@ -163,6 +172,7 @@ def job_arguments(
         f"s3://{bucket}/{layout.CHECKPOINTS_PREFIX}{job}",
         "--stop-marker",
         f"s3://{bucket}/{layout.MARKERS_PREFIX}{job}.stop",
+        *table,
         *(extra or []),
     ]
 

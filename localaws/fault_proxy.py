@@ -1,14 +1,15 @@
-"""A loopback HTTP proxy in front of a Kinesis endpoint that injects the faults no emulator produces.
+"""A loopback HTTP proxy in front of a Kinesis (or DynamoDB, or S3) endpoint that injects the faults no emulator
+produces.
 
 Point a client at ``proxy.endpoint_url`` instead of the server's. For each request whose action is selected
 (``Faults.actions``, default all), the proxy may add latency, drop the connection without an answer, answer
 with a throttling error, answer with a 5xx or a chosen error code (``Faults.errors``), for GetRecords answer that
-the iterator expired, or, for PutRecords, fail a share of the entries. SubscribeToShard event streams can be
-ended after a number of events (``Faults.end_event_stream_after``: AWS ends every subscription after ~5
-minutes) and given the ``initial-response`` event AWS sends first and kinesis-mock omits
-(``Faults.initial_response``). Failed entries
-are really not written (they are removed from the request before it is forwarded), so a client that
-retries exactly the failed entries ends with every record stored once. Dropped requests are dropped before
+the iterator expired, or, for PutRecords, fail a share of the entries; for S3, answer conditional PUTs with a 409
+conflict. SubscribeToShard event streams can be ended after a number of events (``Faults.end_event_stream_after``:
+AWS ends every subscription after ~5 minutes) and given the ``initial-response`` event AWS sends first and
+kinesis-mock omits (``Faults.initial_response``). Failed entries are really not written (they are removed from
+the request before it is forwarded), so a client that retries exactly the failed entries ends with every record
+stored once. Dropped requests are dropped before
 they reach the server, for the same reason. Change ``proxy.faults`` at any time; ``proxy.stats`` counts
 what was injected, ``proxy.calls`` every request by action (X-Amz-Target).
 
@@ -79,6 +80,9 @@ class Faults:
     drop_rate: float = 0.0
     put_records_entry_failure_rate: float = 0.0
     expired_iterator_rate: float = 0.0
+    # S3 (any other HTTP method than POST): a conditional PutObject (If-None-Match) answered 409
+    # ConditionalRequestConflict, as S3 does while a concurrent conditional write of the key is in flight.
+    s3_conditional_conflict_rate: float = 0.0
     actions: frozenset[str] | None = None
     # (error code, probability) pairs: answer HTTP 400 with that code, e.g. ("ResourceInUseException", 0.5).
     errors: tuple[tuple[str, float], ...] = ()
@@ -104,7 +108,7 @@ class FaultProxy:
         self.upstream_port = upstream.port or 80
         self.faults = faults
         self.stats: Counter[str] = Counter()
-        self.calls: Counter[str] = Counter()
+        self.calls: Counter[str] = Counter()  # every request by action (X-Amz-Target), injected faults included
         self._rng = random.Random(seed)
         self._injected = 0
         self._lock = threading.Lock()
@@ -230,6 +234,28 @@ class _FaultHandler(BaseHTTPRequestHandler):
             return
         self._forward(body)
 
+    def do_PUT(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        conditional = self.headers.get("If-None-Match") is not None
+        if conditional and self.proxy.chance(self.proxy.faults.s3_conditional_conflict_rate):
+            self.proxy.count("conditional_conflict")
+            error = (
+                "<?xml version='1.0' encoding='UTF-8'?><Error><Code>ConditionalRequestConflict</Code><Message>A "
+                "conflicting operation occurred (injected by FaultProxy)</Message></Error>"
+            )
+            self._reply(409, [("Content-Type", "application/xml")], error.encode())
+            return
+        self._forward(body)
+
+    def do_GET(self) -> None:
+        self._forward(b"")
+
+    def do_HEAD(self) -> None:
+        self._forward(b"")
+
+    def do_DELETE(self) -> None:
+        self._forward(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+
     def _put_records_with_failures(self, body: bytes, rate: float) -> None:
         request = json.loads(body)
         entries = request["Records"]
@@ -266,7 +292,7 @@ class _FaultHandler(BaseHTTPRequestHandler):
         connection = http.client.HTTPConnection(self.proxy.upstream_host, self.proxy.upstream_port, timeout=120)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP | {"content-length"}}
         headers["Content-Length"] = str(len(body))
-        connection.request("POST", self.path, body=body, headers=headers)
+        connection.request(self.command, self.path, body=body, headers=headers)
         return connection
 
     def _forward(self, body: bytes) -> None:

@@ -80,6 +80,11 @@ def job_parser(prog: str, description: str) -> argparse.ArgumentParser:
         type=_kinesis_option,
         help="any other sink option, e.g. kinesis.sink.aggregationEnabled=true (repeatable)",
     )
+    streams.add_argument(
+        "--metadata-table",
+        help="DynamoDB table for the source's per-batch shard metadata (kinesis.metadataCommitterType=DYNAMODB); "
+        "default: files beside each query's checkpoint",
+    )
     run = parser.add_argument_group("running")
     run.add_argument(
         "--checkpoint-location",
@@ -227,8 +232,7 @@ def source_options(args: Any, query_name: str) -> dict[str, str]:
         **endpoint_options(args),
         "kinesis.streamName": args.source_stream,
         "kinesis.startingPosition": args.starting_position,
-        # The source is not told the query's checkpoint; keep its per-batch shard positions beside it.
-        "kinesis.metadataPath": child_path(checkpoint_of(args, query_name), "kinesis-metadata"),
+        **metadata_options(args, query_name),
     }
     if not args.available_now:
         # An executor reads a shard until it has caught up: under a steady producer that never happens, and
@@ -238,6 +242,17 @@ def source_options(args: Any, query_name: str) -> dict[str, str]:
     # Option names are case-insensitive: a user's spelling of one of ours replaces ours.
     overridden = {name.lower() for name in user}
     return {**{k: v for k, v in options.items() if k.lower() not in overridden}, **user}
+
+
+def metadata_options(args: Any, query_name: str) -> dict[str, str]:
+    """Where the source keeps its per-batch shard positions: the ``--metadata-table`` (each query's items carry
+    its own source id), else files beside the query's checkpoint (the source is not told the checkpoint)."""
+    if getattr(args, "metadata_table", None):
+        return {"kinesis.metadataCommitterType": "DYNAMODB", "kinesis.dynamodb.tableName": args.metadata_table}
+    user = {name.lower(): value for name, value in args.source_option}
+    if user.get("kinesis.metadatacommittertype", "").upper() == "DYNAMODB":
+        return {}  # the user's --source-option chose DynamoDB: a path would contradict it
+    return {"kinesis.metadataPath": child_path(checkpoint_of(args, query_name), "kinesis-metadata")}
 
 
 def sink_options(args: Any) -> dict[str, str]:

@@ -1,9 +1,15 @@
 """Path stores on a local (or mounted shared) filesystem and on any filesystem pyarrow opens (HDFS).
 
 Local files are created atomically and exclusively (write a temporary file, then ``os.link`` it into place,
-which fails if the name exists), so two attempts of one task cannot both win. On HDFS the same guarantee comes
-from rename refusing an existing target; pyarrow's HadoopFileSystem needs libhdfs and a Hadoop CLASSPATH on the
-machine (as on EMR).
+which fails if the name exists), so two attempts of one task cannot both win.
+
+On HDFS (and any pyarrow filesystem) first-write-wins holds only between attempts that do not write at the same
+moment: the store checks that the file is absent, then moves a temporary file into place, and pyarrow's
+``move`` *replaces* an existing file (its HDFS move deletes the target and renames again when the rename is
+refused). Two attempts of one task that both pass the check before either moves are both told they won; the
+file keeps the later one. Spark runs two attempts of a task at once only with speculation (``spark.speculation``,
+off by default) or when a lost executor's task still runs; docs/source.md says to keep speculation off with this
+store or to use S3 or DynamoDB. pyarrow's HadoopFileSystem needs libhdfs and a Hadoop CLASSPATH (as on EMR).
 """
 
 from __future__ import annotations
@@ -90,7 +96,8 @@ class ArrowFileSystemStore(PathStore):
         with self._fs.open_output_stream(temporary) as stream:
             stream.write(body)
         try:
-            # HDFS refuses to rename onto an existing file, which makes this first-write-wins there.
+            # Not exclusive: pyarrow's move replaces a file another attempt moved here since the check above
+            # (see the module doc for this limit).
             self._fs.move(temporary, target)
             return True
         except OSError:

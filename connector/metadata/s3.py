@@ -1,7 +1,12 @@
 """A path store on S3 through boto3: conditional puts (``If-None-Match: *``) make every write first-write-wins.
 
-The S3 client comes from ``connector.aws`` with the source's credentials and region; its endpoint is
-``kinesis.metadata.s3EndpointUrl`` when set (a local S3 such as moto), else AWS's.
+A 412 PreconditionFailed means another attempt's object is there (we lost); a 409 ConditionalRequestConflict
+means a concurrent conditional write of the same key is in flight, and is retried (``connector.retry``). An
+S3-compatible store that ignores ``If-None-Match`` overwrites instead: see docs/source.md for that limit.
+
+The S3 client comes from ``connector.aws`` with the application's own credentials (``without_role``) and the
+source's region; its endpoint is ``kinesis.metadata.s3EndpointUrl`` when set (a local S3 such as moto), else
+AWS's; its retries follow the ``kinesis.metadata*Retr*`` options.
 """
 
 from __future__ import annotations
@@ -14,19 +19,25 @@ from botocore.exceptions import ClientError
 
 from connector.aws import ClientSettings, client
 from connector.metadata.store import PathStore
-from connector.retry import error_code
+from connector.retry import RetryPolicy, error_code
 
 
 class S3Store(PathStore):
     """JSON objects under ``s3://bucket/prefix``."""
 
-    def __init__(self, root: str, settings: ClientSettings | None, s3_endpoint_url: str | None = None):
+    def __init__(
+        self,
+        root: str,
+        settings: ClientSettings | None,
+        s3_endpoint_url: str | None = None,
+        retry: RetryPolicy | None = None,
+    ):
         super().__init__(root)
         parsed = urlparse(self.root)
         self.bucket = parsed.netloc
         self.prefix = parsed.path.strip("/")
         base = settings or ClientSettings(region="us-east-1")
-        self._settings = replace(base, endpoint_url=s3_endpoint_url)
+        self._settings = replace(base, endpoint_url=s3_endpoint_url, retry=retry or base.retry)
 
     @property
     def _s3(self) -> Any:
@@ -59,7 +70,9 @@ class S3Store(PathStore):
             )
             return True
         except ClientError as exc:
-            if error_code(exc) in ("PreconditionFailed", "ConditionalRequestConflict"):
+            # 412: the object exists, another attempt won. A 409 ConditionalRequestConflict (a concurrent write
+            # of the same key still in flight) is retried by the policy instead: the next try meets the winner.
+            if error_code(exc) == "PreconditionFailed":
                 return False
             raise
 

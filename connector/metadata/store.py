@@ -5,7 +5,7 @@ shard, so that a batch that runs again stops at exactly the same record, and wri
 write wins); the driver reads the previous batch's records to plan the next batch, keeps pyspark 4.0.2's
 pending-offset resolutions here, and purges batches older than ``kinesis.minBatchesToRetain``.
 
-Layout (fixed; the DynamoDB store of a later issue uses the same keys): partition key ``sourceId``; sort key
+Layout (fixed; the DynamoDB store, ``metadata/dynamodb.py``, uses the same keys): partition key ``sourceId``; sort key
 ``batchShard`` = ``<batch id, 20 digits>/<streamName>/<shardId>``; ``expiresAt`` (epoch seconds, TTL). Path
 stores keep one JSON file per key: ``<metadataPath>/<sourceId>/<batch 20 digits>/<streamName>/<shardId>.json``.
 """
@@ -251,13 +251,26 @@ class PathStore(MetadataStore):
         return len(old)
 
 
-def open_store(path: str, client_settings: Any = None, s3_endpoint_url: str | None = None) -> MetadataStore:
-    """The store for ``kinesis.metadataPath``: ``s3://`` through boto3, a local path or ``file://``, else any
-    filesystem pyarrow knows (``hdfs://``, ``viewfs://``). Cheap: no I/O until used."""
+def open_store(
+    path: str,
+    client_settings: Any = None,
+    s3_endpoint_url: str | None = None,
+    *,
+    dynamodb_endpoint_url: str | None = None,
+    retry: Any = None,
+) -> MetadataStore:
+    """The store an offset's ``metadataPath`` names: ``dynamodb://<table>?region=<region>`` (DynamoDB, endpoint
+    from ``kinesis.dynamodb.endpointUrl``), ``s3://`` through boto3, a local path or ``file://``, else any
+    filesystem pyarrow knows (``hdfs://``, ``viewfs://``). ``client_settings`` are the application's own
+    credentials; ``retry`` (a ``RetryPolicy``) governs the AWS stores' calls. Cheap: no I/O until used."""
+    if path.startswith("dynamodb://"):
+        from connector.metadata.dynamodb import DynamoDBStore
+
+        return DynamoDBStore.from_uri(path, client_settings, dynamodb_endpoint_url, retry)
     if path.startswith(("s3://", "s3a://", "s3n://")):
         from connector.metadata.s3 import S3Store
 
-        return S3Store(path, client_settings, s3_endpoint_url)
+        return S3Store(path, client_settings, s3_endpoint_url, retry)
     from connector.metadata.filesystem import ArrowFileSystemStore, LocalStore
 
     if "://" not in path or path.startswith("file://"):

@@ -1,8 +1,11 @@
 """Metadata stores: first write wins (also under concurrent attempts), the fixed key layout, purge, and the same
-contract on a local directory, a pyarrow filesystem and S3 (moto); a streaming run with its metadata on S3."""
+contract on a local directory, a pyarrow filesystem, S3 and DynamoDB (moto); the pyarrow store's documented
+limit; S3's 409 conflicts retried; a streaming run with its metadata on S3."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +15,7 @@ import pytest
 from source_util import reader, roundtrip, run_batch, source_options
 
 from connector.aws import ClientSettings
+from connector.metadata.dynamodb import DynamoDBStore
 from connector.metadata.filesystem import ArrowFileSystemStore, LocalStore
 from connector.metadata.s3 import S3Store
 from connector.metadata.store import (
@@ -25,7 +29,9 @@ from connector.metadata.store import (
     open_store,
 )
 from connector.offsets import AFTER_SEQUENCE_NUMBER, TRIM_HORIZON, WHOLE_RECORD, Position
+from connector.retry import RetryPolicy
 from localaws import LocalServer, aws_client
+from localaws.fault_proxy import FaultProxy, Faults
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 from localaws.streams import put_records, unique_name
 
@@ -34,17 +40,31 @@ def _read(shard: str = "shardId-000000000000", records: int = 0, last: str | Non
     return ShardRead("stream-a", shard, Position(TRIM_HORIZON), records, last, 0 if last else WHOLE_RECORD)
 
 
-@pytest.fixture(params=["local", "arrow", "s3"])
-def store(request, tmp_path: Path) -> MetadataStore:
-    if request.param == "local":
-        return LocalStore(str(tmp_path / "meta"))
-    if request.param == "arrow":
-        return ArrowFileSystemStore(str(tmp_path / "meta"), pafs.LocalFileSystem())
-    moto: LocalServer = request.getfixturevalue("moto")
+FAST_RETRY = RetryPolicy(8, 1, 20)
+SETTINGS = ClientSettings("us-east-1", access_key_id=DUMMY_ACCESS_KEY, secret_key=DUMMY_SECRET_KEY, retry=FAST_RETRY)
+
+
+def _s3_store(endpoint_url: str, moto: LocalServer) -> S3Store:
     bucket = unique_name("meta").lower()
     aws_client("s3", moto.endpoint_url).create_bucket(Bucket=bucket)
-    settings = ClientSettings("us-east-1", access_key_id=DUMMY_ACCESS_KEY, secret_key=DUMMY_SECRET_KEY)
-    return S3Store(f"s3://{bucket}/some/prefix", settings, moto.endpoint_url)
+    return S3Store(f"s3://{bucket}/some/prefix", SETTINGS, endpoint_url)
+
+
+def _make_store(kind: str, request, tmp_path: Path) -> MetadataStore:
+    if kind == "local":
+        return LocalStore(str(tmp_path / "meta"))
+    if kind == "arrow":
+        return ArrowFileSystemStore(str(tmp_path / "meta"), pafs.LocalFileSystem())
+    moto: LocalServer = request.getfixturevalue("moto")
+    if kind == "s3":
+        return _s3_store(moto.endpoint_url, moto)
+    # The table does not exist yet: the store creates it on first use.
+    return DynamoDBStore(unique_name("meta"), replace(SETTINGS, endpoint_url=moto.endpoint_url))
+
+
+@pytest.fixture(params=["local", "arrow", "s3", "dynamodb"])
+def store(request, tmp_path: Path) -> MetadataStore:
+    return _make_store(request.param, request, tmp_path)
 
 
 def test_first_write_wins(store: MetadataStore) -> None:
@@ -74,12 +94,70 @@ def test_purge_keeps_recent_batches(store: MetadataStore) -> None:
     assert store.get_shard_read("another-source", 0, "stream-a", "shardId-000000000000") is not None
 
 
-def test_concurrent_attempts_agree_on_one_winner(tmp_path: Path) -> None:
-    store = LocalStore(str(tmp_path))
+# The pyarrow store is left out: its limit is the next test.
+@pytest.mark.parametrize("kind", ["local", "s3", "dynamodb"])
+def test_concurrent_attempts_agree_on_one_winner(kind: str, request, tmp_path: Path) -> None:
+    store = _make_store(kind, request, tmp_path)
     candidates = [_read(records=i, last=str(100 + i)) for i in range(16)]
+    start = threading.Barrier(8)
+
+    def attempt(read: ShardRead) -> ShardRead:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            start.wait(5)  # the first eight threads race on the same key at once
+        return store.put_shard_read("src", 0, read)
+
     with ThreadPoolExecutor(8) as pool:
-        stored = list(pool.map(lambda read: store.put_shard_read("src", 0, read), candidates))
+        stored = list(pool.map(attempt, candidates))
     assert len(set(stored)) == 1 and stored[0] in candidates
+    assert store.get_shard_read("src", 0, "stream-a", candidates[0].shard_id) == stored[0]
+
+
+class _InterleavingFileSystem:
+    """pyarrow's LocalFileSystem (whose move replaces, like pyarrow's HDFS move), running ``during_move`` once
+    just before the first move: a second attempt that writes at that very moment."""
+
+    def __init__(self, during_move):
+        self._fs = pafs.LocalFileSystem()
+        self._during_move = during_move
+
+    def __getattr__(self, name: str):
+        return getattr(self._fs, name)
+
+    def move(self, source: str, target: str) -> None:
+        hook, self._during_move = self._during_move, None
+        if hook is not None:
+            hook()
+        self._fs.move(source, target)
+
+
+def test_pyarrow_store_first_write_wins_only_between_attempts_that_do_not_overlap(tmp_path: Path) -> None:
+    """The documented limit (docs/source.md): pyarrow's move replaces an existing file, so two attempts whose
+    writes overlap can both be told they won."""
+    root = str(tmp_path / "meta")
+    first, second = _read(records=1, last="11"), _read(records=2, last="22")
+    told: dict[str, ShardRead] = {}
+
+    def second_attempt() -> None:
+        told["second"] = ArrowFileSystemStore(root, pafs.LocalFileSystem()).put_shard_read("src", 0, second)
+
+    told["first"] = ArrowFileSystemStore(root, _InterleavingFileSystem(second_attempt)).put_shard_read("src", 0, first)
+    assert told == {"first": first, "second": second}  # both believe they won: the limit
+    assert (
+        ArrowFileSystemStore(root, pafs.LocalFileSystem()).get_shard_read("src", 0, "stream-a", first.shard_id) == first
+    )
+    # Not overlapping: a later attempt meets the record and is told the winner's end.
+    later = ArrowFileSystemStore(root, pafs.LocalFileSystem()).put_shard_read("src", 0, _read(records=3, last="33"))
+    assert later == first
+
+
+def test_s3_conditional_conflicts_are_retried_not_taken_for_a_lost_race(moto: LocalServer) -> None:
+    faults = Faults(s3_conditional_conflict_rate=0.5)
+    with FaultProxy(moto.endpoint_url, faults, seed=3) as proxy:
+        store = _s3_store(proxy.endpoint_url, moto)
+        reads = [_read(f"shardId-{i:012d}", records=i, last=str(i + 1)) for i in range(12)]
+        assert [store.put_shard_read("src", 0, read) for read in reads] == reads
+        assert proxy.stats["conditional_conflict"] > 0
+        assert store.put_shard_read("src", 0, _read(reads[0].shard_id, records=9, last="99")) == reads[0]
 
 
 def test_layout_matches_the_dynamodb_keys(tmp_path: Path) -> None:
@@ -97,6 +175,9 @@ def test_open_store_picks_the_implementation(tmp_path: Path) -> None:
     assert isinstance(open_store(str(tmp_path)), LocalStore)
     assert isinstance(open_store(f"file://{tmp_path}"), LocalStore)
     assert isinstance(open_store("s3://bucket/prefix"), S3Store)
+    dynamo = open_store("dynamodb://meta-table?region=eu-west-1", SETTINGS, dynamodb_endpoint_url="http://127.0.0.1:1")
+    assert isinstance(dynamo, DynamoDBStore) and dynamo.table == "meta-table"
+    assert "region eu-west-1" in repr(dynamo) and "http://127.0.0.1:1" in repr(dynamo)
 
 
 def test_shard_read_next_start() -> None:

@@ -1,5 +1,6 @@
 """The source inside Spark: schema, multi-stream rows, restart from a checkpoint and SIGKILL of the driver with
-a file sink (every record exactly once, by content), batch reads, and option errors at load() / start()."""
+a file sink (every record exactly once, by content; metadata in a path store and in DynamoDB), batch reads, and
+option errors at load() / start()."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 from source_util import FORMAT, source_options, wait_for
 
 from localaws import LocalServer
-from localaws.streams import put_records, read_stream
+from localaws.streams import put_records, read_stream, unique_name
 
 APP = Path(__file__).with_name("kinesis_query_app.py")
 EXPECTED_SCHEMA = (
@@ -113,13 +114,28 @@ def test_restart_from_checkpoint_reads_every_record_once(spark, kinesalite: Loca
     assert sorted(_committed(spark, output)) == sorted(produced)
 
 
+def _metadata_options(store: str, request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """Options for the metadata store: a local path, or a fresh DynamoDB table on moto (created by the source)."""
+    if store == "path":
+        return {"kinesis.metadataPath": str(tmp_path / "meta")}
+    moto: LocalServer = request.getfixturevalue("moto")
+    return {
+        "kinesis.metadataCommitterType": "DYNAMODB",
+        "kinesis.dynamodb.tableName": unique_name("meta"),
+        "kinesis.dynamodb.endpointUrl": moto.endpoint_url,
+    }
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("store", ["path", "dynamodb"])
 def test_sigkill_of_the_driver_then_restart_reads_every_record_once(
-    spark, kinesalite: LocalServer, lite_stream, tmp_path
+    spark, kinesalite: LocalServer, lite_stream, tmp_path, store: str, request: pytest.FixtureRequest
 ) -> None:
     stream = lite_stream(shards=2)
     produced = _put(kinesalite, stream, "before", 100)
-    options = source_options(kinesalite, stream, tmp_path / "meta", **{"kinesis.maxFetchRecordsPerShard": "20"})
+    options = source_options(kinesalite, stream, "", **{"kinesis.maxFetchRecordsPerShard": "20"})
+    del options["kinesis.metadataPath"]
+    options.update(_metadata_options(store, request, tmp_path))
     output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     commits = checkpoint / "commits"
 

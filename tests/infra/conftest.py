@@ -107,3 +107,11 @@ def templates(pipeline) -> dict:
 def cfn(templates) -> dict[str, dict]:
     """The same templates as plain dicts."""
     return {name: template.to_json() for name, template in templates.items()}
+
+
+@pytest.fixture(scope="session")
+def recorded_table_actions(moto, kinesalite) -> list[str]:
+    """The DynamoDB actions the connector called on the metadata table in a recorded run (metadata_calls.py)."""
+    from tests.infra.metadata_calls import record_table_actions
+
+    return sorted(record_table_actions(moto, kinesalite))

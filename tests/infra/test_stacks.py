@@ -126,7 +126,6 @@ def _expected_connector(pipeline) -> dict[str, tuple[list[str], list[str]]]:
     """Sid -> (actions, rendered resources). Resources name the exact logical ids of our own resources."""
     source, sink = (f"FnGetAtt{logical_id(s)}Arn" for s in (pipeline.streams.source, pipeline.streams.sink))
     key = f"FnGetAtt{logical_id(pipeline.streams.key)}Arn"
-    table = f"FnGetAtt{logical_id(pipeline.metadata.table)}Arn"
     bucket = f"FnGetAtt{logical_id(pipeline.storage.bucket)}Arn"
     return {
         "Streams": (
@@ -147,20 +146,6 @@ def _expected_connector(pipeline) -> dict[str, tuple[list[str], list[str]]]:
             [f"{source}/consumer/*", f"{sink}/consumer/*"],
         ),
         "StreamKey": (["kms:Decrypt", "kms:GenerateDataKey"], [key]),
-        "MetadataTable": (
-            [
-                "dynamodb:DescribeTable",
-                "dynamodb:GetItem",
-                "dynamodb:BatchGetItem",
-                "dynamodb:Query",
-                "dynamodb:PutItem",
-                "dynamodb:UpdateItem",
-                "dynamodb:DeleteItem",
-                "dynamodb:BatchWriteItem",
-                "dynamodb:ConditionCheckItem",
-            ],
-            [table],
-        ),
         "ListBucket": (["s3:ListBucket"], [bucket]),
         "StateObjects": (
             ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
@@ -185,12 +170,15 @@ def _assert_statement(statement: dict, actions: list[str], resources: list[str])
         assert head in got and got.endswith(f"/{suffix}" if suffix else ">"), (got, expected)
 
 
-def test_instance_role_has_exactly_the_connector_and_emr_statements(cfn, pipeline):
+def test_instance_role_has_exactly_the_connector_and_emr_statements(cfn, pipeline, recorded_table_actions):
     statements = _statements_by_sid(cfn["access"], pipeline.access.instance_role)
     bucket = f"FnGetAtt{logical_id(pipeline.storage.bucket)}Arn"
     disk_key = f"FnGetAtt{logical_id(pipeline.storage.disk_key)}Arn"
+    table = f"FnGetAtt{logical_id(pipeline.metadata.table)}Arn"
     expected = {
         **_expected_connector(pipeline),
+        # Exactly what the connector called on the table in a recorded run (tests/infra/metadata_calls.py).
+        "MetadataTable": (recorded_table_actions, [table]),
         "EmrLogs": (["s3:PutObject"], [f"{bucket}/logs/*"]),
         "ReadUploads": (["s3:GetObject"], [f"{bucket}/tls/*", f"{bucket}/code/*"]),
         "ClusterDiskKey": (["kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"], [disk_key]),
@@ -226,6 +214,7 @@ def test_service_role_is_emr_only_and_passes_only_the_instance_role(cfn, pipelin
 
 
 def test_cross_account_role_needs_the_external_id_and_gets_only_the_connector_statements(cfn, pipeline):
+    """Not the metadata table: the connector reaches it with the job's own credentials, never the role's."""
     role_construct = pipeline.access.cross_account_role
     role = cfn["access"]["Resources"][logical_id(role_construct)]["Properties"]
     (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
@@ -352,6 +341,9 @@ def test_step_spark_submits_country_counts_with_the_jobs_zip(cfn, pipeline, name
     assert job_args["--checkpoint-location"].startswith(f"s3://{bucket}")
     assert job_args["--checkpoint-location"].endswith("/checkpoints/country_counts")
     assert job_args["--stop-marker"].endswith("/markers/country_counts.stop")
+    # The source keeps its metadata in the metadata stack's table (kinesis.metadataCommitterType=DYNAMODB).
+    metadata_ref = f"<import {pipeline.metadata.stack_name}:ExportsOutputRef{logical_id(pipeline.metadata.table)}"
+    assert job_args["--metadata-table"].startswith(metadata_ref)
 
 
 def test_instance_role_may_read_exactly_the_code_assets(cfn, pipeline):

@@ -68,6 +68,15 @@ def test_source_options_bound_a_batch_by_the_trigger_and_let_the_user_override_a
     assert options["kinesis.MAXFETCHTIMEPERSHARDSEC"] == "30" and "kinesis.maxFetchTimePerShardSec" not in options
 
 
+def test_metadata_table_puts_the_source_metadata_in_dynamodb():
+    args = parse(country_counts, ["--sink-stream", "o", "--metadata-table", "meta"])
+    options = common.source_options(args, "counts")
+    assert options["kinesis.metadataCommitterType"] == "DYNAMODB" and options["kinesis.dynamodb.tableName"] == "meta"
+    assert "kinesis.metadataPath" not in options
+    chosen = parse(country_counts, ["--sink-stream", "o", "--source-option", "kinesis.metadataCommitterType=dynamodb"])
+    assert "kinesis.metadataPath" not in common.source_options(chosen, "counts")
+
+
 def test_a_job_that_writes_to_kinesis_names_the_missing_sink_stream(capsys):
     assert "--sink-stream: missing" in usage_error(capsys, country_counts, [])
     # word_count needs it only for Kinesis output.
