@@ -289,7 +289,7 @@ CONSUMER_TYPE = _add(
         choice("GetRecords", "SubscribeToShard"),
         "GetRecords",
         "How shards are read: `GetRecords` (polling, shared throughput). `SubscribeToShard` (enhanced fan-out) is "
-        "accepted for compatibility and refused at query start until the EFO reader lands.",
+        "accepted for compatibility and refused at `load()` until the EFO reader lands.",
         Side.SOURCE,
     )
 )
