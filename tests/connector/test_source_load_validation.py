@@ -7,8 +7,7 @@ Without the checks in ``KinesisDataSource.schema()`` these options pass ``load()
 from __future__ import annotations
 
 import pytest
-
-from tests.connector.source_util import FORMAT
+from source_util import FORMAT
 
 BASE = {"kinesis.streamName": "orders", "kinesis.region": "us-east-1"}
 
