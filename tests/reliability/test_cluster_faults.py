@@ -39,7 +39,7 @@ def start_app(config: dict, py_files: Path, log: Path) -> subprocess.Popen:
     """``spark-submit`` of cluster_app.py; the checkout is on nobody's path, only the zip is.
 
     The zip is also the driver JVM's PYTHONPATH, as YARN cluster mode (EMR's steps) gives it to the driver: in
-    client mode ``--py-files`` alone does not reach the driver's streaming-source planner (pyspark 4.3 and 4.0.2:
+    client mode ``--py-files`` alone does not reach the driver's streaming-source planner (measured on pyspark 4.3:
     "Failed to plan Python data source initialize source: ModuleNotFoundError: No module named 'connector'").
     In local-cluster the executors inherit that PYTHONPATH: they import the same zip.
     """
