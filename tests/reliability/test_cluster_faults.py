@@ -21,7 +21,7 @@ import pytest
 
 from infra.packaging import build_pyfiles_zip
 from localaws import LocalServer
-from tests.connector.source_util import source_options, wait_for
+from tests.connector.source_util import source_options
 from tests.reliability.cluster_app import FAIL_TASK_ONCE, KILL_EXECUTOR
 from tests.reliability.keyed_records import KeyedProducer, assert_exactly_once_in_order
 
@@ -100,7 +100,11 @@ def run_with_fault(spark, kinesalite: LocalServer, lite_stream, tmp_path: Path, 
             alive()
             return len(committed_rows(spark, output)) >= len(producer.sent)
 
-        wait_for(caught_up, timeout_s=240, interval_s=2, what=f"{len(producer.sent)} rows in the sink")
+        # Until the sink holds as many rows as were sent; if records are lost it never does, and after the
+        # timeout the caller's exactly-once check names what is missing.
+        deadline = time.monotonic() + 240
+        while not caught_up() and time.monotonic() < deadline:
+            time.sleep(2)
         time.sleep(2)  # a duplicate would land in a later batch: give it the chance
         return committed_rows(spark, output), producer.sent, sorted(path.name for path in markers.iterdir())
     finally:
