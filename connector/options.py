@@ -397,7 +397,7 @@ CONSUMER_TYPE = _add(
         "GetRecords",
         "How shards are read: `GetRecords` (polling, shared throughput) or `SubscribeToShard` (enhanced fan-out: a "
         "registered consumer with its own 2 MiB/s per shard, pushed; needs `kinesis.consumerName`). "
-        "`SubscribeToShard` is validated but still refused at query start until the EFO reader lands.",
+        "`SubscribeToShard` is validated but still refused at `load()` until the EFO reader lands.",
         Side.SOURCE,
     )
 )

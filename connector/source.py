@@ -1,18 +1,24 @@
 """The Spark data source ``aws-kinesis``: its name, its schema, and which reader or writer Spark gets.
 
 Spark makes a ``KinesisDataSource(options)`` on the driver for every ``load()`` / ``save()`` / ``start()``.
-``schema()`` runs at ``load()``: the source options are validated there, so a bad option fails at ``load()``
-instead of at query start. Readers come from ``stream_reader`` / ``batch_reader``; writers from
-``connector.sink`` (imported lazily, so a reader never imports the sink).
+``schema()`` runs at ``load()`` (``spark.read`` and ``spark.readStream``; a write never calls it): every source
+option check that needs no AWS call runs there, so a bad option fails at ``load()`` instead of at query start,
+where pyspark buries it under "Failed to plan Python data source" and a misleading ``UnboundLocalError``.
+Readers come from ``stream_reader`` / ``batch_reader``; writers from ``connector.sink`` (imported lazily,
+so a reader never imports the sink).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
 from connector import NAME
 from connector.decode import SCHEMA_DDL
+from connector.source_settings import SourceSettings
 
 
 class KinesisDataSource(DataSource):
@@ -24,9 +30,7 @@ class KinesisDataSource(DataSource):
 
     def schema(self) -> str:
         """The fixed source schema (docs/source.md); validates the source options first (fails ``load()``)."""
-        from connector.source_settings import SourceSettings
-
-        SourceSettings.from_options(self.options)
+        validate_source_options(self.options)
         return SCHEMA_DDL
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
@@ -48,3 +52,14 @@ class KinesisDataSource(DataSource):
         from connector.sink import KinesisStreamWriter
 
         return KinesisStreamWriter(schema, self.options)
+
+
+def validate_source_options(options: Mapping[str, Any]) -> SourceSettings:
+    """Every check of the source options that needs no AWS call: each option's value, the stream names, the
+    credentials pair, the region, the retry intervals, the consumer type and ``kinesis.endingPosition``. Raises
+    OptionError naming the option and what is allowed."""
+    from connector.batch_reader import parse_ending_position  # lazy, like the readers
+
+    settings = SourceSettings.from_options(options)
+    parse_ending_position(settings.ending)
+    return settings
