@@ -30,7 +30,6 @@ PER_ROUND = 60  # 30 per shard: more than show()/isEmpty()/limit() read, so thei
 LIMIT = 5
 
 Handler = Callable[..., None]
-NEEDS_CORE11 = pytest.mark.xfail(strict=True, reason="issue 11: needs core11's planner completion")
 
 
 def run_rounds(spark, kinesalite, lite_stream, tmp_path, handle: Handler) -> tuple[list[set[str]], dict, list[int]]:
@@ -73,7 +72,6 @@ def run_rounds(spark, kinesalite, lite_stream, tmp_path, handle: Handler) -> tup
 
 
 @pytest.mark.slow
-@NEEDS_CORE11
 def test_skipping_odd_batches(spark, kinesalite, lite_stream, tmp_path) -> None:
     def skip_odd(df, batch_id: int, deliver) -> None:
         if batch_id % 2:
@@ -108,7 +106,6 @@ def test_show_then_process(spark, kinesalite, lite_stream, tmp_path) -> None:
 
 
 @pytest.mark.slow
-@NEEDS_CORE11
 def test_show_only_on_odd_batches(spark, kinesalite, lite_stream, tmp_path) -> None:
     """``show()`` alone stops its read after 20 rows: those batches deliver nothing and stay skipped."""
 
@@ -123,7 +120,6 @@ def test_show_only_on_odd_batches(spark, kinesalite, lite_stream, tmp_path) -> N
 
 
 @pytest.mark.slow
-@NEEDS_CORE11
 def test_limit_processing(spark, kinesalite, lite_stream, tmp_path) -> None:
     def first_rows(df, batch_id: int, deliver) -> None:
         deliver(df.limit(LIMIT))
