@@ -10,7 +10,8 @@ RSS of the Python workers that JVM started (``pyspark.daemon`` and its workers, 
 other Spark processes on the machine do not count), this driver's own RSS, and the lag: records sent minus
 records the query has read (from the query progress). Warm-up (JIT, worker pools, connection pools) ends at the
 later of 20 % of the run (at least 60 s) and the first sample where the query had caught up (lag under 10 s of
-records); after it, each RSS series must stay within +-10 % of its first post-warm-up sample.
+records); after it, the driver JVM's RSS and the Python workers' mean RSS per worker (their sum moves with how
+many workers Spark keeps, which is not a leak) must stay within +-10 % of their first post-warm-up samples.
 At the end the query drains, then the sink stream is read back with boto3 and ``connector.kpl``:
 every sent id must be there exactly once.
 
@@ -55,7 +56,11 @@ class Sample:
     driver_jvm_rss_mb: float
     python_workers_rss_mb: float
     python_workers: int
+    python_worker_mean_rss_mb: float
     driver_python_rss_mb: float
+
+
+JUDGED = ("driver_jvm_rss_mb", "python_worker_mean_rss_mb")
 
 
 def rss_mb(pid: int) -> float:
@@ -122,6 +127,7 @@ class Sampler(threading.Thread):
     def sample(self) -> Sample:
         read, last_ms = self.read_so_far()
         workers = python_workers(self.jvm_pid)
+        workers_rss = sum(rss_mb(pid) for pid in workers)
         return Sample(
             t_s=round(time.monotonic() - self.started, 1),
             sent=self.sent[0],
@@ -129,8 +135,9 @@ class Sampler(threading.Thread):
             lag_records=self.sent[0] - read,
             last_batch_ms=last_ms,
             driver_jvm_rss_mb=round(rss_mb(self.jvm_pid), 1),
-            python_workers_rss_mb=round(sum(rss_mb(pid) for pid in workers), 1),
+            python_workers_rss_mb=round(workers_rss, 1),
             python_workers=len(workers),
+            python_worker_mean_rss_mb=round(workers_rss / len(workers), 1) if workers else 0.0,
             driver_python_rss_mb=round(rss_mb(os.getpid()), 1),
         )
 
@@ -164,10 +171,13 @@ def warm_up_s(samples: list[Sample], run_s: float, rate: float) -> float:
 
 
 def rss_changes(samples: list[Sample], warm_up: float) -> dict[str, float]:
-    """Per RSS series: the largest relative change from the first post-warm-up sample (NaN: no such sample)."""
+    """Per judged RSS series: the largest relative change from the first post-warm-up sample (NaN: no sample).
+
+    Python workers are judged per worker (their mean RSS): Spark reaps idle workers and starts new ones, so their
+    sum moves with their count, which is not a leak; a leaking worker still moves the mean."""
     after = [s for s in samples if s.t_s >= warm_up]
     changes = {}
-    for name in ("driver_jvm_rss_mb", "python_workers_rss_mb"):
+    for name in JUDGED:
         values = [getattr(s, name) for s in after]
         base = values[0] if values else 0.0
         changes[name] = max(abs(v - base) / base for v in values) if base else float("nan")
@@ -195,6 +205,7 @@ def plot(samples: list[Sample], warm_up: float, path: Path, title: str) -> bool:
     for name, label in (
         ("driver_jvm_rss_mb", "driver JVM"),
         ("python_workers_rss_mb", "Python workers (sum)"),
+        ("python_worker_mean_rss_mb", "Python worker (mean)"),
         ("driver_python_rss_mb", "driver Python"),
     ):
         memory.plot(minutes, [getattr(s, name) for s in samples], label=label)
