@@ -15,9 +15,22 @@ NAME = "aws-kinesis"
 __all__ = ["NAME", "register"]
 
 
+ALREADY_REGISTERED = "DATA_SOURCE_ALREADY_EXISTS"
+
+
 def register(spark: Any) -> None:
-    """Register the ``aws-kinesis`` data source with ``spark`` (a SparkSession; registering twice is harmless)."""
+    """Register the ``aws-kinesis`` data source with ``spark`` (a SparkSession; registering twice is harmless).
+
+    Where the package is installed, or ``pyspark_aws_kinesis`` is on the driver's path, pyspark has already
+    registered the source by itself; pyspark 4.0 then refuses a second registration of the name
+    (DATA_SOURCE_ALREADY_EXISTS) where newer versions replace it. Either way the source is there: jobs that call
+    this keep working on a cluster that has the wheel installed (EMR's bootstrap action).
+    """
     # Imported here so that `import connector` (e.g. for connector.options) does not import pyspark.
     from connector.source import KinesisDataSource
 
-    spark.dataSource.register(KinesisDataSource)
+    try:
+        spark.dataSource.register(KinesisDataSource)
+    except Exception as exc:  # AnalysisException, classic or Spark Connect's
+        if ALREADY_REGISTERED not in str(exc):
+            raise

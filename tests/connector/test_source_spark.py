@@ -250,3 +250,19 @@ def test_missing_stream_is_a_clear_error_at_start(spark, kinesalite: LocalServer
             query.awaitTermination(60)
     finally:
         query.stop()
+
+
+def test_register_is_harmless_when_pyspark_found_the_source_itself(
+    spark, kinesalite: LocalServer, lite_stream, tmp_path
+) -> None:
+    """The checkout's ``pyspark_aws_kinesis`` is on the driver's path here, as an installed wheel is on EMR: pyspark
+    registered ``aws-kinesis`` by itself, and pyspark 4.0.2 refuses a second registration of the name. The jobs
+    call ``connector.register`` anyway (for ``--py-files`` users): it must not fail, and the source must work."""
+    import connector
+
+    connector.register(spark)
+    connector.register(spark)
+    stream = lite_stream(shards=1)
+    put_records(kinesalite.client("kinesis"), stream, [(b"once", "k")])
+    rows = spark.read.format(FORMAT).options(**source_options(kinesalite, stream, tmp_path / "meta")).load().collect()
+    assert [bytes(row.data) for row in rows] == [b"once"]

@@ -141,7 +141,7 @@ def test_the_wheel_cannot_build_without_its_sources(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("which", list(VENVS))
 def test_installed_wheel_reads_without_registering_in_pyspark_spark_submit_and_over_connect(
-    which: str, wheel: Path, kinesalite: LocalServer, lite_stream, tmp_path: Path
+    which: str, wheel: Path, kinesalite: LocalServer, moto: LocalServer, lite_stream, tmp_path: Path
 ) -> None:
     base = project_python(which)
     work = tmp_path / "work"
@@ -179,7 +179,8 @@ def test_installed_wheel_reads_without_registering_in_pyspark_spark_submit_and_o
             None,
         ),
         "pyspark": ([pyspark_home / "bin" / "pyspark", "--master", "local[2]"], shell_line),
-        "connect": ([python, app, "connect", *arguments], None),
+        # Over Connect the app also publishes the query's metrics to moto's CloudWatch (issue 16: the listener).
+        "connect": ([python, app, "connect", *arguments, moto.endpoint_url, f"WheelTest/{which}"], None),
     }
     venv = (tmp_path / "venv").resolve()
     for mode, (command, stdin) in runs.items():
@@ -193,3 +194,4 @@ def test_installed_wheel_reads_without_registering_in_pyspark_spark_submit_and_o
         assert result["stream"] == sorted(produced), mode
         assert result["shell_session"] == (mode == "pyspark"), mode
         assert result["pyspark"].startswith("4.0.") == (which == "pyspark-4.0.2"), result["pyspark"]
+        assert result["published_input_rows"] == (len(produced) if mode == "connect" else None), mode
