@@ -1,8 +1,9 @@
 """Enhanced fan-out consumers of a stream: describe, register or reuse, wait until ACTIVE, deregister.
 
-Who calls it: the driver once per query start with ``kinesis.consumerType=SubscribeToShard`` (``ensure_consumer``
-for each stream; ``deregister_quietly`` when the query ends and ``kinesis.requireConsumerDeregistration`` is
-true) and the clean-up command ``python -m connector consumers ...`` (``connector.__main__``). Clients come from
+Who calls it: the driver's planner once per query start with ``kinesis.consumerType=SubscribeToShard``, through
+``QueryConsumers`` (``ensure_consumer`` for each stream, the ARNs then travel to executors in the partitions;
+``deregister_quietly`` when the query ends and ``kinesis.requireConsumerDeregistration`` is true) and the
+clean-up command ``python -m connector consumers ...`` (``connector.__main__``). Clients come from
 ``connector.aws``; every retried call goes through ``connector.retry``.
 
 Why the loop in ``ensure_consumer``: a consumer may be absent (register it), CREATING (wait), ACTIVE (reuse),
@@ -15,7 +16,10 @@ retries run out.
 
 from __future__ import annotations
 
+import atexit
 import logging
+import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -217,3 +221,75 @@ def deregister_quietly(kinesis: Any, stream: str, name: str, retry: RetryPolicy)
     if not found:
         log.info("enhanced fan-out consumer '%s' of stream '%s' was already gone", name, stream)
     return found
+
+
+class QueryConsumers:
+    """One query's enhanced fan-out consumers (one per stream, same name), on the driver.
+
+    ``arns()`` makes them ACTIVE the first time it is called (the planner calls it when the query starts, or on
+    its first batch after a restart) and returns ``{stream: consumer ARN}`` from then on: executors get the ARNs in
+    their partitions, so they never describe consumers (DescribeStreamConsumer allows 20 calls/s per stream).
+
+    With ``deregister`` (``kinesis.requireConsumerDeregistration``), ``release()`` deregisters them, once, best
+    effort and logged. Spark rarely calls the reader's ``stop()`` (it ends the driver's Python process), so
+    ``release`` also runs at that process's exit (``atexit``) and on SIGTERM when nobody else handles it. A
+    SIGKILL leaves the consumers registered: ``python -m connector consumers deregister`` cleans up.
+    """
+
+    def __init__(
+        self,
+        kinesis_factory: Callable[[], Any],
+        streams: tuple[str, ...],
+        name: str,
+        retry: RetryPolicy,
+        deregister: bool,
+        wait: WaitPolicy = WaitPolicy(),
+    ):
+        self.kinesis_factory = kinesis_factory
+        self.streams = streams
+        self.name = name
+        self.retry = retry
+        self.deregister = deregister
+        self.wait = wait
+        self._arns: dict[str, str] | None = None
+        self._armed = False  # release() has something to do
+        self._lock = threading.RLock()  # re-entrant: the SIGTERM handler may interrupt arns() in the same thread
+
+    def arns(self) -> dict[str, str]:
+        """``{stream: ARN}`` of the query's ACTIVE consumers (registered or reused the first time)."""
+        with self._lock:
+            if self._arns is None:
+                kinesis = self.kinesis_factory()
+                found = {}
+                if self.deregister:
+                    self._arrange_release()  # before registering: a later stream's failure still cleans up
+                for stream in self.streams:
+                    found[stream] = ensure_consumer(kinesis, stream, self.name, self.retry, self.wait).arn
+                self._arns = found
+            return dict(self._arns)
+
+    def release(self) -> None:
+        """Deregister the consumers when ``deregister`` (once; never raises)."""
+        with self._lock:
+            if not self._armed:
+                return
+            self._armed = False
+            kinesis = self.kinesis_factory()
+            for stream in self.streams:
+                deregister_quietly(kinesis, stream, self.name, self.retry)
+            atexit.unregister(self.release)
+
+    def _arrange_release(self) -> None:
+        self._armed = True
+        atexit.register(self.release)
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) in (
+            signal.SIG_DFL,
+            None,
+        ):
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        """Deregister, then die of SIGTERM as the process would have."""
+        self.release()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.raise_signal(signal.SIGTERM)
