@@ -18,6 +18,13 @@ __all__ = ["NAME", "register"]
 def register(spark: Any) -> None:
     """Register the ``aws-kinesis`` data source with ``spark`` (a SparkSession; registering twice is harmless)."""
     # Imported here so that `import connector` (e.g. for connector.options) does not import pyspark.
+    from pyspark.errors import AnalysisException
+
     from connector.source import KinesisDataSource
 
-    spark.dataSource.register(KinesisDataSource)
+    try:
+        spark.dataSource.register(KinesisDataSource)
+    except AnalysisException as exc:
+        # pyspark 4.0.2 refuses a second registration, e.g. when it found pyspark_aws_kinesis by itself.
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+            raise
