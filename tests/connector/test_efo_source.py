@@ -5,6 +5,7 @@ ends; then a Spark streaming query through SubscribeToShard, exactly once across
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 
@@ -161,3 +162,16 @@ def test_streaming_query_through_subscribe_to_shard_exactly_once_across_a_restar
         subscribed = proxy.calls["SubscribeToShard"]
     assert sorted(committed()) == sorted(produced)
     assert subscribed >= 2  # read through enhanced fan-out
+
+
+def test_latest_through_subscribe_to_shard_reads_only_what_came_after_the_start(
+    kinesis_mock: LocalServer, mock_stream, tmp_path
+) -> None:
+    stream = mock_stream(shards=2)
+    put_numbered(kinesis_mock, stream, "old", 5)
+    source = reader(efo_options(kinesis_mock, stream, tmp_path / "meta", **{"kinesis.startingPosition": "LATEST"}))
+    start = roundtrip(source.initialOffset())  # LATEST = the arrival time of now, replayable
+    time.sleep(0.05)
+    produced = put_numbered(kinesis_mock, stream, "new", 6)
+    _, rows = next_batch(source, start)
+    assert sorted(payloads(rows)) == sorted(produced)
