@@ -134,8 +134,8 @@ def main(argv: list[str] | None = None) -> None:
         lat = latency(server, args.rate, args.seconds, args.trigger_ms)
     print("kinesis-mock, 1 shard. kinesis-mock's speed is not AWS's: compare the two rows of this run only.")
     print(f"\nput -> row latency: {args.rate} records/s for {args.seconds:.0f} s, processingTime {args.trigger_ms} ms")
-    print(f"| {"reader":<35} | {'records':>8} | {'p50 ms':>7} | {'p99 ms':>7} | {'max ms':>7} |")
-    print(f"|{"-" * 37}|{'-' * 10}|{'-' * 9}|{'-' * 9}|{'-' * 9}|")
+    print(f"| {'reader':<35} | {'records':>8} | {'p50 ms':>7} | {'p99 ms':>7} | {'max ms':>7} |")
+    print(f"|{'-' * 37}|{'-' * 10}|{'-' * 9}|{'-' * 9}|{'-' * 9}|")
     names = {"polling": "GetRecords (polling, baseline)", "efo": "SubscribeToShard (enhanced fan-out)"}
     p50s = {}
     for kind, values in lat.items():
@@ -144,8 +144,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {names[kind]:<35} | {len(values):>8,} | {p50:>7.0f} | {p99:>7.0f} | {worst:>7.0f} |")
     print(f"EFO p50 / polling p50: {p50s['efo'] / p50s['polling']:.2f}")
     print(f"\nread throughput: {args.records:,} records of 1 KiB, TRIM_HORIZON to the tip, range reader (no Spark)")
-    print(f"| {"transport":<35} | {'records':>8} | {'seconds':>7} | {'rec/s':>8} |")
-    print(f"|{"-" * 37}|{'-' * 10}|{'-' * 9}|{'-' * 10}|")
+    print(f"| {'transport':<35} | {'records':>8} | {'seconds':>7} | {'rec/s':>8} |")
+    print(f"|{'-' * 37}|{'-' * 10}|{'-' * 9}|{'-' * 10}|")
     for kind, (rows, seconds) in read.items():
         print(f"| {names[kind]:<35} | {rows:>8,} | {seconds:>7.2f} | {rows / seconds:>8,.0f} |")
     rates = {kind: rows / seconds for kind, (rows, seconds) in read.items()}
