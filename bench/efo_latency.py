@@ -22,7 +22,7 @@ import os
 import time
 from typing import Any
 
-from bench.common import spark_session
+from bench.common import options, spark_session
 from bench.latency import percentiles, produce
 from connector.aws import kinesis_reader_client
 from connector.consumers import ensure_consumer
@@ -30,7 +30,7 @@ from connector.fetch.range import FetchLimits, ShardRange, ShardTask
 from connector.offsets import TRIM_HORIZON, Position
 from connector.source_settings import SourceSettings
 from localaws import LocalAws, LocalServer
-from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESIS_MOCK
+from localaws.servers import KINESIS_MOCK
 from localaws.streams import create_stream, list_shard_ids, put_records, unique_name
 
 CONSUMER = "bench-efo"
@@ -38,19 +38,12 @@ CONSUMER = "bench-efo"
 
 def source_options(server: LocalServer, stream: str, efo: bool) -> dict[str, str]:
     kind = "efo" if efo else "polling"
-    options = {
-        "kinesis.streamName": stream,
-        "kinesis.endpointUrl": server.endpoint_url,
-        "kinesis.awsAccessKeyId": DUMMY_ACCESS_KEY,
-        "kinesis.awsSecretKey": DUMMY_SECRET_KEY,
-        "kinesis.startingPosition": "TRIM_HORIZON",
-        "kinesis.metadataPath": f"/tmp/{stream}/{kind}/meta",
-        "kinesis.clientRetryIntervalsMs": "500",
-        "kinesis.clientMaxRetryIntervalMs": "2000",
-    }
+    patient = {"kinesis.clientretryintervalsms": "500", "kinesis.clientmaxretryintervalms": "2000"}
+    found = {**options(server, stream, f"/tmp/{stream}/{kind}/meta"), **patient}
+    found.pop("kinesis.getrecords.fetchintervalms")  # the default 200 ms, as a user has it
     if efo:
-        options |= {"kinesis.consumerType": "SubscribeToShard", "kinesis.consumerName": CONSUMER}
-    return options
+        found |= {"kinesis.consumertype": "SubscribeToShard", "kinesis.consumername": CONSUMER}
+    return found
 
 
 def start_query(spark: Any, options: dict[str, str], latencies: list[float], trigger_ms: int, checkpoint: str) -> Any:
