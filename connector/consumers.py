@@ -18,16 +18,22 @@ from __future__ import annotations
 
 import atexit
 import logging
-import signal
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, BinaryIO
 
 from botocore.exceptions import ClientError
 
+from connector import aws
+from connector.aws import ClientSettings
 from connector.retry import RetriesExhaustedError, RetryPolicy, error_code
 
 log = logging.getLogger(__name__)
@@ -231,65 +237,90 @@ class QueryConsumers:
     their partitions, so they never describe consumers (DescribeStreamConsumer allows 20 calls/s per stream).
 
     With ``deregister`` (``kinesis.requireConsumerDeregistration``), ``release()`` deregisters them, once, best
-    effort and logged. Spark rarely calls the reader's ``stop()`` (it ends the driver's Python process), so
-    ``release`` also runs at that process's exit (``atexit``) and on SIGTERM when nobody else handles it. A
-    SIGKILL leaves the consumers registered: ``python -m connector consumers deregister`` cleans up.
+    effort and logged. Spark rarely calls the reader's ``stop()``: it ends the driver's Python process, often with
+    SIGKILL. So before registering, a watcher process is started (``python -m connector.consumers``, its own
+    session) that holds a pipe from this process: when the pipe closes without a word (this process died, however)
+    it deregisters the consumers; ``release()`` tells it "done" instead. ``atexit`` covers a normal exit too.
     """
 
-    def __init__(
-        self,
-        kinesis_factory: Callable[[], Any],
-        streams: tuple[str, ...],
-        name: str,
-        retry: RetryPolicy,
-        deregister: bool,
-        wait: WaitPolicy = WaitPolicy(),
-    ):
-        self.kinesis_factory = kinesis_factory
+    def __init__(self, settings: ClientSettings, streams: tuple[str, ...], name: str, deregister: bool):
+        self.settings = settings
         self.streams = streams
         self.name = name
-        self.retry = retry
         self.deregister = deregister
-        self.wait = wait
+        self.wait = WaitPolicy()
         self._arns: dict[str, str] | None = None
-        self._armed = False  # release() has something to do
-        self._lock = threading.RLock()  # re-entrant: the SIGTERM handler may interrupt arns() in the same thread
+        self._watcher: subprocess.Popen | None = None  # deregisters when this process dies
+        self._lock = threading.Lock()
 
     def arns(self) -> dict[str, str]:
         """``{stream: ARN}`` of the query's ACTIVE consumers (registered or reused the first time)."""
         with self._lock:
             if self._arns is None:
-                kinesis = self.kinesis_factory()
-                found = {}
-                if self.deregister:
-                    self._arrange_release()  # before registering: a later stream's failure still cleans up
-                for stream in self.streams:
-                    found[stream] = ensure_consumer(kinesis, stream, self.name, self.retry, self.wait).arn
-                self._arns = found
+                if self.deregister and self._watcher is None:
+                    self._watcher = _start_watcher(self.settings, self.streams, self.name)
+                    atexit.register(self.release)
+                kinesis = aws.kinesis_client(self.settings)
+                retry = self.settings.retry
+                self._arns = {s: ensure_consumer(kinesis, s, self.name, retry, self.wait).arn for s in self.streams}
             return dict(self._arns)
 
     def release(self) -> None:
         """Deregister the consumers when ``deregister`` (once; never raises)."""
         with self._lock:
-            if not self._armed:
+            watcher, self._watcher = self._watcher, None
+            if watcher is None:
                 return
-            self._armed = False
-            kinesis = self.kinesis_factory()
-            for stream in self.streams:
-                deregister_quietly(kinesis, stream, self.name, self.retry)
+            _deregister_all(self.settings, self.streams, self.name)
             atexit.unregister(self.release)
+            try:
+                assert watcher.stdin is not None
+                watcher.stdin.write(DONE)
+                watcher.stdin.close()
+            except OSError:  # it died: nothing to tell
+                pass
 
-    def _arrange_release(self) -> None:
-        self._armed = True
-        atexit.register(self.release)
-        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) in (
-            signal.SIG_DFL,
-            None,
-        ):
-            signal.signal(signal.SIGTERM, self._on_sigterm)
 
-    def _on_sigterm(self, signum: int, frame: Any) -> None:
-        """Deregister, then die of SIGTERM as the process would have."""
-        self.release()
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.raise_signal(signal.SIGTERM)
+DONE = b"done\n"
+WATCHER_LOG = os.path.join(tempfile.gettempdir(), "aws-kinesis-consumer-watcher.log")
+
+
+def _deregister_all(settings: ClientSettings, streams: tuple[str, ...], name: str) -> None:
+    kinesis = aws.kinesis_client(settings)
+    for stream in streams:
+        deregister_quietly(kinesis, stream, name, settings.retry)
+
+
+def _start_watcher(settings: ClientSettings, streams: tuple[str, ...], name: str) -> subprocess.Popen:
+    """``python -m connector.consumers`` in its own session (a kill of this process group spares it), fed the
+    consumers to deregister through its stdin, which stays open for as long as this process lives."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    # Not this process's stdout/stderr: Spark may wait for their end. The watcher logs to WATCHER_LOG.
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "connector.consumers"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
+    assert watcher.stdin is not None
+    message = pickle.dumps((settings, streams, name))
+    watcher.stdin.write(len(message).to_bytes(8, "big") + message)
+    watcher.stdin.flush()
+    return watcher
+
+
+def _watch(pipe: BinaryIO) -> None:
+    """The watcher: read what to deregister, wait for the pipe to close, deregister unless told "done"."""
+    size = int.from_bytes(pipe.read(8), "big")
+    settings, streams, name = pickle.loads(pipe.read(size))  # from our own parent process only
+    if pipe.read() != DONE:
+        logging.basicConfig(filename=WATCHER_LOG, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+        log.info("the driver that registered consumer '%s' ended without releasing it: deregistering", name)
+        _deregister_all(settings, streams, name)
+
+
+if __name__ == "__main__":
+    _watch(sys.stdin.buffer)

@@ -127,13 +127,7 @@ class BatchPlanner:
         self.consumers = (
             None
             if efo is None
-            else QueryConsumers(
-                client_factory,
-                settings.streams,
-                efo.consumer_name,
-                settings.client.retry,
-                efo.require_deregistration,
-            )
+            else QueryConsumers(settings.client, settings.streams, efo.consumer_name, efo.require_deregistration)
         )
 
     def consumer_arns(self) -> dict[str, str]:

@@ -126,12 +126,17 @@ def test_kpl_aggregates_and_a_missing_shard_through_subscribe_to_shard(
     assert lenient.result.data_loss.kind == "shard gone" and lenient.result.shard_end
 
 
-def test_streaming_query_through_subscribe_to_shard_exactly_once_across_a_restart(
+def test_streaming_query_through_subscribe_to_shard_exactly_once_across_a_restart_and_deregistered(
     spark, kinesis_mock: LocalServer, mock_stream, tmp_path
 ) -> None:
     stream = mock_stream(shards=2)
     with FaultProxy(kinesis_mock.endpoint_url) as proxy:
-        options = efo_options(proxy, stream, tmp_path / "meta")
+        options = efo_options(proxy, stream, tmp_path / "meta", **{"kinesis.requireConsumerDeregistration": "true"})
+        name = options["kinesis.consumerName"]
+
+        def deregistered() -> bool:
+            return _consumers(kinesis_mock, stream).get(name) in (None, "DELETING")
+
         output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
 
         def start():
@@ -153,12 +158,14 @@ def test_streaming_query_through_subscribe_to_shard_exactly_once_across_a_restar
         query = start()
         wait_for(lambda: len(committed()) >= len(produced), what="the first records")
         query.stop()
+        wait_for(deregistered, 30, what="the consumer deregistered when the query stopped")
         produced += put_numbered(kinesis_mock, stream, "b", 8)  # while stopped
         query = start()
         try:
             wait_for(lambda: len(committed()) >= len(produced), what="every record after the restart")
         finally:
             query.stop()
+        wait_for(deregistered, 30, what="the consumer deregistered when the query stopped")
         subscribed = proxy.calls["SubscribeToShard"]
     assert sorted(committed()) == sorted(produced)
     assert subscribed >= 2  # read through enhanced fan-out
