@@ -27,10 +27,12 @@ def register(spark: Any) -> None:
     this keep working on a cluster that has the wheel installed (EMR's bootstrap action).
     """
     # Imported here so that `import connector` (e.g. for connector.options) does not import pyspark.
+    from pyspark.errors import AnalysisException
+
     from connector.source import KinesisDataSource
 
     try:
         spark.dataSource.register(KinesisDataSource)
-    except Exception as exc:  # AnalysisException, classic or Spark Connect's
+    except AnalysisException as exc:  # classic or Spark Connect (a subclass)
         if ALREADY_REGISTERED not in str(exc):
             raise

@@ -1,8 +1,9 @@
 """Enhanced fan-out consumers of a stream: describe, register or reuse, wait until ACTIVE, deregister.
 
-Who calls it: the driver once per query start with ``kinesis.consumerType=SubscribeToShard`` (``ensure_consumer``
-for each stream; ``deregister_quietly`` when the query ends and ``kinesis.requireConsumerDeregistration`` is
-true) and the clean-up command ``python -m connector consumers ...`` (``connector.__main__``). Clients come from
+Who calls it: the driver's planner once per query start with ``kinesis.consumerType=SubscribeToShard``, through
+``QueryConsumers`` (``ensure_consumer`` for each stream, the ARNs then travel to executors in the partitions;
+``deregister_quietly`` when the query ends and ``kinesis.requireConsumerDeregistration`` is true) and the
+clean-up command ``python -m connector consumers ...`` (``connector.__main__``). Clients come from
 ``connector.aws``; every retried call goes through ``connector.retry``.
 
 Why the loop in ``ensure_consumer``: a consumer may be absent (register it), CREATING (wait), ACTIVE (reuse),
@@ -15,15 +16,24 @@ retries run out.
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, BinaryIO
 
 from botocore.exceptions import ClientError
 
+from connector import aws
+from connector.aws import ClientSettings
 from connector.retry import RetriesExhaustedError, RetryPolicy, error_code
 
 log = logging.getLogger(__name__)
@@ -217,3 +227,100 @@ def deregister_quietly(kinesis: Any, stream: str, name: str, retry: RetryPolicy)
     if not found:
         log.info("enhanced fan-out consumer '%s' of stream '%s' was already gone", name, stream)
     return found
+
+
+class QueryConsumers:
+    """One query's enhanced fan-out consumers (one per stream, same name), on the driver.
+
+    ``arns()`` makes them ACTIVE the first time it is called (the planner calls it when the query starts, or on
+    its first batch after a restart) and returns ``{stream: consumer ARN}`` from then on: executors get the ARNs in
+    their partitions, so they never describe consumers (DescribeStreamConsumer allows 20 calls/s per stream).
+
+    With ``deregister`` (``kinesis.requireConsumerDeregistration``), ``release()`` deregisters them, once, best
+    effort and logged. Spark rarely calls the reader's ``stop()``: it ends the driver's Python process, often with
+    SIGKILL. So before registering, a watcher process is started (``python -m connector.consumers``, its own
+    session) that holds a pipe from this process: when the pipe closes without a word (this process died, however)
+    it deregisters the consumers; ``release()`` tells it "done" instead. ``atexit`` covers a normal exit too.
+    """
+
+    def __init__(self, settings: ClientSettings, streams: tuple[str, ...], name: str, deregister: bool):
+        self.settings = settings
+        self.streams = streams
+        self.name = name
+        self.deregister = deregister
+        self.wait = WaitPolicy()
+        self._arns: dict[str, str] | None = None
+        self._watcher: subprocess.Popen | None = None  # deregisters when this process dies
+        self._lock = threading.Lock()
+
+    def arns(self) -> dict[str, str]:
+        """``{stream: ARN}`` of the query's ACTIVE consumers (registered or reused the first time)."""
+        with self._lock:
+            if self._arns is None:
+                if self.deregister and self._watcher is None:
+                    self._watcher = _start_watcher(self.settings, self.streams, self.name)
+                    atexit.register(self.release)
+                kinesis = aws.kinesis_client(self.settings)
+                retry = self.settings.retry
+                self._arns = {s: ensure_consumer(kinesis, s, self.name, retry, self.wait).arn for s in self.streams}
+            return dict(self._arns)
+
+    def release(self) -> None:
+        """Deregister the consumers when ``deregister`` (once; never raises)."""
+        with self._lock:
+            watcher, self._watcher = self._watcher, None
+            if watcher is None:
+                return
+            _deregister_all(self.settings, self.streams, self.name)
+            atexit.unregister(self.release)
+            try:
+                assert watcher.stdin is not None
+                watcher.stdin.write(DONE)
+                watcher.stdin.close()
+            except OSError:  # it died: nothing to tell
+                pass
+
+
+DONE = b"done\n"
+WATCHER_LOG = os.path.join(tempfile.gettempdir(), "aws-kinesis-consumer-watcher.log")
+
+
+def _deregister_all(settings: ClientSettings, streams: tuple[str, ...], name: str) -> None:
+    kinesis = aws.kinesis_client(settings)
+    for stream in streams:
+        deregister_quietly(kinesis, stream, name, settings.retry)
+
+
+def _start_watcher(settings: ClientSettings, streams: tuple[str, ...], name: str) -> subprocess.Popen:
+    """``python -m connector.consumers`` in its own session (a kill of this process group spares it), fed the
+    consumers to deregister through its stdin, which stays open for as long as this process lives."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    # Not this process's stdout/stderr: Spark may wait for their end. The watcher logs to WATCHER_LOG.
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "connector.consumers"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
+    assert watcher.stdin is not None
+    message = pickle.dumps((settings, streams, name))
+    watcher.stdin.write(len(message).to_bytes(8, "big") + message)
+    watcher.stdin.flush()
+    return watcher
+
+
+def _watch(pipe: BinaryIO) -> None:
+    """The watcher: read what to deregister, wait for the pipe to close, deregister unless told "done"."""
+    size = int.from_bytes(pipe.read(8), "big")
+    settings, streams, name = pickle.loads(pipe.read(size))  # from our own parent process only
+    if pipe.read() != DONE:
+        logging.basicConfig(filename=WATCHER_LOG, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+        log.info("the driver that registered consumer '%s' ended without releasing it: deregistering", name)
+        _deregister_all(settings, streams, name)
+
+
+if __name__ == "__main__":
+    _watch(sys.stdin.buffer)

@@ -1,8 +1,8 @@
-"""GetRecords answer body -> user records (KPL de-aggregation) as columns -> Arrow RecordBatches.
+"""GetRecords answers and SubscribeToShard events -> user records (KPL de-aggregation) as columns -> Arrow batches.
 
-Who calls it: ``fetch.polling`` (the GetRecords transport), for each GetRecords answer of one shard; ``source``
-takes the schema from here. The RecordBatches must match Spark's Arrow form of ``SCHEMA_DDL`` exactly (``string`` not
-``large_string``, ``timestamp('us', tz='UTC')``, all fields nullable) or Spark refuses them.
+Who calls it: ``fetch.polling`` and ``fetch.efo`` (the two transports), for each answer or event of one shard;
+``source`` takes the schema from here. The RecordBatches must match Spark's Arrow form of ``SCHEMA_DDL`` exactly
+(``string`` not ``large_string``, ``timestamp('us', tz='UTC')``, all fields nullable) or Spark refuses them.
 
 Why not botocore's parsed answer: botocore turns every record into a dict with a ``datetime(tzinfo=tzlocal())``
 and runs ~76k records/s per core on 1 KiB records; ``json.loads`` + ``b64decode`` of the same body runs about
@@ -131,11 +131,16 @@ def arrival_us(seconds: float | None) -> int | None:
 def decode_get_records(body: bytes | str, shard: ShardContext) -> Page:
     """Decode a GetRecords answer body (JSON 1.1, base64 data) into a Page of user records."""
     answer: dict[str, Any] = json.loads(body)
+    return _records_page(answer, answer.get("NextShardIterator"), shard)
+
+
+def _records_page(answer: dict[str, Any], continuation: str | None, shard: ShardContext) -> Page:
+    """The Page of an answer's ``Records`` (GetRecords answer or SubscribeToShardEvent: same record shape)."""
     records: list[dict[str, Any]] = answer.get("Records") or []
     page = Page(
         kinesis_records=len(records),
         last_sequence=records[-1]["SequenceNumber"] if records else None,
-        next_iterator=answer.get("NextShardIterator"),
+        next_iterator=continuation,
         millis_behind_latest=answer.get("MillisBehindLatest"),
     )
     data = [a2b_base64(record["Data"]) for record in records]  # base64's own b64decode adds ~25 % on top
@@ -200,24 +205,7 @@ def decode_subscribe_event(payload: bytes | str, shard: ShardContext) -> Page:
 
     Who calls it: ``fetch.efo`` for each event of a subscription. The event's ``ContinuationSequenceNumber``
     (where the next subscription continues; None once the shard has ended) goes into ``Page.next_iterator``,
-    so "None means shard end" holds for both transports.
+    so "None means shard end" holds for both transports; every other field is filled as for GetRecords.
     """
     event: dict[str, Any] = json.loads(payload)
-    records: list[dict[str, Any]] = event.get("Records") or []
-    page = Page(
-        kinesis_records=len(records),
-        next_iterator=event.get("ContinuationSequenceNumber"),
-        millis_behind_latest=event.get("MillisBehindLatest"),
-    )
-    for record in records:
-        payload_bytes = a2b_base64(record["Data"])
-        if shard.deaggregate:
-            _append_record(page, record, payload_bytes, shard)
-        else:
-            page.data.append(payload_bytes)
-            page.keys.append(record["PartitionKey"])
-            page.sequences.append(record["SequenceNumber"])
-            page.subs.append(0)
-            page.arrivals_us.append(arrival_us(record.get("ApproximateArrivalTimestamp")))
-            page.record_ends.append(True)
-    return page
+    return _records_page(event, event.get("ContinuationSequenceNumber"), shard)

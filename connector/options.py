@@ -396,8 +396,8 @@ CONSUMER_TYPE = _add(
         choice("GetRecords", "SubscribeToShard"),
         "GetRecords",
         "How shards are read: `GetRecords` (polling, shared throughput) or `SubscribeToShard` (enhanced fan-out: a "
-        "registered consumer with its own 2 MiB/s per shard, pushed; needs `kinesis.consumerName`). "
-        "`SubscribeToShard` is validated but still refused at `load()` until the EFO reader lands.",
+        "registered consumer with its own 2 MiB/s per shard, pushed; needs `kinesis.consumerName`; streaming queries, "
+        "batch reads use GetRecords).",
         Side.SOURCE,
     )
 )

@@ -31,6 +31,7 @@ from typing import Any
 
 from connector import options as opts
 from connector.aws import kinesis_client, kinesis_reader_client
+from connector.consumers import QueryConsumers
 from connector.fetch.iterators import PositionGoneError, ShardGoneError, data_loss
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
 from connector.metadata.store import MORE_WAITING, MetadataStore, ShardRead
@@ -122,12 +123,25 @@ class BatchPlanner:
         self.dropped_out_of_range = 0  # KPL sub-records outside their shard's range, since this driver started
         self.loss_events: list[dict[str, Any]] = []  # the last MAX_LOSS_EVENTS data losses executors found
         self._ends: tuple[tuple[str, int], dict[str, Position], set[str]] | None = None
+        efo = settings.efo
+        self.consumers = (
+            None
+            if efo is None
+            else QueryConsumers(settings.client, settings.streams, efo.consumer_name, efo.require_deregistration)
+        )
+
+    def consumer_arns(self) -> dict[str, str]:
+        """``{stream: ARN}`` of the query's enhanced fan-out consumers, made ACTIVE on first use; {} with
+        GetRecords. Planning itself never spends the consumers: it probes with GetRecords (``probe``), one
+        Limit=1 call per caught-up shard per probe interval at most."""
+        return {} if self.consumers is None else self.consumers.arns()
 
     # --- the first offset -------------------------------------------------------------------------------------
 
     def initial(self, source_id: str, metadata_path: str) -> KinesisOffset:
         """Every shard listed now at its starting position (``LATEST`` = the arrival time of now); writes the
         source document."""
+        self.consumer_arns()  # a new query registers (or reuses) its consumers before anything else
         now = now_ms()
         positions: dict[str, Position] = {}
         parents: dict[str, tuple[str, ...]] = {}
@@ -237,7 +251,8 @@ class BatchPlanner:
         shard_range = ShardRange(
             task, limits, self.settings.shard_context(task), fail_on_data_loss=self.settings.fail_on_data_loss
         )
-        transport = self.settings.transport(kinesis_reader_client(self.settings.client), task)
+        arn = self.consumer_arns().get(task.stream)
+        transport = self.settings.transport(kinesis_reader_client(self.settings.client), task, arn)
         skipped = sum(stop - start for _page, start, stop in shard_range.slices(transport))
         assert shard_range.result is not None
         stored = store.put_shard_read(base.source_id, base.batch_id, shard_range.result)

@@ -10,14 +10,15 @@ import os
 import re
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from connector import options as opts
 from connector.aws import ClientSettings
 from connector.decode import ShardContext
+from connector.fetch.efo import ShardSubscriber, subscription_client
 from connector.fetch.polling import GetRecordsTransport, PollingSettings
-from connector.fetch.range import ShardTask
+from connector.fetch.range import ShardTask, ShardTransport
 from connector.metadata.dynamodb import store_uri
 from connector.metadata.store import MetadataStore, open_store
 from connector.offsets import PositionSpec, parse_starting_position
@@ -147,17 +148,12 @@ class SourceSettings:
     shards_per_partition: int
     deaggregate: bool
     pass_through_corrupt: bool
+    efo: EfoSettings | None = None  # kinesis.consumerType=SubscribeToShard
 
     @classmethod
     def from_options(cls, raw: Mapping[str, Any]) -> SourceSettings:
         """Parse Spark's options dict; raises OptionError naming the option, value and what is allowed."""
         parsed = parse_options(raw, Side.SOURCE)
-        efo = EfoSettings.from_options(parsed)
-        if efo is not None:  # validated above; phase 2 of issue 13 wires the SubscribeToShard reader in
-            raise OptionError(
-                f"option {opts.CONSUMER_TYPE.name}={parsed[opts.CONSUMER_TYPE.key]!r} is not supported yet: "
-                "allowed is GetRecords (the enhanced fan-out reader comes later)"
-            )
         max_time = parsed[opts.MAX_FETCH_TIME_PER_SHARD_SEC.key]
         client = ClientSettings.from_options(parsed)
         return cls(
@@ -182,6 +178,7 @@ class SourceSettings:
             shards_per_partition=parsed[opts.SHARDS_PER_PARTITION.key],
             deaggregate=parsed[opts.DEAGGREGATE.key],
             pass_through_corrupt=parsed[opts.PASS_THROUGH_CORRUPT.key],
+            efo=EfoSettings.from_options(parsed),
         )
 
     @property
@@ -204,10 +201,19 @@ class SourceSettings:
             self.pass_through_corrupt,
         )
 
-    def transport(self, kinesis: Any, task: ShardTask) -> GetRecordsTransport:
-        """The GetRecords transport for ``task`` (``kinesis``: a raw-body reader client)."""
+    def transport(self, kinesis: Any, task: ShardTask, consumer_arn: str | None = None) -> ShardTransport:
+        """How ``task``'s shard is read: SubscribeToShard through the enhanced fan-out consumer ``consumer_arn``
+        when given (the query's consumer of ``task.stream``: ``consumers.QueryConsumers``; ``kinesis`` is then
+        unused, subscriptions take their own client with the ``subscribeToShard.timeoutSec`` read timeout), else
+        GetRecords through ``kinesis`` (a raw-body reader client). The one place that picks a transport."""
+        context = self.shard_context(task)
+        if consumer_arn is not None:
+            assert self.efo is not None, "a consumer ARN without kinesis.consumerType=SubscribeToShard"
+            retry = replace(self.client.retry, max_retries=self.efo.subscribe_max_retries)
+            client = subscription_client(self.client, self.efo.subscribe_timeout_s)
+            return ShardSubscriber(client, consumer_arn, context, retry, self.efo.consumer_name)
         polling = PollingSettings(self.records_per_fetch, self.fetch_interval_s)
-        return GetRecordsTransport(kinesis, self.shard_context(task), self.client.retry, polling)
+        return GetRecordsTransport(kinesis, context, self.client.retry, polling)
 
     def metadata_store(self, path: str) -> MetadataStore:
         """The metadata store at ``path`` (an offset's ``metadataPath``): the application's own credentials (never

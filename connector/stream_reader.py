@@ -56,6 +56,11 @@ class KinesisPartition(InputPartition):
     tasks: tuple[ShardTask, ...]
     until_ms: int | None = None  # records that arrived after this wait for a later batch
     source_document: bool = False  # the driver wrote the source document: check this executor sees it
+    consumers: tuple[tuple[str, str], ...] = ()  # (stream, enhanced fan-out consumer ARN): SubscribeToShard
+
+    def consumer_arn(self, stream: str) -> str | None:
+        """The ARN to subscribe through for ``stream``; None: read with GetRecords."""
+        return dict(self.consumers).get(stream)
 
 
 def check_store_shared(store: MetadataStore, partition: KinesisPartition) -> None:
@@ -130,6 +135,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         offset = self.offsets.batch(start, end)
         tasks = self.offsets.planner.tasks(offset)
+        consumers = tuple(sorted(self.offsets.planner.consumer_arns().items()))
         size = self.settings.shards_per_partition
         return [
             KinesisPartition(
@@ -139,6 +145,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 tuple(tasks[i : i + size]),
                 offset.until_ms,
                 offset.source_document,
+                consumers,
             )
             for i in range(0, len(tasks), size)
         ]
@@ -174,7 +181,8 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 recorded,
                 fail_on_data_loss=self.settings.fail_on_data_loss,
             )
-            yield from shard_range.batches(self.settings.transport(client, task))
+            transport = self.settings.transport(client, task, partition.consumer_arn(task.stream))
+            yield from shard_range.batches(transport)
             assert shard_range.result is not None
             if recorded is None:
                 store.record_shard_read(partition.source_id, partition.batch_id, shard_range.result)
@@ -183,4 +191,8 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return FetchLimits(self.settings.max_fetch_records, self.settings.max_fetch_time_s, until_ms)
 
     def stop(self) -> None:
-        """Nothing to release: clients are per process, and Spark rarely calls this (NOTES.md)."""
+        """Deregister the query's enhanced fan-out consumers when ``kinesis.requireConsumerDeregistration`` is
+        true; clients are per process. Spark rarely calls this (NOTES.md): ``consumers.QueryConsumers`` also
+        deregisters at the driver process's exit."""
+        if self._offsets is not None and self._offsets.planner.consumers is not None:
+            self._offsets.planner.consumers.release()

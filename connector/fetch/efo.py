@@ -1,11 +1,12 @@
 """The SubscribeToShard (enhanced fan-out) transport: one shard's records, pushed, as decoded Pages.
 
-Who calls it: the range reader (``fetch/range``, on an executor) with ``kinesis.consumerType=SubscribeToShard``,
-in place of the GetRecords transport; the consumer (its ARN) was made ACTIVE on the driver by
-``connector.consumers``. ``ShardSubscriber.pages(start)`` subscribes at ``start`` and yields one ``Page`` per
-SubscribeToShardEvent, empty events included, so the caller sees the tip (``Page.caught_up``: no records and
-millisBehindLatest 0) and stops when its own rules say so. ``Page.next_iterator`` holds the event's
-ContinuationSequenceNumber; None means the shard has ended (the generator then finishes).
+Who calls it: the range reader (``fetch.range.ShardRange``, on an executor, or on the driver when it completes an unread
+shard) with ``kinesis.consumerType=SubscribeToShard``, in place of the GetRecords transport
+(``SourceSettings.transport`` picks it); the consumer (its ARN, carried in the partition) was made ACTIVE on the driver
+by ``connector.consumers``. It implements ``fetch.range.ShardTransport``: ``pages(start, wanted)`` subscribes at
+``start`` and yields one ``Page`` per SubscribeToShardEvent, empty events included, so the caller sees the tip
+(``Page.caught_up``: no records and millisBehindLatest 0) and stops when its own rules say so. ``Page.next_iterator``
+holds the event's ContinuationSequenceNumber; None means the shard has ended (the generator then finishes).
 
 What it hides from the caller:
 - A subscription lasts about 5 minutes, then AWS ends the event stream: the next one starts AFTER the last
@@ -14,6 +15,10 @@ What it hides from the caller:
   LimitExceededException; read timeouts; dropped connections; 5xx) resubscribe from the same place with jittered
   backoff, up to ``retry.max_retries`` failures in a row; then ``SubscriptionError`` names the shard, the consumer
   and the last error.
+- Where a subscription cannot start: a trimmed or foreign sequence number raises ``PositionGoneError``, a missing
+  shard ``ShardGoneError`` (as ``fetch.iterators`` does for GetShardIterator; the range applies
+  ``kinesis.failOnDataLoss``); an AT_TIMESTAMP a few milliseconds in Kinesis' future (the driver's clock is
+  ahead) is retried until Kinesis' clock passes it, without counting as a failure.
 - botocore waits for an ``initial-response`` event that AWS sends and kinesis-mock does not. A ``before-parse``
   hook hands botocore a ready-made initial response and keeps the real body, whose events this module reads
   itself (with botocore's ``EventStreamBuffer``), skipping the real initial response when there is one. This also
@@ -25,7 +30,8 @@ What it hides from the caller:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import replace
 from typing import Any
@@ -36,9 +42,15 @@ from botocore.exceptions import ClientError
 
 from connector import aws
 from connector.decode import Page, ShardContext, decode_subscribe_event
-from connector.fetch.iterators import iterator_request
+from connector.fetch.iterators import (
+    FUTURE_TIMESTAMP_PAUSE_S,
+    FUTURE_TIMESTAMP_WAITS,
+    classify_missing,
+    is_future_timestamp,
+    iterator_request,
+)
 from connector.offsets import AFTER_SEQUENCE_NUMBER, Position
-from connector.retry import RetryPolicy, error_code, is_retryable
+from connector.retry import RetryPolicy, error_code, error_message, is_retryable
 
 log = logging.getLogger(__name__)
 
@@ -149,10 +161,11 @@ class ShardSubscriber:
             f"stream '{self.context.stream_name}' shard {self.context.shard_id} through consumer '{self.consumer_name}'"
         )
 
-    def pages(self, start: Position) -> Iterator[Page]:
+    def pages(self, start: Position, wanted: Callable[[], int | None] | None = None) -> Iterator[Page]:
         """Pages from ``start`` until the shard's end (a page with ``next_iterator`` None), or until the caller
-        stops iterating (the open event stream is then closed)."""
-        position, failures = start, 0
+        stops iterating (the open event stream is then closed). ``wanted`` (``ShardTransport``'s sizing hint) is
+        unused: Kinesis pushes what it has. Raises PositionGoneError / ShardGoneError when ``start`` is gone."""
+        position, failures, future_waits = start, 0, 0
         while True:
             delivered = False
             try:
@@ -167,10 +180,28 @@ class ShardSubscriber:
                 if not delivered:  # a stream that keeps ending at once must not loop forever
                     raise EndedWithoutEventsError("the event stream ended before its first event")
                 log.debug("subscription to %s ended; resubscribing after %s", self.what, self.continuation)
+            except ClientError as exc:
+                if is_future_timestamp(exc) and future_waits < FUTURE_TIMESTAMP_WAITS:
+                    future_waits += 1  # the driver's clock is ahead of Kinesis': wait for Kinesis' to pass it
+                    time.sleep(FUTURE_TIMESTAMP_PAUSE_S)
+                    continue
+                self._raise_if_gone(exc, position)
+                self._before_retry(exc, failures)
+                failures += 1
             except Exception as exc:
                 self._before_retry(exc, failures)
                 failures += 1
             self.resubscriptions += 1
+
+    @staticmethod
+    def _raise_if_gone(exc: ClientError, position: Position) -> None:
+        """PositionGoneError / ShardGoneError for errors that say the position or shard is gone. A missing
+        consumer is ResourceNotFoundException too, but not lost data: its message names the consumer."""
+        if "consumer" in error_message(exc).lower():
+            return
+        gone = classify_missing(exc, position)
+        if gone is not None:
+            raise gone from exc
 
     def _before_retry(self, exc: Exception, failures: int) -> None:
         """Re-raise ``exc`` unless it is recoverable and retries remain; else back off (jittered)."""

@@ -1,9 +1,9 @@
 """Opening a shard iterator at a position, and telling lost data apart from other errors.
 
-Who calls it: ``fetch.polling.GetRecordsTransport`` (reading a shard) and the driver's
-``probe.ShardProber`` (asking whether a shard has new records). Both need the same answers to the same
-questions: which GetShardIterator request a position means, what to do when Kinesis thinks an AT_TIMESTAMP is
-in its future, and whether an error means the position's records are gone (``kinesis.failOnDataLoss``).
+Who calls it: ``fetch.polling.GetRecordsTransport`` (reading a shard), ``fetch.efo.ShardSubscriber`` (the same questions
+for SubscribeToShard) and the driver's ``probe.ShardProber`` (asking whether a shard has new records). All need the same
+answers to the same questions: which GetShardIterator request a position means, what to do when Kinesis thinks an
+AT_TIMESTAMP is in its future, and whether an error means the position's records are gone (``kinesis.failOnDataLoss``).
 """
 
 from __future__ import annotations
@@ -49,12 +49,12 @@ def iterator_request(position: Position) -> dict[str, Any]:
     return {"ShardIteratorType": position.kind}
 
 
-def _is_future_timestamp(exc: ClientError) -> bool:
+def is_future_timestamp(exc: ClientError) -> bool:
     message = error_message(exc)
     return error_code(exc) == "InvalidArgumentException" and "cannot be greater than" in message
 
 
-def _classify_missing(exc: ClientError, position: Position) -> Exception | None:
+def classify_missing(exc: ClientError, position: Position) -> Exception | None:
     """ShardGoneError / PositionGoneError for an error that says so, else None.
 
     AWS answers a trimmed or foreign sequence number with InvalidArgumentException about the
@@ -90,10 +90,10 @@ def open_iterator(kinesis: Any, stream: str, shard_id: str, position: Position, 
             )
             return answer["ShardIterator"]
         except ClientError as exc:
-            if _is_future_timestamp(exc):
+            if is_future_timestamp(exc):
                 time.sleep(FUTURE_TIMESTAMP_PAUSE_S)
                 continue
-            missing = _classify_missing(exc, position)
+            missing = classify_missing(exc, position)
             if missing is not None:
                 raise missing from exc
             raise

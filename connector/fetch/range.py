@@ -2,7 +2,7 @@
 
 Who calls it: the source's ``read()`` on executors, the batch reader, and the driver's planner when it completes
 a read that no executor finished (``planner.complete_reads``). They build a ``ShardRange`` for a ``ShardTask``,
-give it a transport (``fetch.polling.GetRecordsTransport`` today; an enhanced fan-out transport later) and
+give it a transport (``fetch.polling.GetRecordsTransport``, or ``fetch.efo.ShardSubscriber`` for enhanced fan-out) and
 iterate ``batches()`` (or ``slices()``) to the end; ``result`` then says where the read stopped and why, which the
 caller records in the metadata store. Nothing here calls AWS: the same rules apply whatever delivers the Pages.
 

@@ -12,7 +12,7 @@ import pytest
 from botocore.eventstream import EventStreamBuffer
 from efo_util import FAST, active_consumer, data, kinesis, pages_until, read_to_tip, rows, subscriber
 
-from connector.decode import ShardContext, decode_subscribe_event
+from connector.decode import ShardContext, decode_get_records, decode_subscribe_event
 from connector.fetch.efo import INITIAL_RESPONSE, RAW_EVENT_STREAM, SubscriptionError, starting_position
 from connector.kpl import Aggregator
 from connector.offsets import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, AT_TIMESTAMP, LATEST, TRIM_HORIZON, Position
@@ -93,6 +93,30 @@ def test_decode_subscribe_event_keeps_continuation_and_unpacks_aggregates() -> N
     assert raw.data == [b"plain", aggregate.data] and raw.subs == [0, 0]
     end = decode_subscribe_event(b'{"Records": [], "ContinuationSequenceNumber": null, "MillisBehindLatest": 0}', shard)
     assert end.next_iterator is None and end.caught_up
+
+
+def test_subscribe_events_and_get_records_answers_decode_to_the_same_page() -> None:
+    import base64
+    import json
+
+    aggregator = Aggregator()
+    aggregator.add(b"in", "k0", explicit_hash_key=str(10))
+    aggregator.add(b"out", "k1", explicit_hash_key=str(2**127))  # outside the shard's range below: dropped
+    aggregate = aggregator.flush()
+    assert aggregate is not None
+    records = [
+        {"Data": base64.b64encode(data).decode(), "PartitionKey": "pk", "SequenceNumber": seq}
+        for data, seq in ((b"plain", "11"), (aggregate.data, "12"))
+    ]
+    shard = ShardContext("s", SHARD0, 0, 2**127 - 1)
+    polled = decode_get_records(
+        json.dumps({"Records": records, "NextShardIterator": "it", "MillisBehindLatest": 3}), shard
+    )
+    pushed = decode_subscribe_event(
+        json.dumps({"Records": records, "ContinuationSequenceNumber": "12", "MillisBehindLatest": 3}), shard
+    )
+    assert (pushed.last_sequence, pushed.dropped_out_of_range) == ("12", 1)
+    assert {**vars(pushed), "next_iterator": None} == {**vars(polled), "next_iterator": None}
 
 
 # -- kinesis-mock -----------------------------------------------------------------------------------------------

@@ -72,9 +72,10 @@ def test_values_are_parsed() -> None:
     assert settings == EfoSettings("app", 5.0, 0, True)
 
 
-def test_subscribe_to_shard_is_validated_then_still_refused_at_query_start() -> None:
+def test_subscribe_to_shard_is_validated_then_accepted_by_the_source() -> None:
     with pytest.raises(OptionError, match="consumerName is required"):
         SourceSettings.from_options(EFO)
-    with pytest.raises(OptionError, match=r"kinesis.consumerType='SubscribeToShard' is not supported yet"):
-        SourceSettings.from_options({**EFO, "kinesis.consumerName": "app"})
+    settings = SourceSettings.from_options({**EFO, "kinesis.consumerName": "app"})
+    assert settings.efo == EfoSettings("app", 60.0, 10, False)
+    assert SourceSettings.from_options({k: v for k, v in EFO.items() if k != "kinesis.consumerType"}).efo is None
     assert opts.get("kinesis.consumerName").side == Side.SOURCE

@@ -11,7 +11,7 @@ from source_util import payloads, read_all, reader, roundtrip, source_options
 
 from connector.aws import kinesis_client
 from connector.decode import Page
-from connector.fetch.iterators import _is_future_timestamp, iterator_request
+from connector.fetch.iterators import is_future_timestamp, iterator_request
 from connector.fetch.range import skipped_rows
 from connector.offsets import (
     AFTER_SEQUENCE_NUMBER,
@@ -159,4 +159,4 @@ def test_a_future_timestamp_refusal_is_recognised(kinesalite: LocalServer, lite_
             ShardIteratorType="AT_TIMESTAMP",
             Timestamp=time.time() + 3600,
         )
-    assert _is_future_timestamp(refused.value)
+    assert is_future_timestamp(refused.value)
