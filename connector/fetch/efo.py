@@ -30,9 +30,10 @@ What it hides from the caller:
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from collections.abc import Callable, Iterator
-from contextlib import closing
+from contextlib import closing, suppress
 from dataclasses import replace
 from typing import Any
 
@@ -154,6 +155,8 @@ class ShardSubscriber:
         self.continuation: str | None = None
         self.calls = 0
         self.resubscriptions = 0
+        self._raw: Any = None  # the open event stream's HTTP answer, for abort()
+        self._aborted = False
 
     @property
     def what(self) -> str:
@@ -166,7 +169,7 @@ class ShardSubscriber:
         stops iterating (the open event stream is then closed). ``wanted`` (``ShardTransport``'s sizing hint) is
         unused: Kinesis pushes what it has. Raises PositionGoneError / ShardGoneError when ``start`` is gone."""
         position, failures, future_waits = start, 0, 0
-        while True:
+        while not self._aborted:
             delivered = False
             try:
                 with closing(self._subscription(position)) as events:  # closes the stream when we stop early
@@ -189,9 +192,20 @@ class ShardSubscriber:
                 self._before_retry(exc, failures)
                 failures += 1
             except Exception as exc:
+                if self._aborted:
+                    return
                 self._before_retry(exc, failures)
                 failures += 1
             self.resubscriptions += 1
+
+    def abort(self) -> None:
+        """From another thread: end ``pages()`` now, even while it waits for an event (its socket is shut down,
+        which wakes the blocked read; the generator then returns instead of resubscribing)."""
+        self._aborted = True
+        sock = getattr(getattr(self._raw, "connection", None), "sock", None)
+        if sock is not None:
+            with suppress(OSError):  # already closed
+                sock.shutdown(socket.SHUT_RDWR)
 
     @staticmethod
     def _raise_if_gone(exc: ClientError, position: Position) -> None:
@@ -223,7 +237,7 @@ class ShardSubscriber:
             ShardId=self.context.shard_id,
             StartingPosition=starting_position(position),
         )
-        raw = answer[RAW_EVENT_STREAM]
+        raw = self._raw = answer[RAW_EVENT_STREAM]
         try:
             buffer = EventStreamBuffer()
             for chunk in raw.stream(_READ_SIZE):
