@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from efo_util import active_consumer, settings
+from efo_util import active_consumer, settings, sockets_to
 from source_util import FORMAT, put_numbered, wait_for
 from test_efo_source import efo_options
 from test_source_spark import _committed
@@ -197,21 +197,6 @@ def test_a_broker_killed_mid_read_loses_nothing(kinesis_mock: LocalServer, mock_
     assert _broker_pid(broker) not in (None, old)
 
 
-def _broker_sockets_to(pid: int, port: int) -> int:
-    """TCP sockets process ``pid`` holds to ``port``, in any state."""
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    with open(f"/proc/{pid}/net/tcp") as table:
-        rows = [line.split() for line in table.readlines()[1:]]
-    return sum(int(fields[2].split(":")[1], 16) == port and fields[9] in inodes for fields in rows)
-
-
 def test_idle_subscriptions_close_their_sockets_and_the_broker_exits(
     kinesis_mock: LocalServer, mock_stream, broker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -224,10 +209,10 @@ def test_idle_subscriptions_close_their_sockets_and_the_broker_exits(
     assert _read_until(kinesis_mock.endpoint_url, consumer.arn, stream, shard, Position(TRIM_HORIZON), 3)[0] == produced
     pid = _broker_pid(broker)
     assert pid is not None and len(broker_stats()) == 1
-    assert _broker_sockets_to(pid, kinesis_mock.port) >= 1  # the open subscription
+    assert sockets_to(kinesis_mock.port, pid) >= 1  # the open subscription
     wait_for(lambda: broker_stats() == {}, 10, 0.1, "the idle subscription closed")
     if os.path.exists(f"/proc/{pid}"):
-        assert _broker_sockets_to(pid, kinesis_mock.port) == 0
+        assert sockets_to(kinesis_mock.port, pid) == 0
     wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 15, 0.1, "the idle broker to exit")
     assert not os.path.exists(efo_broker.socket_path(broker))
 
