@@ -1,12 +1,17 @@
 """The SubscribeToShard (enhanced fan-out) transport: one shard's records, pushed, as decoded Pages.
 
-Who calls it: the range reader (``fetch.range.ShardRange``, on an executor, or on the driver when it completes an unread
-shard) with ``kinesis.consumerType=SubscribeToShard``, in place of the GetRecords transport
-(``SourceSettings.transport`` picks it); the consumer (its ARN, carried in the partition) was made ACTIVE on the driver
-by ``connector.consumers``. It implements ``fetch.range.ShardTransport``: ``pages(start, wanted)`` subscribes at
-``start`` and yields one ``Page`` per SubscribeToShardEvent, empty events included, so the caller sees the tip
-(``Page.caught_up``: no records and millisBehindLatest 0) and stops when its own rules say so. ``Page.next_iterator``
-holds the event's ContinuationSequenceNumber; None means the shard has ended (the generator then finishes).
+Who calls it: the subscription broker (``fetch.efo_broker``, one process per host), whose pump threads keep one
+``ShardSubscriber`` per consumer+shard open across micro-batches, and ``fetch.efo_client.BrokeredSubscriber`` when no
+broker can serve a read (it then reads direct, in the task). Both serve the range reader (``fetch.range.ShardRange``,
+on an executor, or on the driver when it completes an unread shard) with ``kinesis.consumerType=SubscribeToShard``,
+in place of the GetRecords transport (``SourceSettings.transport`` picks it); the consumer (its ARN, carried in the
+partition) was made ACTIVE on the driver by ``connector.consumers``. ``abort()`` (from another thread) ends a
+subscription at once: the broker closes idle ones with it.
+
+It implements ``fetch.range.ShardTransport``: ``pages(start, wanted)`` subscribes at ``start`` and yields one ``Page``
+per SubscribeToShardEvent, empty events included, so the caller sees the tip (``Page.caught_up``: no records and
+millisBehindLatest 0) and stops when its own rules say so. ``Page.next_iterator`` holds the event's
+ContinuationSequenceNumber; None means the shard has ended (the generator then finishes).
 
 What it hides from the caller:
 - A subscription lasts about 5 minutes, then AWS ends the event stream: the next one starts AFTER the last
