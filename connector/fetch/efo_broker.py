@@ -128,6 +128,27 @@ def cut(page: Page, start: int) -> Page:
     return replace(page, **{name: getattr(page, name)[start:] for name in columns})
 
 
+def locate(buffer: list[Page], base: str | None, origin: Position, position: Position) -> tuple[int, int] | None:
+    """(index in ``buffer``, first row) where a read from ``position`` continues, or None if the buffer does not
+    cover it. ``buffer`` holds a subscription's pages from ``origin`` on, less the pages already dropped, the last
+    Kinesis record of which was ``base`` (None: none dropped). The index may be ``len(buffer)``: the next page."""
+    if base is None and position == origin:
+        return 0, 0
+    if position.kind not in (AT_SEQUENCE_NUMBER, AFTER_SEQUENCE_NUMBER):
+        return None
+    sequence = position.sequence_number
+    whole_after = position.kind == AFTER_SEQUENCE_NUMBER and position.sub_sequence_number == WHOLE_RECORD
+    if whole_after and sequence == base:
+        return 0, 0
+    for index, page in enumerate(buffer):
+        if sequence in page.sequences:
+            row = skipped_rows(position, page, page.sequences.index(sequence))
+            return (index, row) if row < len(page) else (index + 1, 0)  # none of its rows is after them
+        if whole_after and page.last_sequence == sequence:
+            return index + 1, 0
+    return None
+
+
 class Subscription:
     """One consumer+shard's open subscription, its bounded buffer of pages and its pump thread.
 
@@ -193,23 +214,8 @@ class Subscription:
         with self.cond:
             if self.error is not None:
                 return None
-            if self.base is None and position == self.origin:
-                return self.first, 0
-            if position.kind not in (AT_SEQUENCE_NUMBER, AFTER_SEQUENCE_NUMBER):
-                return None
-            sequence = position.sequence_number
-            whole_after = position.kind == AFTER_SEQUENCE_NUMBER and position.sub_sequence_number == WHOLE_RECORD
-            if whole_after and sequence == self.base:
-                return self.first, 0
-            for offset, page in enumerate(self.buffer):
-                if sequence in page.sequences:
-                    row = skipped_rows(position, page, page.sequences.index(sequence))
-                    if row < len(page):
-                        return self.first + offset, row
-                    return (self.first + offset + 1, 0) if page.last_sequence == sequence else None
-                if whole_after and page.last_sequence == sequence:
-                    return self.first + offset + 1, 0
-            return None
+            found = locate(list(self.buffer), self.base, self.origin, position)
+            return None if found is None else (self.first + found[0], found[1])
 
     def take(self, number: int) -> tuple[str, Any]:
         """Page ``number`` (pages before it are dropped: the task went through them), a tip, or the pump's error;

@@ -20,12 +20,13 @@ from source_util import FORMAT, put_numbered, wait_for
 from test_efo_source import efo_options
 from test_source_spark import _committed
 
-from connector.decode import ShardContext
+from connector.decode import Page, ShardContext
 from connector.fetch import efo_broker
+from connector.fetch.efo_broker import locate
 from connector.fetch.efo_client import ENV_ENABLED, BrokeredSubscriber, broker_dir, broker_stats
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask
 from connector.kpl import Aggregator
-from connector.offsets import AT_SEQUENCE_NUMBER, TRIM_HORIZON, Position
+from connector.offsets import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, LATEST, TRIM_HORIZON, Position
 from connector.retry import RetryPolicy
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy
@@ -90,6 +91,43 @@ def _put_aggregate(server: LocalServer, stream: str, prefix: str, count: int) ->
     assert aggregate is not None
     answer = put_records(server.client("kinesis"), stream, [(aggregate.data, aggregate.partition_key)])
     return [f"{prefix}{i}".encode() for i in range(count)], answer[0]["SequenceNumber"]
+
+
+def _page(*records: tuple[str, int]) -> Page:
+    """A page of (sequence number, sub-sequence number) rows; a record's last row ends it."""
+    ends = [i + 1 == len(records) or records[i + 1][0] != seq for i, (seq, _) in enumerate(records)]
+    return Page(
+        data=[f"{seq}/{sub}".encode() for seq, sub in records],
+        keys=["k"] * len(records),
+        sequences=[seq for seq, _ in records],
+        subs=[sub for _, sub in records],
+        arrivals_us=[None] * len(records),
+        record_ends=ends,
+        kinesis_records=len(set(seq for seq, _ in records)),
+        last_sequence=records[-1][0],
+        next_iterator=records[-1][0],
+    )
+
+
+def test_which_positions_the_buffer_covers() -> None:
+    """No server: where a read continues in a buffer (two pages; the second a KPL aggregate "30" of 3 rows)."""
+    origin = Position(TRIM_HORIZON)
+    buffer = [_page(("10", 0), ("20", 0)), _page(("30", 0), ("30", 1), ("30", 2), ("40", 0))]
+    after, at = AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER
+    assert locate(buffer, None, origin, origin) == (0, 0)
+    assert locate(buffer, "5", origin, origin) is None  # pages were dropped: the origin is gone
+    assert locate(buffer, "5", origin, Position(after, "5")) == (0, 0)  # right after the dropped pages
+    assert locate(buffer, "5", origin, Position(after, "5", 0)) is None  # inside a dropped aggregate
+    assert locate(buffer, None, origin, Position(after, "10")) == (0, 1)
+    assert locate(buffer, None, origin, Position(after, "20")) == (1, 0)
+    assert locate(buffer, None, origin, Position(at, "20", 0)) == (0, 1)
+    assert locate(buffer, None, origin, Position(after, "30", 0)) == (1, 1)  # inside the aggregate
+    assert locate(buffer, None, origin, Position(at, "30", 2)) == (1, 2)
+    assert locate(buffer, None, origin, Position(after, "30", 2)) == (1, 3)
+    assert locate(buffer, None, origin, Position(after, "30")) == (1, 3)
+    assert locate(buffer, None, origin, Position(after, "40")) == (2, 0)  # the next page, when it comes
+    assert locate(buffer, None, origin, Position(after, "15")) is None  # not a record of the buffer
+    assert locate(buffer, None, origin, Position(LATEST)) is None
 
 
 @pytest.mark.slow
@@ -197,6 +235,7 @@ def test_a_broker_killed_mid_read_loses_nothing(kinesis_mock: LocalServer, mock_
     assert _broker_pid(broker) not in (None, old)
 
 
+@pytest.mark.slow
 def test_idle_subscriptions_close_their_sockets_and_the_broker_exits(
     kinesis_mock: LocalServer, mock_stream, broker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
