@@ -8,10 +8,12 @@ Run: ``.venv/bin/python -m bench.efo_latency [--rate 100] [--seconds 20] [--reco
 2. Throughput: ``--records`` 1 KiB records in another 1-shard stream are read from TRIM_HORIZON to the tip by
    the connector's range reader (``fetch.range.ShardRange``, no Spark) once through each transport.
 
-Each micro-batch of the EFO query opens a new subscription per shard, and Kinesis (and kinesis-mock) refuse a
-new SubscribeToShard on the same consumer and shard within 5 s of the previous one: the connector waits that out
-(jittered retries), so EFO's latency here is bounded below by that rule, not by the push. kinesis-mock's speed is
-not AWS's: only the ratios of this run mean anything, and even they are a local server's. Nothing is asserted.
+The EFO query reads through this host's subscription broker (``connector.fetch.efo_broker``), which keeps each
+shard's subscription open across micro-batches: without it every batch would resubscribe, and Kinesis (and
+kinesis-mock) refuse a new SubscribeToShard on the same consumer and shard within 5 s of the previous one
+(``AWS_KINESIS_EFO_BROKER=off`` measures that). The throughput part reads through the broker too. kinesis-mock
+pushes events about once a second and its speed is not AWS's: only the ratios of this run mean anything, and even
+they are a local server's. Nothing is asserted.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 from connector import options as opts
 from connector.aws import ClientSettings
 from connector.decode import ShardContext
-from connector.fetch.efo import ShardSubscriber, subscription_client
+from connector.fetch.efo_client import BrokeredSubscriber
 from connector.fetch.polling import GetRecordsTransport, PollingSettings
 from connector.fetch.range import ShardTask, ShardTransport
 from connector.metadata.dynamodb import store_uri
@@ -204,14 +204,18 @@ class SourceSettings:
     def transport(self, kinesis: Any, task: ShardTask, consumer_arn: str | None = None) -> ShardTransport:
         """How ``task``'s shard is read: SubscribeToShard through the enhanced fan-out consumer ``consumer_arn``
         when given (the query's consumer of ``task.stream``: ``consumers.QueryConsumers``; ``kinesis`` is then
-        unused, subscriptions take their own client with the ``subscribeToShard.timeoutSec`` read timeout), else
-        GetRecords through ``kinesis`` (a raw-body reader client). The one place that picks a transport."""
+        unused), served by this host's subscription broker, which keeps the subscription open across
+        micro-batches (``fetch.efo_client``; subscriptions take their own client with the
+        ``subscribeToShard.timeoutSec`` read timeout), else GetRecords through ``kinesis`` (a raw-body reader
+        client). The one place that picks a transport."""
         context = self.shard_context(task)
         if consumer_arn is not None:
             assert self.efo is not None, "a consumer ARN without kinesis.consumerType=SubscribeToShard"
             retry = replace(self.client.retry, max_retries=self.efo.subscribe_max_retries)
-            client = subscription_client(self.client, self.efo.subscribe_timeout_s)
-            return ShardSubscriber(client, consumer_arn, context, retry, self.efo.consumer_name)
+            efo = self.efo
+            return BrokeredSubscriber(
+                self.client, efo.subscribe_timeout_s, retry, consumer_arn, efo.consumer_name, context
+            )
         polling = PollingSettings(self.records_per_fetch, self.fetch_interval_s)
         return GetRecordsTransport(kinesis, context, self.client.retry, polling)
 

@@ -1,12 +1,17 @@
 """The SubscribeToShard (enhanced fan-out) transport: one shard's records, pushed, as decoded Pages.
 
-Who calls it: the range reader (``fetch.range.ShardRange``, on an executor, or on the driver when it completes an unread
-shard) with ``kinesis.consumerType=SubscribeToShard``, in place of the GetRecords transport
-(``SourceSettings.transport`` picks it); the consumer (its ARN, carried in the partition) was made ACTIVE on the driver
-by ``connector.consumers``. It implements ``fetch.range.ShardTransport``: ``pages(start, wanted)`` subscribes at
-``start`` and yields one ``Page`` per SubscribeToShardEvent, empty events included, so the caller sees the tip
-(``Page.caught_up``: no records and millisBehindLatest 0) and stops when its own rules say so. ``Page.next_iterator``
-holds the event's ContinuationSequenceNumber; None means the shard has ended (the generator then finishes).
+Who calls it: the subscription broker (``fetch.efo_broker``, one process per host), whose pump threads keep one
+``ShardSubscriber`` per consumer+shard open across micro-batches, and ``fetch.efo_client.BrokeredSubscriber`` when no
+broker can serve a read (it then reads direct, in the task). Both serve the range reader (``fetch.range.ShardRange``,
+on an executor, or on the driver when it completes an unread shard) with ``kinesis.consumerType=SubscribeToShard``,
+in place of the GetRecords transport (``SourceSettings.transport`` picks it); the consumer (its ARN, carried in the
+partition) was made ACTIVE on the driver by ``connector.consumers``. ``abort()`` (from another thread) ends a
+subscription at once: the broker closes idle ones with it.
+
+It implements ``fetch.range.ShardTransport``: ``pages(start, wanted)`` subscribes at ``start`` and yields one ``Page``
+per SubscribeToShardEvent, empty events included, so the caller sees the tip (``Page.caught_up``: no records and
+millisBehindLatest 0) and stops when its own rules say so. ``Page.next_iterator`` holds the event's
+ContinuationSequenceNumber; None means the shard has ended (the generator then finishes).
 
 What it hides from the caller:
 - A subscription lasts about 5 minutes, then AWS ends the event stream: the next one starts AFTER the last
@@ -30,9 +35,10 @@ What it hides from the caller:
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from collections.abc import Callable, Iterator
-from contextlib import closing
+from contextlib import closing, suppress
 from dataclasses import replace
 from typing import Any
 
@@ -154,6 +160,8 @@ class ShardSubscriber:
         self.continuation: str | None = None
         self.calls = 0
         self.resubscriptions = 0
+        self._raw: Any = None  # the open event stream's HTTP answer, for abort()
+        self._aborted = False
 
     @property
     def what(self) -> str:
@@ -166,7 +174,7 @@ class ShardSubscriber:
         stops iterating (the open event stream is then closed). ``wanted`` (``ShardTransport``'s sizing hint) is
         unused: Kinesis pushes what it has. Raises PositionGoneError / ShardGoneError when ``start`` is gone."""
         position, failures, future_waits = start, 0, 0
-        while True:
+        while not self._aborted:
             delivered = False
             try:
                 with closing(self._subscription(position)) as events:  # closes the stream when we stop early
@@ -189,9 +197,20 @@ class ShardSubscriber:
                 self._before_retry(exc, failures)
                 failures += 1
             except Exception as exc:
+                if self._aborted:
+                    return
                 self._before_retry(exc, failures)
                 failures += 1
             self.resubscriptions += 1
+
+    def abort(self) -> None:
+        """From another thread: end ``pages()`` now, even while it waits for an event (its socket is shut down,
+        which wakes the blocked read; the generator then returns instead of resubscribing)."""
+        self._aborted = True
+        sock = getattr(getattr(self._raw, "connection", None), "sock", None)
+        if sock is not None:
+            with suppress(OSError):  # already closed
+                sock.shutdown(socket.SHUT_RDWR)
 
     @staticmethod
     def _raise_if_gone(exc: ClientError, position: Position) -> None:
@@ -223,7 +242,7 @@ class ShardSubscriber:
             ShardId=self.context.shard_id,
             StartingPosition=starting_position(position),
         )
-        raw = answer[RAW_EVENT_STREAM]
+        raw = self._raw = answer[RAW_EVENT_STREAM]
         try:
             buffer = EventStreamBuffer()
             for chunk in raw.stream(_READ_SIZE):

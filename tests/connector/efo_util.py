@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import closing
 from typing import Any
@@ -84,3 +85,19 @@ def pages_until(stream: Iterator[Page], count: int) -> list[Page]:
     while sum(len(page) for page in taken) < count:
         taken.append(next(stream))
     return taken
+
+
+def sockets_to(port: int, pid: int | str = "self") -> int:
+    """TCP sockets process ``pid`` (default: this one) holds open to 127.0.0.1:``port``, in any state (a leaked
+    one may be CLOSE_WAIT)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    with open(f"/proc/{pid}/net/tcp") as table:
+        rows = [line.split() for line in table.readlines()[1:]]
+    return sum(int(fields[2].split(":")[1], 16) == port and fields[9] in inodes for fields in rows)

@@ -4,13 +4,12 @@ throttling with nothing lost, both initial-response shapes, and sockets released
 
 from __future__ import annotations
 
-import os
 import time
 from contextlib import closing
 
 import pytest
 from botocore.eventstream import EventStreamBuffer
-from efo_util import FAST, active_consumer, data, kinesis, pages_until, read_to_tip, rows, subscriber
+from efo_util import FAST, active_consumer, data, kinesis, pages_until, read_to_tip, rows, sockets_to, subscriber
 
 from connector.decode import ShardContext, decode_get_records, decode_subscribe_event
 from connector.fetch.efo import INITIAL_RESPONSE, RAW_EVENT_STREAM, SubscriptionError, starting_position
@@ -284,21 +283,6 @@ def test_a_silent_subscription_times_out_as_a_recoverable_error(kinesis_mock: Lo
     assert sub.calls == 1
 
 
-def _sockets_to(port: int) -> int:
-    """Sockets this process holds open to 127.0.0.1:``port``, in any TCP state (a leaked one may be CLOSE_WAIT)."""
-    inodes = set()
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    with open("/proc/net/tcp") as table:
-        rows = [line.split() for line in table.readlines()[1:]]
-    return sum(int(fields[2].split(":")[1], 16) == port and fields[9] in inodes for fields in rows)
-
-
 @pytest.mark.slow
 def test_event_streams_are_closed_and_their_sockets_released(
     kinesis_mock: LocalServer, mock_stream, request: pytest.FixtureRequest
@@ -318,7 +302,7 @@ def test_event_streams_are_closed_and_their_sockets_released(
     request.addfinalizer(
         lambda: client.meta.events.unregister("after-call.kinesis.SubscribeToShard", unique_id="test-keep")
     )
-    before = _sockets_to(kinesis_mock.port)
+    before = sockets_to(kinesis_mock.port)
     subscriptions = 0
     for consumer in consumers:
         for shard in shards:
@@ -327,15 +311,15 @@ def test_event_streams_are_closed_and_their_sockets_released(
                 next(stream_pages)  # stop with the event stream still open
             subscriptions += sub.calls
     assert subscriptions == 6
-    assert _sockets_to(kinesis_mock.port) <= before
+    assert sockets_to(kinesis_mock.port) <= before
     # kinesis-mock refuses a second subscription to a consumer+shard with an exception event in the stream.
     holder = subscriber(kinesis_mock.endpoint_url, consumers[0], stream, shards[0])
     with closing(holder.pages(Position(TRIM_HORIZON))) as open_stream:
         next(open_stream)
-        during = _sockets_to(kinesis_mock.port)
+        during = sockets_to(kinesis_mock.port)
         refused = subscriber(kinesis_mock.endpoint_url, consumers[0], stream, shards[0], retry=RetryPolicy(2, 1, 2))
         with pytest.raises(SubscriptionError, match="ResourceInUseException") as kept:
             read_to_tip(refused, Position(TRIM_HORIZON))
-        assert refused.calls == 3 and _sockets_to(kinesis_mock.port) <= during
-    assert kept.value is not None and _sockets_to(kinesis_mock.port) <= before
+        assert refused.calls == 3 and sockets_to(kinesis_mock.port) <= during
+    assert kept.value is not None and sockets_to(kinesis_mock.port) <= before
     assert len(answers) == 6 + 1 + 3 and all(answer[RAW_EVENT_STREAM].closed for answer in answers)

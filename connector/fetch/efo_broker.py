@@ -1,0 +1,417 @@
+"""The subscription broker: one process per host and user that keeps enhanced fan-out subscriptions open across
+micro-batches and serves their pages to the tasks that read the shards.
+
+Why: Kinesis refuses a new SubscribeToShard on a consumer+shard within 5 s of the previous call, so a subscription
+per task puts every micro-batch >= 5 s apart. Tasks run in Spark's Python worker processes, and which worker (and
+which host) reads a shard changes from batch to batch, so the subscription lives here, in a process of its own.
+
+Who calls it: ``fetch.efo_client.BrokeredSubscriber`` (the EFO ``ShardTransport`` that ``SourceSettings.transport``
+returns) starts it when no broker answers (``python -m connector.fetch.efo_broker <dir> <pid>``, its own session)
+and talks to it over the Unix socket ``<dir>/broker-<PROTOCOL>.sock``; ``<dir>`` is private (0700, this user).
+One connection = one ``pages(start)`` call of one task:
+
+    client -> broker   request: dict(settings, timeout_s, retry, arn, name, context, start)   (framed pickle)
+    client -> broker   b"n" for each page it wants
+    broker -> client   ("page", Page) | ("tip", None) | ("error", (class name, message))
+
+Per (consumer ARN, shard), a ``Subscription`` holds a ``fetch.efo.ShardSubscriber`` (it resubscribes after the
+5-minute end and on recoverable errors) whose pages a pump thread appends to a buffer bounded in bytes: when
+full, the pump stops reading the event stream (back-pressure) until a task consumes pages. A request at a
+position the buffer covers is served from it at once (rows at or before the position cut off, KPL sub-sequence
+positions included); any other position resubscribes there. A page is dropped once a task asked for the page
+after it (the task went through it). "At the tip" = the buffer is drained and the last event said
+millisBehindLatest 0: the task gets a ``"tip"`` at once instead of waiting for the next event.
+
+A subscription no task read for ``AWS_KINESIS_EFO_BROKER_IDLE_CLOSE_S`` (10 s) is closed, so another host can take
+the shard; the broker exits when it held nothing for ``..._IDLE_EXIT_S`` (60 s) or the process it watches (the
+starter's parent: Spark's Python daemon) is gone. ``..._MAX_BUFFER_BYTES`` (16 MiB) bounds each buffer. Clients
+come from ``connector.aws`` only (``fetch.efo.subscription_client``), built from the request's settings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pickle
+import socket
+import socketserver
+import struct
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import Any
+
+from connector.aws import ClientSettings
+from connector.decode import Page, ShardContext
+from connector.fetch.efo import ShardSubscriber, subscription_client
+from connector.fetch.range import skipped_rows
+from connector.offsets import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, WHOLE_RECORD, Position
+from connector.retry import RetryPolicy
+
+log = logging.getLogger(__name__)
+
+PROTOCOL = 1
+NEXT = b"n"
+ENV_DIR = "AWS_KINESIS_EFO_BROKER_DIR"
+ENV_IDLE_CLOSE = "AWS_KINESIS_EFO_BROKER_IDLE_CLOSE_S"
+ENV_IDLE_EXIT = "AWS_KINESIS_EFO_BROKER_IDLE_EXIT_S"
+ENV_MAX_BUFFER = "AWS_KINESIS_EFO_BROKER_MAX_BUFFER_BYTES"
+_HEADER = struct.Struct(">Q")
+_ROW_OVERHEAD = 64  # bytes counted per row beyond its data (key, sequence number, ...)
+
+
+def socket_path(directory: str) -> str:
+    return os.path.join(directory, f"broker-{PROTOCOL}.sock")
+
+
+def pid_path(directory: str) -> str:
+    return os.path.join(directory, f"broker-{PROTOCOL}.pid")
+
+
+def send(conn: socket.socket, message: Any) -> None:
+    """One framed message (the socket's directory is private to this user: pickle is safe here)."""
+    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    conn.sendall(_HEADER.pack(len(body)) + body)
+
+
+def receive(conn: socket.socket) -> Any:
+    """One framed message; EOFError when the other side closed."""
+    (size,) = _HEADER.unpack(_read_exactly(conn, _HEADER.size))
+    return pickle.loads(_read_exactly(conn, size))
+
+
+def _read_exactly(conn: socket.socket, size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = conn.recv(min(left, 1 << 20))
+        if not chunk:
+            raise EOFError("the other side closed the connection")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a task asks for: pages of one shard through one consumer from ``start``, and how to subscribe."""
+
+    settings: ClientSettings
+    timeout_s: float
+    retry: RetryPolicy
+    arn: str
+    name: str
+    context: ShardContext
+    start: Position
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.arn, self.context.shard_id
+
+    @property
+    def profile(self) -> tuple[Any, ...]:
+        """What must match for an open subscription to serve this request."""
+        return self.settings, self.timeout_s, self.retry, self.name, self.context
+
+
+def page_bytes(page: Page) -> int:
+    return sum(map(len, page.data)) + _ROW_OVERHEAD * len(page)
+
+
+def cut(page: Page, start: int) -> Page:
+    """Rows ``start:`` of ``page`` (the same Kinesis records' bookkeeping)."""
+    if start == 0:
+        return page
+    columns = ("data", "keys", "sequences", "subs", "arrivals_us", "record_ends")
+    return replace(page, **{name: getattr(page, name)[start:] for name in columns})
+
+
+def locate(buffer: list[Page], base: str | None, origin: Position, position: Position) -> tuple[int, int] | None:
+    """(index in ``buffer``, first row) where a read from ``position`` continues, or None if the buffer does not
+    cover it. ``buffer`` holds a subscription's pages from ``origin`` on, less the pages already dropped, the last
+    Kinesis record of which was ``base`` (None: none dropped). The index may be ``len(buffer)``: the next page."""
+    if base is None and position == origin:
+        return 0, 0
+    if position.kind not in (AT_SEQUENCE_NUMBER, AFTER_SEQUENCE_NUMBER):
+        return None
+    sequence = position.sequence_number
+    whole_after = position.kind == AFTER_SEQUENCE_NUMBER and position.sub_sequence_number == WHOLE_RECORD
+    if whole_after and sequence == base:
+        return 0, 0
+    for index, page in enumerate(buffer):
+        if sequence in page.sequences:
+            row = skipped_rows(position, page, page.sequences.index(sequence))
+            return (index, row) if row < len(page) else (index + 1, 0)  # none of its rows is after them
+        if whole_after and page.last_sequence == sequence:
+            return index + 1, 0
+    return None
+
+
+class Subscription:
+    """One consumer+shard's open subscription, its bounded buffer of pages and its pump thread.
+
+    Pages are numbered from 0 in arrival order; ``buffer`` holds numbers ``first`` .. ``first + len - 1``.
+    ``base`` is the last Kinesis record (sequence number) of the pages dropped so far (None: none dropped, the
+    buffer still starts at ``origin``). One task at a time reads it (``lease``).
+    """
+
+    def __init__(self, request: Request, max_bytes: int):
+        self.profile = request.profile
+        self.origin = request.start
+        self.max_bytes = max_bytes
+        self.lease = threading.Lock()
+        self.cond = threading.Condition()
+        self.buffer: deque[Page] = deque()
+        self.first = 0
+        self.bytes = 0
+        self.base: str | None = None
+        self.behind: int | None = None  # millisBehindLatest of the last event
+        self.error: BaseException | None = None
+        self.ended = False
+        self.used = time.monotonic()
+        client = subscription_client(request.settings, request.timeout_s)
+        self.subscriber = ShardSubscriber(client, request.arn, request.context, request.retry, request.name)
+        self.thread = threading.Thread(target=self._pump, name=f"pump {request.context.shard_id}", daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        pages = self.subscriber.pages(self.origin)
+        try:
+            for page in pages:
+                with self.cond:
+                    self.behind = page.millis_behind_latest
+                    if page.kinesis_records or page.next_iterator is None:  # an empty event only says "behind"
+                        self.buffer.append(page)
+                        self.bytes += page_bytes(page)
+                    self.cond.notify_all()
+                    # Back-pressure: no more reading from the event stream while the buffer is full.
+                    while self.bytes >= self.max_bytes and not self.subscriber_aborted:
+                        self.cond.wait()
+        except BaseException as exc:  # handed to the next task that reads past the buffer
+            with self.cond:
+                self.error = exc
+        finally:
+            pages.close()
+            with self.cond:
+                self.ended = True
+                self.cond.notify_all()
+
+    @property
+    def subscriber_aborted(self) -> bool:
+        return self.subscriber._aborted
+
+    def close(self) -> None:
+        """End the subscription (its socket closed at once) and wait for the pump to finish."""
+        with self.cond:
+            self.subscriber.abort()
+            self.cond.notify_all()
+        self.thread.join(timeout=30)
+
+    def locate(self, position: Position) -> tuple[int, int] | None:
+        """(page number, first row) where ``position`` continues in the buffer, or None if it does not cover it."""
+        with self.cond:
+            if self.error is not None:
+                return None
+            found = locate(list(self.buffer), self.base, self.origin, position)
+            return None if found is None else (self.first + found[0], found[1])
+
+    def take(self, number: int) -> tuple[str, Any]:
+        """Page ``number`` (pages before it are dropped: the task went through them), a tip, or the pump's error;
+        blocks until one of them is known."""
+        with self.cond:
+            self._drop_before(number)
+            self.used = time.monotonic()
+            while True:
+                if self.buffer and self.first == number:
+                    return "page", self.buffer[0]
+                if self.error is not None:
+                    return "error", (type(self.error).__name__, str(self.error))
+                if self.ended:
+                    return "error", ("SubscriptionError", f"the subscription to {self.subscriber.what} was closed")
+                if self.behind == 0:
+                    return "tip", None
+                self.cond.wait()
+
+    def _drop_before(self, number: int) -> None:
+        while self.buffer and self.first < number:
+            page = self.buffer.popleft()
+            self.first += 1
+            self.bytes -= page_bytes(page)
+            if page.last_sequence is not None:
+                self.base = page.last_sequence
+        self.cond.notify_all()  # the pump may read again
+
+    def stats(self) -> dict[str, Any]:
+        with self.cond:
+            sizes = [page_bytes(page) for page in self.buffer]
+            return {
+                "pages": len(sizes),
+                "bytes": self.bytes,
+                "largest_page": max(sizes, default=0),
+                "max_bytes": self.max_bytes,
+                "calls": self.subscriber.calls,
+                "paused": self.bytes >= self.max_bytes,
+            }
+
+
+class Broker:
+    """The subscriptions of this host, keyed by (consumer ARN, shard id); one task at a time per key (its lease)."""
+
+    def __init__(self, max_bytes: int, idle_close_s: float):
+        self.max_bytes = max_bytes
+        self.idle_close_s = idle_close_s
+        self.subscriptions: dict[tuple[str, str], Subscription] = {}
+        self.leases: dict[tuple[str, str], threading.Lock] = {}
+        self.lock = threading.Lock()
+        self.connections = 0
+        self.last_busy = time.monotonic()
+
+    def serve(self, conn: socket.socket) -> None:
+        """One client connection: a request (or "stats"), then a page for each NEXT."""
+        request = receive(conn)
+        if request == "stats":
+            with self.lock:
+                send(conn, {f"{arn}/{shard}": sub.stats() for (arn, shard), sub in self.subscriptions.items()})
+            return
+        assert isinstance(request, Request)
+        with self._lease(request.key):
+            subscription, (number, row) = self._positioned(request)
+            try:
+                while conn.recv(1) == NEXT:
+                    kind, body = subscription.take(number)
+                    if kind == "page":
+                        body, row = cut(body, row), 0
+                        number += 1
+                    send(conn, (kind, body))
+                    if kind == "error":
+                        return
+            finally:
+                subscription.used = time.monotonic()
+
+    def _lease(self, key: tuple[str, str]) -> threading.Lock:
+        with self.lock:
+            return self.leases.setdefault(key, threading.Lock())
+
+    def _positioned(self, request: Request) -> tuple[Subscription, tuple[int, int]]:
+        """The subscription to serve ``request`` from, and where in it: the open one when its buffer covers the
+        start, else a new one at the start (the old one closed first: one subscription per consumer+shard)."""
+        with self.lock:
+            current = self.subscriptions.get(request.key)
+        if current is not None:
+            found = current.locate(request.start) if current.profile == request.profile else None
+            if found is not None:
+                return current, found
+            log.info("resubscribing %s at %s (not in the buffer)", current.subscriber.what, request.start)
+            current.close()
+        fresh = Subscription(request, self.max_bytes)
+        with self.lock:
+            self.subscriptions[request.key] = fresh
+        return fresh, (0, 0)
+
+    def close_idle(self) -> None:
+        """Close subscriptions no task read for ``idle_close_s`` (another host may need the shard)."""
+        now = time.monotonic()
+        with self.lock:
+            idle = [key for key, sub in self.subscriptions.items() if now - sub.used > self.idle_close_s]
+        for key in idle:
+            lease = self._lease(key)
+            if not lease.acquire(blocking=False):
+                continue  # a task is reading it
+            try:
+                with self.lock:
+                    sub = self.subscriptions.pop(key)
+                log.info("closing the idle subscription to %s", sub.subscriber.what)
+                sub.close()
+            finally:
+                lease.release()
+        with self.lock:
+            if self.subscriptions or self.connections:
+                self.last_busy = time.monotonic()
+
+    def connected(self, delta: int) -> None:
+        with self.lock:
+            self.connections += delta
+            self.last_busy = time.monotonic()
+
+
+def _env_float(name: str, default: float) -> float:
+    return float(os.environ.get(name) or default)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    broker: Broker
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.exception("serving a task failed")
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    server: _Server
+
+    def handle(self) -> None:
+        broker = self.server.broker
+        broker.connected(+1)
+        try:
+            broker.serve(self.request)
+        except (EOFError, ConnectionError):  # the task stopped reading (its generator closed): normal
+            pass
+        finally:
+            broker.connected(-1)
+
+
+def run(directory: str, watch_pid: int) -> None:
+    """The broker's main loop: serve until idle for IDLE_EXIT_S or ``watch_pid`` is gone."""
+    broker = Broker(int(_env_float(ENV_MAX_BUFFER, 16 << 20)), _env_float(ENV_IDLE_CLOSE, 10.0))
+    idle_exit_s = _env_float(ENV_IDLE_EXIT, 60.0)
+    path = socket_path(directory)
+    if os.path.exists(path):
+        os.unlink(path)  # the starter holds the start lock and found nobody answering there
+    server = _Server(path, _Handler)
+    server.broker = broker
+    os.chmod(path, 0o600)
+    with open(pid_path(directory), "w") as out:
+        out.write(str(os.getpid()))
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
+    log.info("broker %d serving at %s (watching %d)", os.getpid(), path, watch_pid)
+    try:
+        while _alive(watch_pid) and time.monotonic() - broker.last_busy < idle_exit_s:
+            time.sleep(min(1.0, broker.idle_close_s / 4))
+            broker.close_idle()
+    finally:
+        log.info("broker %d exiting", os.getpid())
+        for leftover in (pid_path(directory), path):  # first, so that a new broker may start meanwhile
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
+        server.shutdown()
+        server.server_close()
+        for sub in list(broker.subscriptions.values()):
+            sub.close()
+
+
+def main(directory: str, watch_pid: str) -> None:
+    logging.basicConfig(
+        filename=os.path.join(directory, "broker.log"),
+        level=logging.INFO,
+        format="%(asctime)s %(process)d %(levelname)s %(name)s %(message)s",
+    )
+    run(directory, int(watch_pid))
+
+
+if __name__ == "__main__":
+    # Through the module's own name, so that requests unpickle to the classes checked in serve().
+    from connector.fetch import efo_broker
+
+    efo_broker.main(*sys.argv[1:3])

@@ -1,0 +1,317 @@
+"""The enhanced fan-out subscription broker (kinesis-mock): consecutive reads of a shard share one SubscribeToShard
+(counted at the fault proxy) and return every record once, in order, KPL sub-sequence positions included; a
+position outside the buffer resubscribes; two worker processes read two shards through one broker; a broker killed
+mid-read loses nothing; idle subscriptions and the broker go away with their sockets; the buffer bound holds;
+then a Spark streaming query: N batches, one subscription, the broker killed mid-query."""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from efo_util import active_consumer, settings, sockets_to
+from source_util import FORMAT, put_numbered, wait_for
+from test_efo_source import efo_options
+from test_source_spark import _committed
+
+from connector.decode import Page, ShardContext
+from connector.fetch import efo_broker
+from connector.fetch.efo_broker import locate
+from connector.fetch.efo_client import ENV_ENABLED, BrokeredSubscriber, broker_dir, broker_stats
+from connector.fetch.range import FetchLimits, ShardRange, ShardTask
+from connector.kpl import Aggregator
+from connector.offsets import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, LATEST, TRIM_HORIZON, Position
+from connector.retry import RetryPolicy
+from localaws import LocalServer
+from localaws.fault_proxy import FaultProxy
+from localaws.streams import list_shard_ids, put_records
+
+# kinesis-mock refuses a resubscription to a consumer+shard for ~5 s, as AWS does
+PATIENT = RetryPolicy(max_retries=12, initial_interval_ms=500, max_interval_ms=2000)
+FULL = (0, 2**128 - 1)
+
+
+@pytest.fixture
+def broker(monkeypatch: pytest.MonkeyPatch):
+    """A private broker directory for this test (short: Unix socket paths are limited), its broker killed after."""
+    directory = tempfile.mkdtemp(prefix="efo-")
+    monkeypatch.setenv(efo_broker.ENV_DIR, directory)
+    monkeypatch.setenv(efo_broker.ENV_IDLE_EXIT, "20")
+    yield directory
+    _kill_broker(directory)
+
+
+def _broker_pid(directory: str) -> int | None:
+    try:
+        return int(Path(efo_broker.pid_path(directory)).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _kill_broker(directory: str) -> None:
+    pid = _broker_pid(directory)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _read(endpoint: str, arn: str, stream: str, shard: str, start: Position, max_records: int | None = None):
+    """One task's read of ``shard`` from ``start`` through the broker: (data, where the next read starts)."""
+    context = ShardContext(stream, shard, *FULL)
+    transport = BrokeredSubscriber(settings(endpoint), 30.0, PATIENT, arn, "efo-test", context)
+    task = ShardTask(stream, shard, *FULL, start)
+    shard_range = ShardRange(task, FetchLimits(max_records=max_records), context)
+    rows = [row for batch in shard_range.batches(transport) for row in batch.column("data").to_pylist()]
+    assert shard_range.result is not None and transport.direct_reads == 0
+    return rows, shard_range.result.next_start()
+
+
+def _read_until(endpoint, arn, stream, shard, start, count: int, max_records: int | None = None):
+    """Reads (like micro-batches) until ``count`` records came: (data, next start)."""
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(got) < count:
+        assert time.monotonic() < deadline, f"only {len(got)} of {count} records came"
+        rows, start = _read(endpoint, arn, stream, shard, start, max_records)
+        got += rows
+    return got, start
+
+
+def _put_aggregate(server: LocalServer, stream: str, prefix: str, count: int) -> tuple[list[bytes], str]:
+    aggregator = Aggregator()
+    for i in range(count):
+        aggregator.add(f"{prefix}{i}".encode(), f"k{i}")
+    aggregate = aggregator.flush()
+    assert aggregate is not None
+    answer = put_records(server.client("kinesis"), stream, [(aggregate.data, aggregate.partition_key)])
+    return [f"{prefix}{i}".encode() for i in range(count)], answer[0]["SequenceNumber"]
+
+
+def _page(*records: tuple[str, int]) -> Page:
+    """A page of (sequence number, sub-sequence number) rows; a record's last row ends it."""
+    ends = [i + 1 == len(records) or records[i + 1][0] != seq for i, (seq, _) in enumerate(records)]
+    return Page(
+        data=[f"{seq}/{sub}".encode() for seq, sub in records],
+        keys=["k"] * len(records),
+        sequences=[seq for seq, _ in records],
+        subs=[sub for _, sub in records],
+        arrivals_us=[None] * len(records),
+        record_ends=ends,
+        kinesis_records=len(set(seq for seq, _ in records)),
+        last_sequence=records[-1][0],
+        next_iterator=records[-1][0],
+    )
+
+
+def test_which_positions_the_buffer_covers() -> None:
+    """No server: where a read continues in a buffer (two pages; the second a KPL aggregate "30" of 3 rows)."""
+    origin = Position(TRIM_HORIZON)
+    buffer = [_page(("10", 0), ("20", 0)), _page(("30", 0), ("30", 1), ("30", 2), ("40", 0))]
+    after, at = AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER
+    assert locate(buffer, None, origin, origin) == (0, 0)
+    assert locate(buffer, "5", origin, origin) is None  # pages were dropped: the origin is gone
+    assert locate(buffer, "5", origin, Position(after, "5")) == (0, 0)  # right after the dropped pages
+    assert locate(buffer, "5", origin, Position(after, "5", 0)) is None  # inside a dropped aggregate
+    assert locate(buffer, None, origin, Position(after, "10")) == (0, 1)
+    assert locate(buffer, None, origin, Position(after, "20")) == (1, 0)
+    assert locate(buffer, None, origin, Position(at, "20", 0)) == (0, 1)
+    assert locate(buffer, None, origin, Position(after, "30", 0)) == (1, 1)  # inside the aggregate
+    assert locate(buffer, None, origin, Position(at, "30", 2)) == (1, 2)
+    assert locate(buffer, None, origin, Position(after, "30", 2)) == (1, 3)
+    assert locate(buffer, None, origin, Position(after, "30")) == (1, 3)
+    assert locate(buffer, None, origin, Position(after, "40")) == (2, 0)  # the next page, when it comes
+    assert locate(buffer, None, origin, Position(after, "15")) is None  # not a record of the buffer
+    assert locate(buffer, None, origin, Position(LATEST)) is None
+
+
+@pytest.mark.slow
+def test_consecutive_reads_share_one_subscription_and_other_positions_resubscribe(
+    kinesis_mock: LocalServer, mock_stream, broker
+) -> None:
+    stream = mock_stream(shards=1)
+    (shard,) = list_shard_ids(kinesis_mock.client("kinesis"), stream)
+    consumer = active_consumer(kinesis_mock.endpoint_url, stream)
+    with FaultProxy(kinesis_mock.endpoint_url) as proxy:
+        url = proxy.endpoint_url
+        produced = put_numbered(kinesis_mock, stream, "a", 5)
+        got, start = _read_until(url, consumer.arn, stream, shard, Position(TRIM_HORIZON), 5)
+        for prefix in ("b", "c"):
+            produced += put_numbered(kinesis_mock, stream, prefix, 3)
+            more, start = _read_until(url, consumer.arn, stream, shard, start, 3)
+            got += more
+        # A KPL aggregate read 2 user records at a time: positions inside it are served from the buffer too.
+        users, sequence = _put_aggregate(kinesis_mock, stream, "u", 5)
+        produced += users
+        more, start = _read_until(url, consumer.arn, stream, shard, start, 5, max_records=2)
+        got += more
+        assert got == produced  # every record once, in order
+        assert proxy.calls["SubscribeToShard"] == 1
+        # A position before the buffer (a batch that runs again) resubscribes there.
+        again, _ = _read_until(url, consumer.arn, stream, shard, Position(TRIM_HORIZON), len(produced))
+        assert again == produced
+        assert proxy.calls["SubscribeToShard"] > 1  # (kinesis-mock refuses it for ~5 s: retried)
+        # Inside a KPL aggregate, at a sub-sequence number, on a new subscription: the rest of the aggregate.
+        again, _ = _read_until(url, consumer.arn, stream, shard, Position(AT_SEQUENCE_NUMBER, sequence, 3), 2)
+        assert again == users[3:]
+
+
+def _worker(directory: str, endpoint: str, arn: str, stream: str, shard: str, start: Position, count: int, out) -> None:
+    os.environ[efo_broker.ENV_DIR] = directory
+    out.put((shard, *_read_until(endpoint, arn, stream, shard, start, count)))
+
+
+def _in_processes(jobs: list[tuple]) -> dict[str, tuple[list[bytes], Position]]:
+    """Run ``_worker`` for each job in its own (spawned) process at once: {shard: (data, next start)}."""
+    spawn = multiprocessing.get_context("spawn")
+    out = spawn.Queue()
+    processes = [spawn.Process(target=_worker, args=(*job, out)) for job in jobs]
+    for process in processes:
+        process.start()
+    found = {}
+    for _ in processes:
+        shard, rows, start = out.get(timeout=120)
+        found[shard] = (rows, start)
+    for process in processes:
+        process.join(30)
+        assert process.exitcode == 0
+    return found
+
+
+@pytest.mark.slow
+def test_two_worker_processes_read_two_shards_through_one_broker(
+    kinesis_mock: LocalServer, mock_stream, broker
+) -> None:
+    stream = mock_stream(shards=2)
+    shards = list_shard_ids(kinesis_mock.client("kinesis"), stream)
+    consumer = active_consumer(kinesis_mock.endpoint_url, stream)
+    kinesis = kinesis_mock.client("kinesis")
+    with FaultProxy(kinesis_mock.endpoint_url) as proxy:
+
+        def put(prefix: str) -> dict[str, list[bytes]]:
+            items = {shard: [f"{prefix}-{shard[-1]}-{i}".encode() for i in range(3)] for shard in shards}
+            for shard, data in items.items():  # ExplicitHashKey puts each group on its shard
+                low = 0 if shard == shards[0] else 2**127
+                for item in data:
+                    kinesis.put_record(StreamName=stream, Data=item, PartitionKey="k", ExplicitHashKey=str(low + 1))
+            return items
+
+        first = put("a")
+        jobs = [(broker, proxy.endpoint_url, consumer.arn, stream, s, Position(TRIM_HORIZON), 3) for s in shards]
+        found = _in_processes(jobs)
+        assert {shard: rows for shard, (rows, _) in found.items()} == first
+        second = put("b")  # new processes (other workers) go on where the first ones stopped
+        found = _in_processes([(*job[:5], found[job[4]][1], 3) for job in jobs])
+        assert {shard: rows for shard, (rows, _) in found.items()} == second
+        assert proxy.calls["SubscribeToShard"] == 2  # one per shard, held by the one broker
+        assert len(broker_stats()) == 2
+
+
+@pytest.mark.slow
+def test_a_broker_killed_mid_read_loses_nothing(kinesis_mock: LocalServer, mock_stream, broker) -> None:
+    stream = mock_stream(shards=1)
+    (shard,) = list_shard_ids(kinesis_mock.client("kinesis"), stream)
+    consumer = active_consumer(kinesis_mock.endpoint_url, stream)
+    context = ShardContext(stream, shard, *FULL)
+    transport = BrokeredSubscriber(settings(kinesis_mock.endpoint_url), 30.0, PATIENT, consumer.arn, "t", context)
+    produced = put_numbered(kinesis_mock, stream, "a", 4)
+    got: list[bytes] = []
+    with_rows = (page for page in transport.pages(Position(TRIM_HORIZON)) if len(page))
+    got += next(with_rows).data
+    assert got == produced  # one page so far
+    old = _broker_pid(broker)
+    assert old is not None
+    os.kill(old, signal.SIGKILL)
+    produced += put_numbered(kinesis_mock, stream, "b", 3)
+    while len(got) < len(produced):
+        got += next(with_rows).data  # reconnects to a new broker, which resubscribes after the last record
+    with_rows.close()
+    assert got == produced and transport.direct_reads == 0
+    assert _broker_pid(broker) not in (None, old)
+
+
+@pytest.mark.slow
+def test_idle_subscriptions_close_their_sockets_and_the_broker_exits(
+    kinesis_mock: LocalServer, mock_stream, broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(efo_broker.ENV_IDLE_CLOSE, "1")
+    monkeypatch.setenv(efo_broker.ENV_IDLE_EXIT, "2")
+    stream = mock_stream(shards=1)
+    (shard,) = list_shard_ids(kinesis_mock.client("kinesis"), stream)
+    consumer = active_consumer(kinesis_mock.endpoint_url, stream)
+    produced = put_numbered(kinesis_mock, stream, "a", 3)
+    assert _read_until(kinesis_mock.endpoint_url, consumer.arn, stream, shard, Position(TRIM_HORIZON), 3)[0] == produced
+    pid = _broker_pid(broker)
+    assert pid is not None and len(broker_stats()) == 1
+    assert sockets_to(kinesis_mock.port, pid) >= 1  # the open subscription
+    wait_for(lambda: broker_stats() == {}, 10, 0.1, "the idle subscription closed")
+    if os.path.exists(f"/proc/{pid}"):
+        assert sockets_to(kinesis_mock.port, pid) == 0
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 15, 0.1, "the idle broker to exit")
+    assert not os.path.exists(efo_broker.socket_path(broker))
+
+
+@pytest.mark.slow
+def test_a_full_buffer_stops_reading_the_subscription_and_loses_nothing(
+    kinesis_mock: LocalServer, mock_stream, broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(efo_broker.ENV_MAX_BUFFER, "1")  # one page fills it
+    stream = mock_stream(shards=1)
+    (shard,) = list_shard_ids(kinesis_mock.client("kinesis"), stream)
+    consumer = active_consumer(kinesis_mock.endpoint_url, stream)
+    url = kinesis_mock.endpoint_url
+    produced = put_numbered(kinesis_mock, stream, "a", 3)
+    got, start = _read_until(url, consumer.arn, stream, shard, Position(TRIM_HORIZON), 1, max_records=1)
+    for prefix in ("b", "c"):  # kinesis-mock pushes about once a second: separate events
+        time.sleep(1.5)
+        produced += put_numbered(kinesis_mock, stream, prefix, 3)
+    time.sleep(1.5)
+    (stats,) = broker_stats().values()
+    assert stats["paused"] and stats["pages"] == 1 and stats["bytes"] == stats["largest_page"]
+    more, _ = _read_until(url, consumer.arn, stream, shard, start, len(produced) - len(got))
+    assert got + more == produced
+
+
+@pytest.mark.slow
+def test_streaming_query_batches_share_one_subscription_and_survive_a_killed_broker(
+    spark, kinesis_mock: LocalServer, mock_stream, tmp_path
+) -> None:
+    assert os.environ.get(ENV_ENABLED, "on") != "off"
+    stream = mock_stream(shards=1)
+    with FaultProxy(kinesis_mock.endpoint_url) as proxy:
+        options = efo_options(proxy, stream, tmp_path / "meta")
+        output = tmp_path / "out"
+        query = (
+            spark.readStream.format(FORMAT)
+            .options(**options)
+            .load()
+            .writeStream.format("parquet")
+            .option("path", str(output))
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
+        try:
+            produced: list[bytes] = []
+
+            def round_of(number: int) -> None:
+                produced.extend(put_numbered(kinesis_mock, stream, f"r{number}", 3))
+                wait_for(lambda: len(_committed(spark, output)) >= len(produced), what=f"round {number}")
+
+            for number in range(4):  # one batch (or more) per round
+                round_of(number)
+            assert proxy.calls["SubscribeToShard"] == 1  # 4 batches or more (each round waited for the last)
+            pid = _broker_pid(broker_dir())
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+            for number in range(4, 6):
+                round_of(number)
+        finally:
+            query.stop()
+    rows = spark.read.parquet(str(output)).select("data", "sequenceNumber").collect()
+    assert [bytes(row.data) for row in sorted(rows, key=lambda row: int(row.sequenceNumber))] == produced
