@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import pytest
 from efo_util import efo_options
-from source_util import payloads, read_all, reader, roundtrip, wait_for
+from source_util import payloads, read_all, reader, records_and_a_cut, roundtrip, wait_for
 
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy
-from localaws.streams import put_records, read_stream
 
 pytestmark = pytest.mark.slow  # a consumer registration and a subscription per test
 
@@ -20,15 +19,9 @@ def test_starting_position_over_efo_reads_the_right_records(
     kinesis_mock: LocalServer, mock_stream, tmp_path, position: str
 ) -> None:
     stream = mock_stream(shards=1)
-    kinesis = kinesis_mock.client("kinesis")
-    for i in range(6):  # one put at a time: each record gets its own arrival time
-        put_records(kinesis, stream, [(f"r{i}".encode(), "k")])
-    records = read_stream(kinesis, stream)
+    records, cut = records_and_a_cut(kinesis_mock, stream)
     expected = [record["Data"] for record in records]
     if position == "AT_TIMESTAMP":
-        arrivals = sorted({record["ApproximateArrivalTimestamp"] for record in records})
-        assert len(arrivals) >= 3, "records need distinct arrival times"
-        cut = arrivals[len(arrivals) // 2]
         position = f"AT_TIMESTAMP:{cut.isoformat()}"
         expected = [record["Data"] for record in records if record["ApproximateArrivalTimestamp"] >= cut]
         assert 0 < len(expected) < len(records)

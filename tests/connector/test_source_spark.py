@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 import pyarrow.parquet as pq
 import pytest
 from efo_util import efo_options
-from source_util import FORMAT, source_options, wait_for
+from source_util import FORMAT, records_and_a_cut, source_options, wait_for
 
 from localaws import LocalServer
 from localaws.streams import put_records, read_stream, unique_name
@@ -231,13 +231,7 @@ def test_at_timestamp_picks_exactly_the_records_at_or_after(
     spark, kinesis_mock: LocalServer, mock_stream, tmp_path
 ) -> None:
     stream = mock_stream(shards=1)
-    kinesis = kinesis_mock.client("kinesis")
-    for i in range(6):  # one put at a time: each record gets its own arrival time
-        put_records(kinesis, stream, [(f"r{i}".encode(), "k")])
-    records = read_stream(kinesis, stream)
-    arrivals = sorted({record["ApproximateArrivalTimestamp"] for record in records})
-    assert len(arrivals) >= 3, "records need distinct arrival times"
-    cut = arrivals[len(arrivals) // 2]
+    records, cut = records_and_a_cut(kinesis_mock, stream)
     options = source_options(
         kinesis_mock, stream, tmp_path, **{"kinesis.startingPosition": f"AT_TIMESTAMP:{cut.isoformat()}"}
     )
