@@ -6,12 +6,13 @@ Point a client at ``proxy.endpoint_url`` instead of the server's. For each reque
 with a throttling error, answer with a 5xx or a chosen error code (``Faults.errors``), for GetRecords answer that
 the iterator expired, or, for PutRecords, fail a share of the entries; for S3, answer conditional PUTs with a 409
 conflict. SubscribeToShard event streams can be ended after a number of events (``Faults.end_event_stream_after``:
-AWS ends every subscription after ~5 minutes) and given the ``initial-response`` event AWS sends first and
-kinesis-mock omits (``Faults.initial_response``). Failed entries are really not written (they are removed from
-the request before it is forwarded), so a client that retries exactly the failed entries ends with every record
-stored once. Dropped requests are dropped before
-they reach the server, for the same reason. Change ``proxy.faults`` at any time; ``proxy.stats`` counts
-what was injected, ``proxy.calls`` every request by action (X-Amz-Target).
+AWS ends every subscription after ~5 minutes), given the ``initial-response`` event AWS sends first and
+kinesis-mock omits (``Faults.initial_response``), and, for shards the test knows are closed (``Faults.shard_ends``),
+ended as AWS ends a closed shard's subscription, which kinesis-mock never does. Failed entries are really not
+written (they are removed from the request before it is forwarded), so a client that retries exactly the failed
+entries ends with every record stored once. Dropped requests are dropped before they reach the server, for the
+same reason. Change ``proxy.faults`` at any time; ``proxy.stats`` counts what was injected, ``proxy.calls``
+every request by action (X-Amz-Target).
 
 With ``record=True`` it also keeps, for every request, the action and who signed it for which region and
 service (``proxy.signed``, from the SigV4 ``Authorization`` header): tests prove with it which credentials a
@@ -32,6 +33,8 @@ from collections import Counter
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+from botocore.eventstream import EventStreamBuffer
 
 from localaws.servers import LOOPBACK
 
@@ -90,6 +93,10 @@ class Faults:
     end_event_stream_after: int | None = None
     # SubscribeToShard: send an initial-response event before the server's events, as AWS does.
     initial_response: bool = False
+    # SubscribeToShard to these (closed) shard ids: the first event with no records and MillisBehindLatest 0 loses
+    # its ContinuationSequenceNumber and ends the stream, as AWS ends a closed shard's subscription (AWS also lists
+    # the ChildShards there; nothing here reads them: children come from ListShards).
+    shard_ends: frozenset[str] = frozenset()
     # At most this many faults in all (None: no bound), e.g. 1 to fail only the first selected call.
     max_faults: int | None = None
 
@@ -221,7 +228,9 @@ class _FaultHandler(BaseHTTPRequestHandler):
                 self.proxy.count(code)
                 self._answer(400, {"__type": code, "message": "injected by FaultProxy"})
                 return
-        if action == "SubscribeToShard" and (faults.end_event_stream_after is not None or faults.initial_response):
+        if action == "SubscribeToShard" and (
+            faults.end_event_stream_after is not None or faults.initial_response or faults.shard_ends
+        ):
             self._forward_event_stream(body, faults)
             return
         if action == "GetRecords" and self.proxy.inject(faults.expired_iterator_rate):
@@ -336,14 +345,15 @@ class _FaultHandler(BaseHTTPRequestHandler):
             self.end_headers()
             if faults.initial_response:
                 self._write_chunk(encode_event({":message-type": "event", ":event-type": "initial-response"}, b"{}"))
-            self._relay_events(response, faults.end_event_stream_after)
+            closed = json.loads(body).get("ShardId") in faults.shard_ends
+            self._relay_events(response, faults.end_event_stream_after, closed)
             self.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError):  # the client closed its stream: so do we, upstream
             self.close_connection = True
         finally:
             connection.close()
 
-    def _relay_events(self, response: http.client.HTTPResponse, limit: int | None) -> None:
+    def _relay_events(self, response: http.client.HTTPResponse, limit: int | None, closed: bool = False) -> None:
         pending, sent = b"", 0
         while limit is None or sent < limit:
             chunk = response.read1(65536)
@@ -353,8 +363,12 @@ class _FaultHandler(BaseHTTPRequestHandler):
             # An event-stream message starts with its total length (4 bytes, big-endian).
             while (limit is None or sent < limit) and len(pending) >= max(4, int.from_bytes(pending[:4], "big")):
                 size = int.from_bytes(pending[:4], "big")
-                self._write_chunk(pending[:size])
-                pending, sent = pending[size:], sent + 1
+                message, pending, sent = pending[:size], pending[size:], sent + 1
+                end = shard_end_event(message) if closed else None
+                self._write_chunk(end or message)
+                if end is not None:
+                    self.proxy.count("shard_ends")
+                    return
         self.proxy.count("ended_event_streams")
 
     def _write_chunk(self, data: bytes) -> None:
@@ -372,6 +386,21 @@ class _FaultHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
+
+
+def shard_end_event(message: bytes) -> bytes | None:
+    """``message`` as the last event of a closed shard's subscription (no ContinuationSequenceNumber), when it is
+    an event at the tip (no records, MillisBehindLatest 0); else None."""
+    buffer = EventStreamBuffer()
+    buffer.add_data(message)
+    parsed = next(iter(buffer))
+    if parsed.headers.get(":event-type") != "SubscribeToShardEvent":
+        return None
+    event = json.loads(parsed.payload)
+    if event.get("Records") or event.get("MillisBehindLatest"):
+        return None
+    event.pop("ContinuationSequenceNumber", None)
+    return encode_event({key: str(value) for key, value in parsed.headers.items()}, json.dumps(event).encode())
 
 
 def encode_event(headers: dict[str, str], payload: bytes) -> bytes:

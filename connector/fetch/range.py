@@ -22,6 +22,14 @@ Stop conditions, in order of precedence:
   what had arrived when it was planned, so a steady producer cannot keep a read going);
 - caught up: an empty answer with MillisBehindLatest 0;
 - ``max_time_s`` spent (not during a replay, and never when the driver completes a read).
+
+A closed shard's end comes from the transport (``next_iterator`` None: GetRecords' missing NextShardIterator,
+SubscribeToShard's null ContinuationSequenceNumber). A subscription may instead keep sending empty events at the
+tip of a closed shard (kinesis-mock never ends it; AWS could stop at the tip before the end event): the read then
+stops caught up, and the planner's GetRecords probe of that caught-up shard finds the end (no records, no
+NextShardIterator), before any child is read. This range never concludes "ended" from the tip of a shard that
+ListShards shows closed: that would be a guess where the probe is Kinesis' own answer, and it costs one
+GetRecords per such shard, once.
 """
 
 from __future__ import annotations

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from contextlib import closing
+from pathlib import Path
 from typing import Any
+
+from source_util import source_options
 
 from connector import aws
 from connector.consumers import Consumer, WaitPolicy, ensure_consumer
@@ -13,6 +17,8 @@ from connector.decode import Page, ShardContext
 from connector.fetch.efo import ShardSubscriber, subscription_client
 from connector.offsets import Position
 from connector.retry import RetryPolicy
+from localaws import LocalServer
+from localaws.fault_proxy import FaultProxy
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 
 FAST = RetryPolicy(max_retries=3, initial_interval_ms=10, max_interval_ms=50)
@@ -101,3 +107,25 @@ def sockets_to(port: int, pid: int | str = "self") -> int:
     with open(f"/proc/{pid}/net/tcp") as table:
         rows = [line.split() for line in table.readlines()[1:]]
     return sum(int(fields[2].split(":")[1], 16) == port and fields[9] in inodes for fields in rows)
+
+
+def efo_options(endpoint: LocalServer | FaultProxy, stream: str, metadata: Path, **extra: str) -> dict[str, str]:
+    """Source options reading ``stream`` through a fresh consumer, patient enough for kinesis-mock's 5 s
+    resubscription refusal."""
+    server = endpoint if isinstance(endpoint, LocalServer) else None
+    options = source_options(server or _AsServer(endpoint), stream, metadata)  # type: ignore[arg-type]
+    return {
+        **options,
+        "kinesis.consumerType": "SubscribeToShard",
+        "kinesis.consumerName": f"efo-{uuid.uuid4().hex[:8]}",
+        "kinesis.clientRetryIntervalsMs": "500",
+        "kinesis.clientMaxRetryIntervalMs": "2000",
+        **extra,
+    }
+
+
+class _AsServer:
+    """A fault proxy where ``source_options`` expects a server (it only needs the endpoint)."""
+
+    def __init__(self, proxy: FaultProxy):
+        self.endpoint_url = proxy.endpoint_url

@@ -115,6 +115,20 @@ def put_numbered(server: LocalServer, stream: str, prefix: str, count: int) -> l
     return data
 
 
+def records_and_a_cut(server: LocalServer, stream: str) -> tuple[list[dict[str, Any]], Any]:
+    """Six records put one at a time (each gets its own arrival time), as GetRecords returns them, and the arrival
+    time of the middle one: an AT_TIMESTAMP that splits them."""
+    from localaws.streams import put_records, read_stream
+
+    kinesis = server.client("kinesis")
+    for i in range(6):
+        put_records(kinesis, stream, [(f"r{i}".encode(), "k")])
+    records = read_stream(kinesis, stream)
+    arrivals = sorted({record["ApproximateArrivalTimestamp"] for record in records})
+    assert len(arrivals) >= 3, "records need distinct arrival times"
+    return records, arrivals[len(arrivals) // 2]
+
+
 def plan_first_batch(source: KinesisStreamReader) -> tuple[dict, dict]:
     """A new query's initial offset and its first batch's end offset, as Spark asks for them."""
     start = roundtrip(source.initialOffset())

@@ -6,11 +6,9 @@ ends; then a Spark streaming query through SubscribeToShard, exactly once across
 from __future__ import annotations
 
 import time
-import uuid
-from pathlib import Path
 
 import pytest
-from efo_util import kinesis, subscriber
+from efo_util import efo_options, kinesis, subscriber
 from source_util import (
     FORMAT,
     next_batch,
@@ -19,7 +17,6 @@ from source_util import (
     read_all,
     reader,
     roundtrip,
-    source_options,
     wait_for,
 )
 from test_source_spark import _committed
@@ -36,28 +33,6 @@ from localaws.fault_proxy import FaultProxy, Faults
 from localaws.streams import put_records
 
 pytestmark = pytest.mark.slow  # kinesis-mock refuses a resubscription to a consumer+shard for ~5 s
-
-
-def efo_options(endpoint: LocalServer | FaultProxy, stream: str, metadata: Path, **extra: str) -> dict[str, str]:
-    """Source options reading ``stream`` through a fresh consumer, patient enough for kinesis-mock's 5 s
-    resubscription refusal."""
-    server = endpoint if isinstance(endpoint, LocalServer) else None
-    options = source_options(server or _AsServer(endpoint), stream, metadata)  # type: ignore[arg-type]
-    return {
-        **options,
-        "kinesis.consumerType": "SubscribeToShard",
-        "kinesis.consumerName": f"efo-{uuid.uuid4().hex[:8]}",
-        "kinesis.clientRetryIntervalsMs": "500",
-        "kinesis.clientMaxRetryIntervalMs": "2000",
-        **extra,
-    }
-
-
-class _AsServer:
-    """A fault proxy where ``source_options`` expects a server (it only needs the endpoint)."""
-
-    def __init__(self, proxy: FaultProxy):
-        self.endpoint_url = proxy.endpoint_url
 
 
 def _consumers(server: LocalServer, stream: str) -> dict[str, str]:

@@ -1,5 +1,6 @@
 """The source inside Spark: schema, multi-stream rows, restart from a checkpoint and SIGKILL of the driver with
-a file sink (every record exactly once, by content; metadata in a path store and in DynamoDB), batch reads, and
+a file sink (every record exactly once, by content; metadata in a path store and in DynamoDB; read through
+GetRecords and through SubscribeToShard), batch reads, and
 option errors at load() / start()."""
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from urllib.parse import urlparse
 
 import pyarrow.parquet as pq
 import pytest
-from source_util import FORMAT, source_options, wait_for
+from efo_util import efo_options
+from source_util import FORMAT, records_and_a_cut, source_options, wait_for
 
 from localaws import LocalServer
 from localaws.streams import put_records, read_stream, unique_name
@@ -126,15 +128,30 @@ def _metadata_options(store: str, request: pytest.FixtureRequest, tmp_path: Path
     }
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("store", ["path", "dynamodb"])
-def test_sigkill_of_the_driver_then_restart_reads_every_record_once(
-    spark, kinesalite: LocalServer, lite_stream, tmp_path, store: str, request: pytest.FixtureRequest
-) -> None:
-    stream = lite_stream(shards=2)
-    produced = _put(kinesalite, stream, "before", 100)
-    options = source_options(kinesalite, stream, "", **{"kinesis.maxFetchRecordsPerShard": "20"})
+def _server_options(consumer: str, request: pytest.FixtureRequest) -> tuple[LocalServer, str, dict[str, str]]:
+    """A server, a fresh two-shard stream on it and the source options for the consumer type: GetRecords on
+    kinesalite, SubscribeToShard on kinesis-mock (kinesalite has no enhanced fan-out); no metadata store yet."""
+    if consumer == "GetRecords":
+        server, stream = request.getfixturevalue("kinesalite"), request.getfixturevalue("lite_stream")(shards=2)
+        options = source_options(server, stream, "")
+    else:
+        server, stream = request.getfixturevalue("kinesis_mock"), request.getfixturevalue("mock_stream")(shards=2)
+        options = efo_options(server, stream, "")
     del options["kinesis.metadataPath"]
+    return server, stream, options
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("store", "consumer"), [("path", "GetRecords"), ("dynamodb", "GetRecords"), ("path", "SubscribeToShard")]
+)
+def test_sigkill_of_the_driver_then_restart_reads_every_record_once(
+    spark, tmp_path, store: str, consumer: str, request: pytest.FixtureRequest
+) -> None:
+    server, stream, options = _server_options(consumer, request)
+    produced = _put(server, stream, "before", 100)
+    # A backlog across several batches; fewer with kinesis-mock, which refuses a resubscription for ~5 s.
+    options["kinesis.maxFetchRecordsPerShard"] = "20" if consumer == "GetRecords" else "40"
     options.update(_metadata_options(store, request, tmp_path))
     output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     commits = checkpoint / "commits"
@@ -156,8 +173,8 @@ def test_sigkill_of_the_driver_then_restart_reads_every_record_once(
 
     def produce() -> None:
         for round_ in range(15):
-            during.extend(_put(kinesalite, stream, f"during-{round_}", 10))
-            time.sleep(0.25)
+            during.extend(_put(server, stream, f"during-{round_}", 10))
+            time.sleep(0.25 if consumer == "GetRecords" else 1.0)  # kinesis-mock's resubscriptions take ~5 s
 
     producer = threading.Thread(target=produce)
     first = launch()
@@ -170,7 +187,7 @@ def test_sigkill_of_the_driver_then_restart_reads_every_record_once(
     finally:
         kill(first)
     producer.join()
-    produced += during
+    produced += during + _put(server, stream, "stopped", 30)  # while no driver runs
     second = launch()
     try:
         wait_for(
@@ -214,13 +231,7 @@ def test_at_timestamp_picks_exactly_the_records_at_or_after(
     spark, kinesis_mock: LocalServer, mock_stream, tmp_path
 ) -> None:
     stream = mock_stream(shards=1)
-    kinesis = kinesis_mock.client("kinesis")
-    for i in range(6):  # one put at a time: each record gets its own arrival time
-        put_records(kinesis, stream, [(f"r{i}".encode(), "k")])
-    records = read_stream(kinesis, stream)
-    arrivals = sorted({record["ApproximateArrivalTimestamp"] for record in records})
-    assert len(arrivals) >= 3, "records need distinct arrival times"
-    cut = arrivals[len(arrivals) // 2]
+    records, cut = records_and_a_cut(kinesis_mock, stream)
     options = source_options(
         kinesis_mock, stream, tmp_path, **{"kinesis.startingPosition": f"AT_TIMESTAMP:{cut.isoformat()}"}
     )
