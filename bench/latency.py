@@ -16,9 +16,11 @@ stream. In one run, one after another on one SparkSession (each phase ``--second
 For each phase the breakdown of one record's latency (means over the records of the phase) comes from the
 query progress (``durationMs``) and the sink's own clock: waiting for the trigger that takes it, the source's
 ``latestOffset`` (our probe and planning), Spark's offset-log write and planning, the job (task scheduling,
-Python worker, the read), the rest of the sink; ``commitOffsets`` and the source's ``commit`` follow the sink
-and only delay the next trigger. Then the number of micro-batches during ``--idle-seconds`` without new records
-(target 0). Nothing here is asserted. ``--plot`` draws the percentiles (matplotlib).
+Python worker, the read), the rest of the sink; ``commitOffsets`` (Spark's commit log) follows the sink and only
+delays the next trigger. The phases run in the order warm-up, floor, ours (default trigger), floor, ours
+(low-latency): the machine's load at the time touches each pair alike. Then the number of micro-batches during
+``--idle-seconds`` without new records (target 0). Nothing here is asserted. The percentiles are drawn into
+``--plot`` (matplotlib; "" for none).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -41,9 +44,10 @@ from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE
 from localaws.streams import create_stream, list_shard_ids, unique_name
 
 SHARDS = 2
+PLOT = Path(__file__).resolve().parent / "results" / "latency.png"
 FETCH_INTERVAL_S = 0.2
 # The options docs/source.md#latency recommends (with a short processingTime trigger).
-LOW_LATENCY_OPTIONS = {"kinesis.getRecords.fetchIntervalMs": "100"}
+LOW_LATENCY_OPTIONS = {"kinesis.describeShardInterval": "10s", "kinesis.shardsPerPartition": "2"}
 
 
 # --- Spark's floor: a source that knows at once which records exist and reads them instantly --------------------
@@ -270,13 +274,13 @@ def warm_up_query(kinesis: Any, stream: str, phase: Phase, query: Any) -> None:
     time.sleep(2)
 
 
-def measure_floor(spark: Any, phase: Phase, trigger_ms: int, args: Any) -> None:
+def measure_floor(spark: Any, phase: Phase, trigger_ms: int, rate: int, seconds: float) -> None:
     checkpoint = f"/tmp/{unique_name('bench-instant')}/cp"
-    reader = spark.readStream.format(InstantSource.name()).option("rate", str(args.rate))
+    reader = spark.readStream.format(InstantSource.name()).option("rate", str(rate))
     query = run_query(spark, reader, phase, trigger_ms, checkpoint)
-    time.sleep(10)  # Python workers start
+    time.sleep(5)  # its first batches
     phase.measuring = True
-    time.sleep(args.seconds)
+    time.sleep(seconds)
     phase.measuring = False
     phase.keep_progress(query)
     query.stop()
@@ -292,11 +296,11 @@ def percentiles(values: list[float]) -> tuple[float, float, float]:
 
 
 def print_table(rows: list[tuple[str, list[float]]]) -> None:
-    print(f"| {'consumer':<58} | {'records':>8} | {'p50 ms':>7} | {'p99 ms':>7} | {'max ms':>7} |")
-    print(f"|{'-' * 60}|{'-' * 10}|{'-' * 9}|{'-' * 9}|{'-' * 9}|")
+    print(f"| {'consumer':<56} | {'records':>8} | {'p50 ms':>7} | {'p99 ms':>7} | {'max ms':>7} |")
+    print(f"|{'-' * 58}|{'-' * 10}|{'-' * 9}|{'-' * 9}|{'-' * 9}|")
     for name, values in rows:
         p50, p99, worst = percentiles(values)
-        print(f"| {name:<58} | {len(values):>8,} | {p50:>7.0f} | {p99:>7.0f} | {worst:>7.0f} |")
+        print(f"| {name:<56} | {len(values):>8,} | {p50:>7.0f} | {p99:>7.0f} | {worst:>7.0f} |")
 
 
 def print_breakdown(phases: list[Phase]) -> None:
@@ -343,7 +347,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--idle-seconds", type=float, default=60)
     parser.add_argument("--trigger-ms", type=int, default=200)
     parser.add_argument("--low-trigger-ms", type=int, default=50)
-    parser.add_argument("--plot", default=None, help="write a PNG of the percentiles here")
+    parser.add_argument("--plot", default=str(PLOT), help="write a PNG of the percentiles here")
     args = parser.parse_args(argv)
     spark = spark_session()
     spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "2000")
@@ -354,29 +358,38 @@ def main(argv: list[str] | None = None) -> None:
     floor = Phase(f"empty source, {args.low_trigger_ms} ms")
     with LocalAws([KINESALITE]) as aws:
         server = aws.kinesalite
+        measure_floor(spark, Phase("warm-up"), args.trigger_ms, args.rate, 10)  # JVM and Python workers warm up
+        measure_floor(spark, floor_default, args.trigger_ms, args.rate, args.seconds)
         base_default, query, sent = measure_kinesis(spark, server, default, {}, args.trigger_ms, args)
         query.stop()
+        measure_floor(spark, floor, args.low_trigger_ms, args.rate, args.seconds)
         base_low, query, sent_low = measure_kinesis(spark, server, low, LOW_LATENCY_OPTIONS, args.low_trigger_ms, args)
         calls = low.calls
         time.sleep(args.idle_seconds)
         idle_batches = low.calls - calls
         query.stop()
-        measure_floor(spark, floor_default, args.trigger_ms, args)
-        measure_floor(spark, floor, args.low_trigger_ms, args)
     spark.stop()
     low_options = ", ".join(f"{key}={value}" for key, value in LOW_LATENCY_OPTIONS.items())
     print(f"{sent:,} then {sent_low:,} records at {args.rate}/s for {args.seconds:.0f} s each into {SHARDS} kinesalite")
-    print(f"shards; default: processingTime {args.trigger_ms} ms; low-latency: processingTime {args.low_trigger_ms} ms")
-    print(f"+ {low_options}; empty source: processingTime {args.low_trigger_ms} ms, {args.rate} synthetic records/s\n")
+    print(f"shards, local[2]; default options with processingTime {args.trigger_ms} ms; low-latency: processingTime")
+    print(f"{args.low_trigger_ms} ms + {low_options}; Spark's floor: an empty Python source")
+    print(f"answering {args.rate} synthetic records/s at once, same triggers. Phases run one after another.\n")
     rows = [
-        (f"boto3 GetRecords loop, 200 ms (baseline, with {default.name})", base_default),
-        (f"aws-kinesis -> foreachBatch, {default.name[6:]}", default.latencies),
-        (f"boto3 GetRecords loop, 200 ms (baseline, with {low.name})", base_low),
-        (f"aws-kinesis -> foreachBatch, {low.name[6:]}", low.latencies),
-        (f"Spark's floor: {floor_default.name} -> foreachBatch", floor_default.latencies),
-        (f"Spark's floor: {floor.name} -> foreachBatch", floor.latencies),
+        ("boto3 GetRecords loop, 200 ms (during ours, default)", base_default),
+        (f"aws-kinesis, default options, trigger {args.trigger_ms} ms", default.latencies),
+        (f"empty Python source (Spark's floor), trigger {args.trigger_ms} ms", floor_default.latencies),
+        ("boto3 GetRecords loop, 200 ms (during ours, low-latency)", base_low),
+        (f"aws-kinesis, low-latency options, trigger {args.low_trigger_ms} ms", low.latencies),
+        (f"empty Python source (Spark's floor), trigger {args.low_trigger_ms} ms", floor.latencies),
     ]
     print_table(rows)
+    for ours, baseline, empty in ((rows[1], rows[0], rows[2]), (rows[4], rows[3], rows[5])):
+        (ours_p50, ours_p99, _), (base_p50, base_p99, _) = percentiles(ours[1]), percentiles(baseline[1])
+        (floor_p50, floor_p99, _) = percentiles(empty[1])
+        print(
+            f"{ours[0]}: p50 {ours_p50 / base_p50:.2f}x / p99 {ours_p99 / base_p99:.2f}x the boto3 loop, "
+            f"p50 {ours_p50 / floor_p50:.2f}x / p99 {ours_p99 / floor_p99:.2f}x Spark's floor"
+        )
     print()
     print_breakdown([default, floor_default, low, floor])
     print(f"\nidle {args.idle_seconds:.0f} s (low-latency options): {idle_batches} micro-batches ran")
