@@ -68,7 +68,8 @@ class Page:
     ``last_sequence`` is the sequence number of its last Kinesis record (where a transport resumes) and
     ``dropped_out_of_range`` the KPL sub-records dropped because their hash key is outside the shard's range.
     ``next_iterator`` is the transport's continuation (GetRecords' NextShardIterator); None means the shard is
-    closed and this page holds its last records.
+    closed and this page holds its last records. ``at_tip``: the transport knows nothing more waits after this
+    page (GetRecords: fewer records than its Limit and MillisBehindLatest 0), so a read need not ask again.
     """
 
     data: list[bytes] = field(default_factory=list)
@@ -82,6 +83,7 @@ class Page:
     dropped_out_of_range: int = 0
     next_iterator: str | None = None
     millis_behind_latest: int | None = None
+    at_tip: bool = False
 
     def __len__(self) -> int:
         return len(self.data)

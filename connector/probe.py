@@ -27,6 +27,9 @@ from connector.parallel import WORKERS, parallel_map
 from connector.retry import RetryPolicy, error_code
 
 ITERATOR_MAX_AGE_S = 240.0  # Kinesis iterators expire after 5 minutes
+# An answer younger than the interval is reused, but triggers on the interval's own period arrive a few ms
+# early or late: without this slack, every other one would reuse the answer and see new records an interval late.
+INTERVAL_SLACK = 0.1
 
 
 class Found(enum.Enum):
@@ -85,7 +88,7 @@ class ShardProber:
             state = self._states[key] = _ShardState(position)
         now = time.monotonic()
         if state.result is not None and (
-            state.result.found is Found.SHARD_END or now - state.probed_at < self.interval_s
+            state.result.found is Found.SHARD_END or now - state.probed_at < self.interval_s * (1 - INTERVAL_SLACK)
         ):
             return state.result
         state.result = self._ask(key, state, now, bound_ms)

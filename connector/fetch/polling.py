@@ -80,4 +80,8 @@ class GetRecordsTransport:
             if error_code(exc) == "ExpiredIteratorException":
                 return None
             raise
-        return decode_get_records(answer[RAW_BODY], self.context)
+        page = decode_get_records(answer[RAW_BODY], self.context)
+        # "MillisBehindLatest 0: caught up, no new records at this moment" (the GetRecords reference); a full
+        # page may have more behind it on servers that always answer 0 (kinesalite).
+        page.at_tip = not page.millis_behind_latest and page.kinesis_records < limit
+        return page

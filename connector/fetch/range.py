@@ -20,7 +20,8 @@ Stop conditions, in order of precedence:
 - ``max_records`` user records returned (may stop inside a KPL aggregate: the position keeps the sub-sequence);
 - ``stop_after_ms``: the first record that arrived after this time (the batch's planning time: a batch reads
   what had arrived when it was planned, so a steady producer cannot keep a read going);
-- caught up: an empty answer with MillisBehindLatest 0;
+- caught up: an empty answer with MillisBehindLatest 0, or (without a fixed end) a page the transport marks
+  ``at_tip``: records, but nothing after them, so the read stops without asking again (a pause earlier);
 - ``max_time_s`` spent (not during a replay, and never when the driver completes a read).
 
 A closed shard's end comes from the transport (``next_iterator`` None: GetRecords' missing NextShardIterator,
@@ -199,6 +200,8 @@ class ShardRange:
                 return STOP_SHARD_END
             if page.caught_up:
                 self._check_replay_reached(at_shard_end=False)
+                return STOP_CAUGHT_UP
+            if page.at_tip and self._until() is None:  # no second call (and pause) to hear "nothing more"
                 return STOP_CAUGHT_UP
             if deadline is not None and time.monotonic() >= deadline:
                 return STOP_TIME

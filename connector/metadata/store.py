@@ -31,7 +31,9 @@ STOP_BOUND = "bound"  # the next record arrived after the batch's planning time 
 STOP_CAUGHT_UP = "caughtUp"  # an empty answer at the tip
 STOP_SHARD_END = "shardEnd"  # a closed shard read to its end (or a shard that vanished)
 STOP_END = "end"  # a fixed end reached: a replay's recorded last record, a batch read's ending position
-MORE_WAITING = frozenset({STOP_LIMIT, STOP_TIME})
+# Stops after which the shard has records waiting, so the next plan reads it without probing first (a bound stop
+# saw the next record; AvailableNow's own bound probes anyway: see planner._find_waiting).
+MORE_WAITING = frozenset({STOP_LIMIT, STOP_TIME, STOP_BOUND})
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,106 @@
+"""What keeps a record's way to the row short (bench/latency.py measures it; nothing here is timed): a read stops
+at the tip without a second GetRecords (and the pause before it), a read that saw the next record lets the next
+batch be planned without a probe, and a probe answer is renewed on the interval even when triggers come a little
+early."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from source_util import payloads, plan_first_batch, put_numbered, read_all, reader, roundtrip, source_options
+from test_source_range import ListTransport, _page, _read
+
+from connector.aws import kinesis_reader_client
+from connector.metadata.store import STOP_BOUND, STOP_CAUGHT_UP, ShardRead
+from connector.offsets import TRIM_HORIZON, Position, parse_offset, shard_key
+from connector.probe import INTERVAL_SLACK
+from localaws import LocalServer
+
+
+@contextmanager
+def counted_get_records(client) -> Iterator[list[str]]:
+    """Every GetRecords call ``client`` makes meanwhile (a botocore event hook on the real client)."""
+    calls: list[str] = []
+
+    def count(**_kwargs) -> None:
+        calls.append("GetRecords")
+
+    client.meta.events.register("before-call.kinesis.GetRecords", count)
+    try:
+        yield calls
+    finally:
+        client.meta.events.unregister("before-call.kinesis.GetRecords", count)
+
+
+def _tip(page):
+    page.at_tip = True
+    return page
+
+
+def test_a_page_at_the_tip_ends_a_read_unless_the_read_has_a_fixed_end() -> None:
+    transport = ListTransport([_tip(_page([1, 2], behind=0)), _page([3])])
+    rows, result = _read(transport)
+    assert rows == ["1", "2"] and result.stop == STOP_CAUGHT_UP
+    assert len(transport.wanted) == 1  # the next page was never asked for
+    # A replay must reach its recorded last record, whatever the transport says about the tip.
+    recorded = ShardRead("s", "shardId-0", Position(TRIM_HORIZON), 3, "3", 0)
+    rows, result = _read(ListTransport([_tip(_page([1, 2], behind=0)), _page([3])]), replay=recorded)
+    assert rows == ["1", "2", "3"] and result == recorded
+
+
+def test_a_read_short_of_its_limit_at_the_tip_asks_once(kinesalite: LocalServer, lite_stream, tmp_path) -> None:
+    stream = lite_stream(shards=1)
+    produced = put_numbered(kinesalite, stream, "r", 3)
+    for per_call, calls_wanted in (("10000", 1), ("2", 2)):  # a full page may have more behind it
+        options = source_options(
+            kinesalite, stream, tmp_path / per_call, **{"kinesis.getRecords.numberOfRecordsPerFetch": per_call}
+        )
+        source = reader(options)
+        start, end = plan_first_batch(source)
+        with counted_get_records(kinesis_reader_client(source.settings.client)) as calls:
+            rows = read_all(source, list(source.partitions(start, end)))
+        assert payloads(rows) == produced
+        assert len(calls) == calls_wanted, f"{per_call} per call: {len(calls)} GetRecords for 3 records"
+
+
+def test_a_read_that_saw_the_next_record_plans_the_next_batch_without_a_probe(
+    kinesalite: LocalServer, lite_stream, tmp_path
+) -> None:
+    stream = lite_stream(shards=1)
+    first = put_numbered(kinesalite, stream, "a", 3)
+    source = reader(source_options(kinesalite, stream, tmp_path))
+    start, end = plan_first_batch(source)
+    time.sleep(0.05)  # arrival times have millisecond precision: the next records arrive after the plan
+    later = put_numbered(kinesalite, stream, "b", 2)
+    assert payloads(read_all(source, list(source.partitions(start, end)))) == first
+    source.commit(end)
+    probes = source.offsets.planner.prober.calls
+    following = roundtrip(source.latestOffset(end, None))
+    assert following != end, "the next batch was not planned"
+    assert source.offsets.planner.prober.calls == probes  # the read stopped at the bound: no probe needed
+    key = shard_key(stream, "shardId-000000000000")
+    reads = source.settings.metadata_store(str(tmp_path)).get_shard_reads(
+        parse_offset(end).source_id, 0, [(stream, "shardId-000000000000")]
+    )
+    assert reads[(stream, "shardId-000000000000")].stop == STOP_BOUND
+    assert key in parse_offset(following).active()
+    assert payloads(read_all(source, list(source.partitions(end, following)))) == later
+
+
+def test_a_probe_answer_is_renewed_when_a_trigger_comes_a_little_early(
+    kinesalite: LocalServer, lite_stream, tmp_path
+) -> None:
+    stream = lite_stream(shards=1)
+    source = reader(source_options(kinesalite, stream, tmp_path))
+    start = roundtrip(source.initialOffset())
+    prober = source.offsets.planner.prober
+    assert roundtrip(source.latestOffset(start, None)) == start  # idle: one probe
+    calls = prober.calls
+    (state,) = prober._states.values()
+    state.probed_at -= prober.interval_s * (1 - INTERVAL_SLACK / 2)  # the next trigger, a few ms early
+    assert roundtrip(source.latestOffset(start, None)) == start
+    assert prober.calls == calls + 1
+    assert roundtrip(source.latestOffset(start, None)) == start  # at once again: the answer is reused
+    assert prober.calls == calls + 1
