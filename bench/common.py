@@ -7,6 +7,10 @@ import base64
 import json
 import os
 import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
 
 from aws_kinesis_agg.deaggregator import deaggregate_records
 
@@ -85,6 +89,14 @@ def raw_loop(server: LocalServer, stream: str) -> int:
     return count
 
 
+def read_seconds(loop: Callable[..., int], source: Any, stream: str, expected: int) -> float:
+    """Wall seconds of ``loop(source, stream)`` (``boto3_loop`` or ``raw_loop``), which must read ``expected``."""
+    started = time.perf_counter()
+    count = loop(source, stream)
+    assert count == expected, (loop.__name__, count, expected)
+    return time.perf_counter() - started
+
+
 def spark_session(master: str = "local[2]"):
     """A session on ``master`` (Python workers on this interpreter, the checkout on their path: executors of a
     local-cluster inherit both from the driver's environment), connector registered."""
@@ -105,3 +117,22 @@ def spark_session(master: str = "local[2]"):
     spark.sparkContext.setLogLevel("ERROR")
     connector.register(spark)
     return spark
+
+
+def available_now(spark, source: str, opts: dict[str, str]) -> tuple[float, float, list[dict]]:
+    """Epoch start and wall seconds of one AvailableNow query of ``source`` into noop, and its progress."""
+    with tempfile.TemporaryDirectory() as checkpoint:
+        started_at, started = time.time(), time.perf_counter()
+        query = (
+            spark.readStream.format(source)
+            .options(**opts)
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        wall = time.perf_counter() - started
+        assert query.exception() is None, query.exception()
+        return started_at, wall, [dict(progress) for progress in query.recentProgress]

@@ -32,32 +32,13 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from bench.common import boto3_loop, options, preloaded_stream, raw_loop, spark_session
+from bench.common import available_now, boto3_loop, options, preloaded_stream, raw_loop, read_seconds, spark_session
 from localaws import LocalAws
 from localaws.servers import KINESALITE
 
 SHARDS = 4
 PLOT = Path(__file__).parent / "results" / "source_throughput.png"
 FLOOR_MARK = "FLOOR "
-
-
-def available_now(spark, source: str, opts: dict[str, str]) -> tuple[float, float, list[dict]]:
-    """Epoch start and wall seconds of one AvailableNow query of ``source`` into noop, and its progress."""
-    with tempfile.TemporaryDirectory() as checkpoint:
-        started_at, started = time.time(), time.perf_counter()
-        query = (
-            spark.readStream.format(source)
-            .options(**opts)
-            .load()
-            .writeStream.format("noop")
-            .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
-        wall = time.perf_counter() - started
-        assert query.exception() is None, query.exception()
-        return started_at, wall, [dict(progress) for progress in query.recentProgress]
 
 
 def timed_session(log_path: str):
@@ -186,12 +167,8 @@ def main(argv: list[str] | None = None) -> None:
         kinesis = server.client("kinesis")
         stream = preloaded_stream(kinesis, "bench-throughput", SHARDS, args.records, args.size)
 
-        started = time.perf_counter()
-        assert boto3_loop(kinesis, stream) == args.records
-        baseline_before = time.perf_counter() - started
-        started = time.perf_counter()
-        assert raw_loop(server, stream) == args.records
-        raw_s = time.perf_counter() - started
+        baseline_before = read_seconds(boto3_loop, kinesis, stream, args.records)
+        raw_s = read_seconds(raw_loop, server, stream, args.records)
 
         log_path = os.path.join(work, "timing.jsonl")
         started = time.perf_counter()
@@ -203,9 +180,7 @@ def main(argv: list[str] | None = None) -> None:
         spark.stop()
         parts = first_batch_parts(started_at, progress, log_path)
 
-        started = time.perf_counter()
-        assert boto3_loop(kinesis, stream) == args.records
-        baseline_after = time.perf_counter() - started
+        baseline_after = read_seconds(boto3_loop, kinesis, stream, args.records)
     baseline_s = (baseline_before + baseline_after) / 2
     rows = [p["numInputRows"] for p in progress]
     assert sum(rows) == args.records, rows
