@@ -5,7 +5,7 @@ Who uses it: ``bench.source_throughput``. Not a benchmark itself.
 - ``TimedKinesisSource`` (``format("aws-kinesis-timed")``): the connector's source unchanged, whose driver calls
   (``initialOffset``, ``latestOffset``, ``partitions``) and executor ``read()`` log one line each through
   ``bench.timing_log``: when the call started and ended, and for ``read()`` how long the connector's imports
-  took in that process (pyarrow, botocore, boto3, connector), when the reader client was ready and when the
+  took in that process (pyarrow, botocore, connector), when the reader client was ready and when the
   first RecordBatch left. The log is the only addition: every row comes from the connector itself.
 - ``worker_breakdown(lines, ...)``: the executor side of the log, as ``source_throughput`` prints it.
 """
@@ -29,7 +29,7 @@ def _timed_import(name: str) -> float:
     return time.perf_counter() - started
 
 
-IMPORTS = {name: _timed_import(name) for name in ("pyarrow", "botocore.session", "boto3", "connector.stream_reader")}
+IMPORTS = {name: _timed_import(name) for name in ("pyarrow", "botocore.session", "connector.stream_reader")}
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition  # noqa: E402
 
@@ -111,7 +111,7 @@ def worker_breakdown(lines: list[dict[str, Any]], batch_started: float) -> dict[
         steps = {
             "planning end -> worker process forked": forked - batch_started,
             "worker: pyspark start (fork -> source module)": max(0.0, line["module_loaded"] - forked),
-            "worker: imports (pyarrow, botocore, boto3, connector)": imports,
+            "worker: imports (pyarrow, botocore, connector)": imports,
             "worker: until read() called": max(0.0, line["started"] - line["module_loaded"] - imports),
             "worker: Kinesis client built": line["client_ready"] - line["started"],
             "worker: until first RecordBatch": (line["first_batch"] or line["ended"]) - line["client_ready"],
