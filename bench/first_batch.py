@@ -46,19 +46,19 @@ class TimedKinesisReader(KinesisStreamReader):
     def initialOffset(self) -> dict[str, Any]:
         started = time.time()
         answer = super().initialOffset()
-        log("initialOffset", started)
+        log("initialOffset", started, imports=IMPORTS)
         return answer
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict[str, Any]:
         started = time.time()
         answer = super().latestOffset(start, limit)
-        log("latestOffset", started)
+        log("latestOffset", started, imports=IMPORTS)
         return answer
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         started = time.time()
         answer = super().partitions(start, end)
-        log("partitions", started, count=len(answer))
+        log("partitions", started, count=len(answer), imports=IMPORTS)
         return answer
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
@@ -120,3 +120,19 @@ def worker_breakdown(lines: list[dict[str, Any]], batch_started: float) -> dict[
         for name, seconds in steps.items():
             parts.setdefault(name, []).append(seconds)
     return {name: max(values) for name, values in parts.items()}
+
+
+def driver_breakdown(lines: list[dict[str, Any]], query_started: float) -> dict[str, float]:
+    """Seconds from ``start()`` (``query_started``, epoch) to the source's first driver call, in the driver's
+    long-lived Python process that runs the reader (pyspark's streaming source runner)."""
+    calls = [line for line in lines if line["event"] in ("initialOffset", "latestOffset", "partitions")]
+    if not calls:
+        return {}
+    first = min(calls, key=lambda line: line["started"])
+    imports = sum(first["imports"].values())
+    return {
+        "start() -> source runner process started": first["process_started"] - query_started,
+        "runner: pyspark start (-> source module)": first["module_loaded"] - first["process_started"],
+        "runner: imports (pyarrow, botocore, connector)": imports,
+        "runner: until the first call (reader made)": first["started"] - first["module_loaded"] - imports,
+    }

@@ -60,7 +60,7 @@ def epoch(progress: dict) -> float:
 def first_batch_parts(started_at: float, progress: list[dict], log_path: str) -> dict[str, float]:
     """The first batch's time, from ``start()`` to its end: driver-side parts (query progress + the source's own
     calls) and the executor side of its slowest first read (``first_batch.worker_breakdown``)."""
-    from bench.first_batch import worker_breakdown
+    from bench.first_batch import driver_breakdown, worker_breakdown
     from bench.timing_log import read_log
 
     lines = read_log(log_path)
@@ -71,6 +71,7 @@ def first_batch_parts(started_at: float, progress: list[dict], log_path: str) ->
     initial = [line for line in lines if line["event"] == "initialOffset"]
     parts = {
         "start() -> first trigger (query thread, source runner)": epoch(first) - started_at,
+        **driver_breakdown(lines, started_at),
         "driver: source initialOffset (ours)": sum(line["ended"] - line["started"] for line in initial),
         "driver: latestOffset (Spark's view)": durations.get("latestOffset", 0) / 1000,
         "driver: queryPlanning + getBatch + partitions": (
