@@ -390,7 +390,8 @@ def _keep_raw_body(response_dict: dict[str, Any], customized_response_dict: dict
 
 def _new_client(service: str, settings: ClientSettings) -> Any:
     # botocore, not boto3: a boto3 client is this same botocore client, and importing boto3 (with s3transfer)
-    # costs every fresh Python worker ~0.3 s before its first read (bench/source_throughput.py).
+    # costs every fresh Python worker ~20 ms of CPU before its first read, several times that on a cold disk or
+    # a loaded host (bench/source_throughput.py prints the first batch's parts).
     import botocore.session
     from botocore.config import Config
 

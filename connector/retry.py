@@ -60,7 +60,7 @@ def is_retryable(exc: BaseException) -> bool:
         return error_code(exc) in RETRYABLE_ERROR_CODES or status >= 500
     # ConnectionError and HTTPClientError cover refused, closed and timed-out connections; a body cut off
     # mid-way surfaces as an incomplete read or a parser error.
-    # botocore.parsers is imported here, not at the top: it costs ~0.2 s (urllib3 and more) in the driver's
+    # botocore.parsers is imported here, not at the top: it costs ~60 ms of CPU (urllib3 and more) in the driver's
     # short-lived Python processes (load()'s schema, planning) that never call AWS.
     from botocore.parsers import ResponseParserError
 
