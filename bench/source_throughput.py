@@ -138,7 +138,7 @@ def plot(rates: dict[str, float], parts: dict[str, float], floor: dict[str, floa
     for axis in (speed, first):
         axis.tick_params(axis="y", labelsize="small")
         axis.grid(axis="x", alpha=0.3)
-    speed.set_title("bench/source_throughput.py: 200,000 x 1 KiB, 4 kinesalite shards, local[2]")
+    speed.set_title("bench/source_throughput.py (records/s, then the first batch in seconds)", fontsize="medium")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
