@@ -4,8 +4,13 @@ reader and a local[2] SparkSession with the connector registered. Not a benchmar
 from __future__ import annotations
 
 import base64
+import json
 import os
 import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
 
 from aws_kinesis_agg.deaggregator import deaggregate_records
 
@@ -59,8 +64,42 @@ def boto3_loop(kinesis, stream: str, deaggregate: bool = False) -> int:
     return count
 
 
-def spark_session():
-    """A local[2] session (Python workers on this interpreter, the checkout on their path), connector registered."""
+def raw_loop(server: LocalServer, stream: str) -> int:
+    """The server's own pace: the boto3 loop without botocore's parsing (raw answer bodies, ``json.loads`` only,
+    data left base64), one thread. Whatever reads from this server in one thread at a time is at most this fast."""
+    from connector.aws import RAW_BODY, ClientSettings, kinesis_reader_client
+
+    settings = ClientSettings(
+        region="us-east-1",
+        endpoint_url=server.endpoint_url,
+        access_key_id=DUMMY_ACCESS_KEY,
+        secret_key=DUMMY_SECRET_KEY,
+    )
+    kinesis = kinesis_reader_client(settings)
+    count = 0
+    for shard_id in list_shard_ids(kinesis, stream):
+        iterator = kinesis.get_shard_iterator(StreamName=stream, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON")
+        iterator = iterator["ShardIterator"]
+        while iterator:
+            answer = json.loads(kinesis.get_records(ShardIterator=iterator, Limit=10000)[RAW_BODY])
+            count += len(answer["Records"])
+            if not answer["Records"] and not answer.get("MillisBehindLatest"):
+                break
+            iterator = answer.get("NextShardIterator")
+    return count
+
+
+def read_seconds(loop: Callable[..., int], source: Any, stream: str, expected: int) -> float:
+    """Wall seconds of ``loop(source, stream)`` (``boto3_loop`` or ``raw_loop``), which must read ``expected``."""
+    started = time.perf_counter()
+    count = loop(source, stream)
+    assert count == expected, (loop.__name__, count, expected)
+    return time.perf_counter() - started
+
+
+def spark_session(master: str = "local[2]"):
+    """A session on ``master`` (Python workers on this interpreter, the checkout on their path: executors of a
+    local-cluster inherit both from the driver's environment), connector registered."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(project_root()), os.environ.get("PYTHONPATH")]))
     from pyspark.sql import SparkSession
@@ -68,7 +107,7 @@ def spark_session():
     import connector
 
     spark = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(master)
         .appName("bench")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -78,3 +117,22 @@ def spark_session():
     spark.sparkContext.setLogLevel("ERROR")
     connector.register(spark)
     return spark
+
+
+def available_now(spark, source: str, opts: dict[str, str]) -> tuple[float, float, list[dict]]:
+    """Epoch start and wall seconds of one AvailableNow query of ``source`` into noop, and its progress."""
+    with tempfile.TemporaryDirectory() as checkpoint:
+        started_at, started = time.time(), time.perf_counter()
+        query = (
+            spark.readStream.format(source)
+            .options(**opts)
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        wall = time.perf_counter() - started
+        assert query.exception() is None, query.exception()
+        return started_at, wall, [dict(progress) for progress in query.recentProgress]

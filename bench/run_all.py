@@ -14,7 +14,7 @@ from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
-NOT_BENCHMARKS = {"__init__", "run_all", "common"}
+NOT_BENCHMARKS = {"__init__", "run_all", "common", "first_batch", "timing_log"}
 
 
 def benchmark_names() -> list[str]:

@@ -1,48 +1,148 @@
-"""Source throughput in Spark: AvailableNow into ``noop`` against a raw boto3 GetRecords loop, same records.
+"""Source throughput in Spark: AvailableNow into ``noop`` against a raw boto3 GetRecords loop, same records, and
+where the first batch's time goes.
 
 Run: ``.venv/bin/python -m bench.source_throughput [--records 200000] [--size 1024] [--per-batch 50000]``.
 
 A 4-shard kinesalite stream is pre-loaded with ``--records`` records of ``--size`` bytes. In the same run:
 - baseline: a boto3 loop reading every shard from TRIM_HORIZON to the tip (GetRecords Limit 10,000), one
-  thread, keeping each record's data (botocore parses every answer);
+  thread, keeping each record's data (botocore parses every answer); run before and after ours (the machine is
+  shared: the mean of the two is the baseline);
 - ours: ``spark.readStream.format("aws-kinesis")`` with ``Trigger.AvailableNow`` and
-  ``kinesis.maxRecordsPerTrigger=--per-batch`` into the ``noop`` sink on local[2]. Spark's start-up
+  ``kinesis.maxRecordsPerTrigger=--per-batch`` into the ``noop`` sink on local[2], through
+  ``bench.first_batch.TimedKinesisSource`` (the same source, logging when its calls run). Spark's start-up
   (``getOrCreate``) is reported on its own; the query's wall time includes its first batch (Python workers
-  start); the steady state is the rows/s of the batches after the first (from the query progress).
-Printed: seconds, records/s and the ratio to the baseline (target >= 1.0 for the steady state). Nothing here is
-asserted.
+  start); the steady state is the rows/s of the batches after the first (from the query progress);
+- the ceiling: ``bench.common.raw_loop``, the same loop without botocore's parsing: kinesalite (one Node.js
+  thread) answering one GetRecords at a time; a reader of this server gains at most this over the baseline;
+- Spark's floor: a streaming Python source whose 4 partitions read nothing (``bench.timing_log.EmptySource``),
+  one AvailableNow batch in a fresh Spark (a subprocess: ``--floor``), so that its JVM is as cold as ours.
+Printed: seconds, records/s and the ratio to the baseline (goals: whole query >= 1.0, steady state >= 1.5), then
+the first batch's breakdown; the plot goes to ``bench/results/source_throughput.png``. Nothing here is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
 import tempfile
 import time
+from datetime import datetime
+from pathlib import Path
 
-from bench.common import boto3_loop, options, preloaded_stream, spark_session
+from bench.common import available_now, boto3_loop, options, preloaded_stream, raw_loop, read_seconds, spark_session
 from localaws import LocalAws
 from localaws.servers import KINESALITE
 
 SHARDS = 4
+PLOT = Path(__file__).parent / "results" / "source_throughput.png"
+FLOOR_MARK = "FLOOR "
 
 
-def available_now(spark, opts: dict[str, str]) -> tuple[float, list[dict]]:
-    """Wall seconds of one AvailableNow query into noop, and its progress reports."""
-    with tempfile.TemporaryDirectory() as checkpoint:
-        started = time.perf_counter()
-        query = (
-            spark.readStream.format("aws-kinesis")
-            .options(**opts)
-            .load()
-            .writeStream.format("noop")
-            .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
-            .start()
+def timed_session(log_path: str):
+    """local[2] with the timed sources registered; their processes log to ``log_path``."""
+    from bench import first_batch, timing_log
+
+    os.environ[timing_log.LOG_ENV] = log_path  # inherited by the JVM, hence by every Python worker
+    spark = spark_session()
+    spark.dataSource.register(first_batch.TimedKinesisSource)
+    spark.dataSource.register(timing_log.EmptySource)
+    return spark
+
+
+def epoch(progress: dict) -> float:
+    """When a progress report's trigger started (epoch seconds)."""
+    return datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
+
+
+def first_batch_parts(started_at: float, progress: list[dict], log_path: str) -> dict[str, float]:
+    """The first batch's time, from ``start()`` to its end: driver-side parts (query progress + the source's own
+    calls) and the executor side of its slowest first read (``first_batch.worker_breakdown``)."""
+    from bench.first_batch import driver_breakdown, worker_breakdown
+    from bench.timing_log import read_log
+
+    lines = read_log(log_path)
+    first = progress[0]
+    durations = first["durationMs"]
+    planned = [line for line in lines if line["event"] == "partitions"]
+    planning_end = planned[0]["ended"] if planned else epoch(first)
+    initial = [line for line in lines if line["event"] == "initialOffset"]
+    parts = {
+        "start() -> first trigger (query thread, source runner)": epoch(first) - started_at,
+        **driver_breakdown(lines, started_at),
+        "driver: source initialOffset (ours)": sum(line["ended"] - line["started"] for line in initial),
+        "driver: latestOffset (Spark's view)": durations.get("latestOffset", 0) / 1000,
+        "driver: queryPlanning + getBatch + partitions": (
+            durations.get("queryPlanning", 0) + durations.get("getBatch", 0)
         )
-        query.awaitTermination()
-        wall = time.perf_counter() - started
-        assert query.exception() is None, query.exception()
-        return wall, [dict(progress) for progress in query.recentProgress]
+        / 1000,
+        "driver: addBatch (the Spark job: tasks below)": durations.get("addBatch", 0) / 1000,
+        "driver: walCommit + commitOffsets": (durations.get("walCommit", 0) + durations.get("commitOffsets", 0)) / 1000,
+        "first batch triggerExecution": durations["triggerExecution"] / 1000,
+    }
+    return parts | worker_breakdown(lines, planning_end)
+
+
+def floor_main(partitions: int) -> None:
+    """``--floor``: Spark's own first batch of a Python streaming source that reads nothing (fresh JVM)."""
+    with tempfile.TemporaryDirectory() as work:
+        log_path = os.path.join(work, "timing.jsonl")
+        spark = timed_session(log_path)
+        started_at, wall, progress = available_now(spark, "bench-empty", {"partitions": str(partitions)})
+        spark.stop()
+        from bench.timing_log import read_log
+
+        reads = [line for line in read_log(log_path) if line["event"] == "read"]
+    first = progress[0]
+    report = {
+        "wall": wall,
+        "to_first_trigger": epoch(first) - started_at,
+        "trigger": first["durationMs"]["triggerExecution"] / 1000,
+        "addBatch": first["durationMs"].get("addBatch", 0) / 1000,
+        "worker_start": max((line["module_loaded"] - line["process_started"] for line in reads), default=0.0),
+    }
+    print(FLOOR_MARK + json.dumps(report))
+
+
+def spark_floor() -> dict[str, float]:
+    """Run ``--floor`` in a fresh process; its report."""
+    process = subprocess.run(
+        [sys.executable, "-m", "bench.source_throughput", "--floor"], capture_output=True, text=True, check=True
+    )
+    line = next(line for line in process.stdout.splitlines() if line.startswith(FLOOR_MARK))
+    return json.loads(line[len(FLOOR_MARK) :])
+
+
+def plot(rates: dict[str, float], parts: dict[str, float], floor: dict[str, float], path: Path) -> bool:
+    """Records/s of each run, and the first batch's parts beside Spark's floor; False without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    figure, (speed, first) = plt.subplots(2, 1, figsize=(9, 7), gridspec_kw={"height_ratios": [1, 2]})
+    speed.barh(list(rates), list(rates.values()), color=["grey", "tab:blue", "tab:blue", "lightgrey"])
+    speed.invert_yaxis()
+    speed.set_xlabel("records/s (same run)")
+    bars = {name: seconds for name, seconds in parts.items() if name != "first batch triggerExecution"}
+    bars["floor: empty source, start() -> first trigger"] = floor["to_first_trigger"]
+    bars["floor: empty source, first batch"] = floor["trigger"]
+    colors = ["tab:orange" if name.startswith("floor") else "tab:blue" for name in bars]
+    first.barh(list(bars), list(bars.values()), color=colors)
+    first.invert_yaxis()
+    first.set_xlabel("seconds (first batch; worker parts: the slowest first read)")
+    for axis in (speed, first):
+        axis.tick_params(axis="y", labelsize="small")
+        axis.grid(axis="x", alpha=0.3)
+    speed.set_title("bench/source_throughput.py (records/s, then the first batch in seconds)", fontsize="medium")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return True
 
 
 def row(name: str, records: int, seconds: float, baseline_s: float) -> str:
@@ -56,23 +156,33 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--per-batch", type=int, default=50_000)
+    parser.add_argument("--plot", default=str(PLOT), help="where to write the plot ('' for none)")
+    parser.add_argument("--floor", action="store_true", help="internal: print Spark's floor (an empty source)")
     args = parser.parse_args(argv)
-    with LocalAws([KINESALITE]) as aws:
+    if args.floor:
+        floor_main(SHARDS)
+        return
+    floor = spark_floor()
+    with LocalAws([KINESALITE]) as aws, tempfile.TemporaryDirectory() as work:
         server = aws.kinesalite
         kinesis = server.client("kinesis")
         stream = preloaded_stream(kinesis, "bench-throughput", SHARDS, args.records, args.size)
 
-        started = time.perf_counter()
-        assert boto3_loop(kinesis, stream) == args.records
-        baseline_s = time.perf_counter() - started
+        baseline_before = read_seconds(boto3_loop, kinesis, stream, args.records)
+        raw_s = read_seconds(raw_loop, server, stream, args.records)
 
+        log_path = os.path.join(work, "timing.jsonl")
         started = time.perf_counter()
-        spark = spark_session()
+        spark = timed_session(log_path)
         startup_s = time.perf_counter() - started
-        with tempfile.TemporaryDirectory() as metadata:
-            opts = options(server, stream, metadata) | {"kinesis.maxrecordspertrigger": str(args.per_batch)}
-            wall_s, progress = available_now(spark, opts)
+        opts = options(server, stream, os.path.join(work, "metadata"))
+        opts["kinesis.maxrecordspertrigger"] = str(args.per_batch)
+        started_at, wall_s, progress = available_now(spark, "aws-kinesis-timed", opts)
         spark.stop()
+        parts = first_batch_parts(started_at, progress, log_path)
+
+        baseline_after = read_seconds(boto3_loop, kinesis, stream, args.records)
+    baseline_s = (baseline_before + baseline_after) / 2
     rows = [p["numInputRows"] for p in progress]
     assert sum(rows) == args.records, rows
     steady = progress[1:] or progress
@@ -80,6 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     steady_s = sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000
     print(f"{args.records:,} records x {args.size} B in {SHARDS} kinesalite shards; Spark local[2]; ")
     print(f"{len(progress)} micro-batches of up to {args.per_batch:,}; Spark start-up {startup_s:.1f} s (not included)")
+    print(f"baseline: {baseline_before:.2f} s before ours, {baseline_after:.2f} s after; the mean counts")
     print(f"| {'run':<52} | {'records':>9} | {'seconds':>8} | {'records/s':>10} | {'ratio':>6} |")
     print(f"|{'-' * 54}|{'-' * 11}|{'-' * 10}|{'-' * 12}|{'-' * 8}|  (ratio = our records/s / the baseline's)")
     print("batches (rows, ms):", [(p["numInputRows"], p["durationMs"]["triggerExecution"]) for p in progress])
@@ -87,6 +198,23 @@ def main(argv: list[str] | None = None) -> None:
     print(row("aws-kinesis AvailableNow -> noop, whole query", args.records, wall_s, baseline_s))
     steady_baseline_s = baseline_s * steady_rows / args.records  # the baseline's time for as many records
     print(row("aws-kinesis, steady state (batches after the first)", steady_rows, steady_s, steady_baseline_s))
+    print(row("ceiling: kinesalite alone (raw bodies, no parsing)", args.records, raw_s, baseline_s))
+    print()
+    print("first batch, seconds (executor parts: the slowest first read of a Python worker):")
+    for name, seconds in parts.items():
+        print(f"  {name:<56} {seconds:6.2f}")
+    print("Spark's floor, an empty Python source's first batch in a fresh Spark (seconds):")
+    print(f"  {'start() -> first trigger':<56} {floor['to_first_trigger']:6.2f}")
+    print(f"  {'first batch triggerExecution (addBatch)':<56} {floor['trigger']:6.2f} ({floor['addBatch']:.2f})")
+    print(f"  {'worker: pyspark start (fork -> source module)':<56} {floor['worker_start']:6.2f}")
+    rates = {
+        "boto3 loop (baseline)": args.records / baseline_s,
+        "aws-kinesis, whole query": args.records / wall_s,
+        "aws-kinesis, steady state": steady_rows / steady_s,
+        "kinesalite alone (ceiling)": args.records / raw_s,
+    }
+    if args.plot and plot(rates, parts, floor, Path(args.plot)):
+        print(f"plot: {args.plot}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The one place that builds boto3 clients and sees secrets: endpoint, region, credentials, timeouts.
+"""The one place that builds AWS clients (botocore) and sees secrets: endpoint, region, credentials, timeouts.
 
 Who calls it: the driver-side readers (ListShards), the executor-side fetchers (GetShardIterator, GetRecords),
 the metadata stores and the sink. Settings are parsed once on the driver (``ClientSettings.from_options``) and
@@ -178,9 +178,9 @@ def retry_policy(options: ParsedOptions) -> RetryPolicy:
 
 def sdk_default_region() -> str | None:
     """The AWS SDK's default region (AWS_REGION, AWS_DEFAULT_REGION, the config file), or None."""
-    import boto3
+    import botocore.session
 
-    return boto3.session.Session().region_name
+    return botocore.session.get_session().get_config_variable("region")
 
 
 _sdk_default_region = sdk_default_region  # the generator's name for it
@@ -335,8 +335,7 @@ def explain_assume_role_failure(settings: ClientSettings, exc: BaseException) ->
 
 
 def _role_session(settings: ClientSettings) -> Any:
-    """A boto3 session whose credentials are the process's shared assumed-role credentials."""
-    import boto3
+    """A botocore session whose credentials are the process's shared assumed-role credentials."""
     import botocore.session
     from botocore.credentials import CredentialProvider
 
@@ -350,7 +349,7 @@ def _role_session(settings: ClientSettings) -> Any:
 
     botocore_session = botocore.session.get_session()
     botocore_session.get_component("credential_provider").insert_before("env", SharedRole())
-    return boto3.session.Session(botocore_session=botocore_session)
+    return botocore_session
 
 
 _clients: dict[tuple[str, ClientSettings, bool], Any] = {}
@@ -390,13 +389,17 @@ def _keep_raw_body(response_dict: dict[str, Any], customized_response_dict: dict
 
 
 def _new_client(service: str, settings: ClientSettings) -> Any:
-    import boto3
+    # botocore, not boto3: a boto3 client is this same botocore client, and importing boto3 (with s3transfer)
+    # costs every fresh Python worker ~20 ms of CPU before its first read, several times that on a cold disk or
+    # a loaded host (bench/source_throughput.py prints the first batch's parts).
+    import botocore.session
     from botocore.config import Config
 
+    keys: dict[str, str | None] = {}
     if service == "kinesis" and settings.role is not None:
         session = _role_session(settings)
     else:
-        session = boto3.session.Session(**credentials_provider(settings))
+        session, keys = botocore.session.get_session(), credentials_provider(settings)
     config = Config(
         connect_timeout=settings.connect_timeout_s,
         read_timeout=settings.read_timeout_s,
@@ -404,8 +407,8 @@ def _new_client(service: str, settings: ClientSettings) -> Any:
         # total_max_attempts counts the first try: botocore never retries, connector.retry does.
         retries={"total_max_attempts": 1, "mode": "standard"},
     )
-    return session.client(
-        service, region_name=settings.region_of(service), endpoint_url=settings.endpoint_url, config=config
+    return session.create_client(
+        service, region_name=settings.region_of(service), endpoint_url=settings.endpoint_url, config=config, **keys
     )
 
 

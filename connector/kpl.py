@@ -8,10 +8,10 @@ its aggregator or deaggregator, which print errors instead of raising and do not
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
-
-from google.protobuf.message import DecodeError
+from typing import Any
 
 MAGIC = b"\xf3\x89\x9a\xc2"
 DIGEST_SIZE = 16
@@ -19,15 +19,15 @@ MAX_RECORD_BYTES = 1024 * 1024  # Kinesis limit on data + partition key of one r
 _FIELD_TAG_BYTES = 1  # every field number we use is < 16, so each tag is one byte
 
 
-def _messages_module():
+@functools.cache
+def _messages() -> Any:
+    """aws-kinesis-agg's generated protobuf module, imported on first use: a reader of plain records never
+    needs it, and it costs each fresh Python worker ~15 ms of CPU (protobuf's descriptor pool)."""
     # aws_kinesis_agg's generated module does `import config_pb2`, which only resolves after its aggregator
     # module has put the package folder on sys.path; importing the aggregator first does exactly that.
     from aws_kinesis_agg import aggregator
 
     return aggregator.messages_pb2
-
-
-_messages = _messages_module()
 
 
 class KplFormatError(ValueError):
@@ -75,7 +75,9 @@ def deaggregate(data: bytes) -> list[UserRecord]:
     body, digest = data[len(MAGIC) : -DIGEST_SIZE], data[-DIGEST_SIZE:]
     if hashlib.md5(body).digest() != digest:
         raise KplFormatError("KPL aggregate has a bad MD5 checksum")
-    message = _messages.AggregatedRecord()
+    from google.protobuf.message import DecodeError
+
+    message = _messages().AggregatedRecord()
     try:
         message.ParseFromString(body)
     except DecodeError as exc:
@@ -187,7 +189,7 @@ class Aggregator:
             data = self._records[0][0]
             self._reset()
             return OutgoingRecord(data, partition_key, explicit_hash_key, 1)
-        message = _messages.AggregatedRecord()
+        message = _messages().AggregatedRecord()
         message.partition_key_table.extend(self._partition_keys)
         message.explicit_hash_key_table.extend(self._hash_keys)
         for data, pk_index, hk_index in self._records:

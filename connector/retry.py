@@ -14,7 +14,6 @@ from typing import TypeVar
 
 from botocore.exceptions import ClientError, HTTPClientError, IncompleteReadError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
-from botocore.parsers import ResponseParserError
 
 T = TypeVar("T")
 
@@ -61,6 +60,10 @@ def is_retryable(exc: BaseException) -> bool:
         return error_code(exc) in RETRYABLE_ERROR_CODES or status >= 500
     # ConnectionError and HTTPClientError cover refused, closed and timed-out connections; a body cut off
     # mid-way surfaces as an incomplete read or a parser error.
+    # botocore.parsers is imported here, not at the top: it costs ~60 ms of CPU (urllib3 and more) in the driver's
+    # short-lived Python processes (load()'s schema, planning) that never call AWS.
+    from botocore.parsers import ResponseParserError
+
     return isinstance(exc, BotocoreConnectionError | HTTPClientError | IncompleteReadError | ResponseParserError)
 
 
