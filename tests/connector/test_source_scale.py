@@ -1,16 +1,18 @@
 """Planning on streams with many shards: the driver asks at most ``kinesis.maxProbesPerTrigger`` shards per
 trigger (those waiting longest first, nothing lost), asks every shard before an AvailableNow query ends, and
 lists shards (ListShards, counted by the fault proxy) no more often than ``kinesis.describeShardInterval``
-allows, while still finding a split's children."""
+allows, while still finding a split's children; listings between full ones ask only for new shards."""
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from source_util import payloads, read_all, reader, roundtrip, source_options, wait_for
 
 from connector.offsets import parse_offset
-from connector.shards import list_shards
+from connector.retry import RetryPolicy
+from connector.shards import ShardCatalog, list_shards
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy
 
@@ -100,3 +102,36 @@ def test_list_shards_respects_the_describe_shard_interval_and_finds_a_split(
     children = [key for key in planned.shards if parent.shard_id not in key]
     assert len(children) == 2 and planned.parents  # found through the listing, tracked under their parent
     assert listings_after <= elapsed / interval_s + 2, (listings_after, elapsed)
+
+
+class _RecordingKinesis:
+    """A real client whose ListShards arguments are kept."""
+
+    def __init__(self, client: Any):
+        self.client = client
+        self.list_calls: list[dict[str, Any]] = []
+
+    def list_shards(self, **kwargs: Any) -> dict[str, Any]:
+        self.list_calls.append(kwargs)
+        return self.client.list_shards(**kwargs)
+
+
+def test_listings_between_full_ones_ask_only_for_new_shards(kinesalite: LocalServer, lite_stream) -> None:
+    stream = lite_stream(shards=2)
+    kinesis = _RecordingKinesis(kinesalite.client("kinesis"))
+    catalog = ShardCatalog(lambda: kinesis, RetryPolicy(), min_interval_s=0.0, full_interval_s=3600)
+    first = catalog.shards(stream)
+    assert catalog.shards(stream) == first  # nothing new: the same shards, from one small call
+    assert kinesis.list_calls == [
+        {"StreamName": stream},
+        {"StreamName": stream, "ExclusiveStartShardId": first[-1].shard_id},
+    ]
+
+    kinesis.client.split_shard(StreamName=stream, ShardToSplit=first[0].shard_id, NewStartingHashKey=str(2**126))
+    wait_for(lambda: len(list_shards(kinesis.client, stream)) == 4, 30, what="the split")
+    listed = catalog.shards(stream)
+    children = [shard for shard in listed if shard.parent_shard_id == first[0].shard_id]
+    assert len(listed) == 4 and len(children) == 2  # the split's children, found by the small call
+    assert kinesis.list_calls[-1] == {"StreamName": stream, "ExclusiveStartShardId": first[-1].shard_id}
+    assert catalog.shards(stream, fresh=True) == list_shards(kinesis.client, stream)  # a full listing on demand
+    assert kinesis.list_calls[-1] == {"StreamName": stream}
