@@ -115,7 +115,8 @@ class StandIn:
 
     def _ListShards(self, body: dict[str, Any]) -> dict[str, Any]:
         stream, start = body["NextToken"].split("|") if "NextToken" in body else (body["StreamName"], "0")
-        count, first = len(self.streams[stream]), int(start)
+        after = body.get("ExclusiveStartShardId")
+        count, first = len(self.streams[stream]), int(after.rpartition("-")[2]) + 1 if after else int(start)
         last = min(count, first + body.get("MaxResults", PAGE))
         answer: dict[str, Any] = {"Shards": [self._shard(stream, index) for index in range(first, last)]}
         if last < count:
@@ -323,7 +324,7 @@ def row(server: str, count: int, samples: dict[str, Samples], baseline: list[flo
     ours, every = samples["ours"], samples["ask all"]
     median = statistics.median
     triggers = sum(ours.triggers)
-    calls = ", ".join(f"{kind} {n / triggers:.0f}" for kind, n in sorted(ours.calls.items()))
+    calls = ", ".join(f"{kind} {n / triggers:.3g}" for kind, n in sorted(ours.calls.items()))
     size_kb, offset_ms = checkpoint_measures(offset)
     cells = [server, f"{count}", f"{base:.0f}", f"{median(ours.busy):.0f}", f"{base / median(ours.busy):.2f}"]
     cells += [f"{median(ours.triggers):.0f}", f"{median(ours.idle):.0f}", f"{base / median(ours.idle):.2f}"]

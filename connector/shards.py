@@ -196,7 +196,8 @@ class ShardCatalog:
             self._full_at[stream] = now
         else:
             last = max(shard.shard_id for shard in cached[1])
-            shards = cached[1] + list_shards(self._client_factory(), stream, self._retry, after_shard_id=last)
+            listed = list_shards(self._client_factory(), stream, self._retry, after_shard_id=last)
+            shards = cached[1] + [shard for shard in listed if shard.shard_id > last]  # some servers list all
         self._listed[stream] = (now, shards)
         self._by_key.update(((stream, shard.shard_id), shard) for shard in shards)
         return shards

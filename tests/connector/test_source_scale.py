@@ -135,3 +135,18 @@ def test_listings_between_full_ones_ask_only_for_new_shards(kinesalite: LocalSer
     assert kinesis.list_calls[-1] == {"StreamName": stream, "ExclusiveStartShardId": first[-1].shard_id}
     assert catalog.shards(stream, fresh=True) == list_shards(kinesis.client, stream)  # a full listing on demand
     assert kinesis.list_calls[-1] == {"StreamName": stream}
+
+
+class _ListingEverything(_RecordingKinesis):
+    """A server that ignores ExclusiveStartShardId and lists every shard (as moto does)."""
+
+    def list_shards(self, **kwargs: Any) -> dict[str, Any]:
+        kwargs.pop("ExclusiveStartShardId", None)
+        return super().list_shards(**kwargs)
+
+
+def test_a_server_listing_every_shard_adds_no_duplicates(kinesalite: LocalServer, lite_stream) -> None:
+    stream = lite_stream(shards=2)
+    catalog = ShardCatalog(lambda: _ListingEverything(kinesalite.client("kinesis")), RetryPolicy(), 0.0, 3600)
+    first = catalog.shards(stream)
+    assert catalog.shards(stream) == first
