@@ -1,7 +1,8 @@
 """Driver planning time per trigger from 1 to 10,000 shards, the AWS calls it makes, against a naive boto3 plan.
 
 Run: ``.venv/bin/python -m bench.scale [--shards 1,16,256,1000,4000,10000] [--server-max 256] [--rounds N]
-[--plot bench/results/scale.png]``.
+[--plot bench/results/scale.png]``; ``--profile-calls`` instead prints where one probe call's time goes (cProfile of
+GetRecords through the stand-in).
 
 Two servers answer, each row says which:
 - *kinesalite* (a real server on 127.0.0.1) for counts up to ``--server-max``: its GetRecords reads the whole
@@ -49,6 +50,7 @@ from localaws.servers import KINESALITE
 from localaws.streams import create_stream, unique_name
 
 PAGE = 1000  # ListShards' page on AWS
+NOWHERE = SimpleNamespace(endpoint_url="http://127.0.0.1:9")  # the stand-in's endpoint: it answers before sending
 VARIANTS = {"ours": {}, "ask all": {"kinesis.maxprobespertrigger": "1000000"}}
 
 
@@ -357,25 +359,47 @@ def plot(path: str, table: list[list[str]]) -> None:
     figure.savefig(path, dpi=110)
 
 
+def profile_calls(standin: StandIn, calls: int = 1000) -> None:
+    """Where one probe's time goes: cProfile of ``calls`` GetRecords(Limit=1) through the stand-in on one thread."""
+    import cProfile
+    import pstats
+
+    standin.create("profiled", 1)
+    settings = KinesisStreamReader(None, options(NOWHERE, "profiled", "unused")).settings  # type: ignore[arg-type]
+    kinesis = kinesis_client(settings.client)
+    standin.hook(kinesis)
+    cpu = time.process_time()
+    for _ in range(calls):
+        kinesis.get_records(ShardIterator="profiled|0|0", Limit=1)
+    print(f"{(time.process_time() - cpu) * 1000 / calls:.2f} ms of CPU per GetRecords (stand-in, no profiler)")
+    profiler = cProfile.Profile()
+    profiler.runcall(lambda: [kinesis.get_records(ShardIterator="profiled|0|0", Limit=1) for _ in range(calls)])
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", default="1,16,256,1000,4000,10000")
     parser.add_argument("--server-max", type=int, default=256, help="largest count also run on kinesalite")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--plot", default="", help="write a PNG of planning time against shard count here")
+    parser.add_argument("--profile-calls", action="store_true", help="only profile one probe call, then stop")
     args = parser.parse_args(argv)
     counts = [int(value) for value in args.shards.split(",")]
-    print(f"median of {args.rounds} rounds; one record per shard per round; kinesalite on 127.0.0.1, and the stand-in")
-    print("(botocore answered in-process: the planner's own cost). ratio = baseline / ours; ask-all = ours with")
-    print("kinesis.maxProbesPerTrigger unbounded; offset = the JSON Spark checkpoints each batch")
-    print("| " + " | ".join(COLUMNS) + " |")
-    print("|" + "|".join("-" * (len(name) + 2) for name in COLUMNS) + "|")
     table: list[list[str]] = []
     with LocalAws([KINESALITE]) as aws:
         kinesis = aws.kinesalite.client("kinesis")
-        nowhere = SimpleNamespace(endpoint_url="http://127.0.0.1:9")  # the stand-in answers before sending
-        servers = [Server("kinesalite", aws.kinesalite, kinesis), Server("stand-in", nowhere, None)]
+        servers = [Server("kinesalite", aws.kinesalite, kinesis), Server("stand-in", NOWHERE, None)]
         servers[1].standin = StandIn.recorded(kinesis)
+        if args.profile_calls:
+            return profile_calls(servers[1].standin)
+        print(
+            f"median of {args.rounds} rounds; one record per shard per round; kinesalite on 127.0.0.1, and the stand-in"
+        )
+        print("(botocore answered in-process: the planner's own cost). ratio = baseline / ours; ask-all = ours with")
+        print("kinesis.maxProbesPerTrigger unbounded; offset = the JSON Spark checkpoints each batch")
+        print("| " + " | ".join(COLUMNS) + " |")
+        print("|" + "|".join("-" * (len(name) + 2) for name in COLUMNS) + "|")
         for count in counts:
             for server in servers:
                 if server.standin is None and count > args.server_max:
