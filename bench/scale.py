@@ -326,7 +326,8 @@ def row(server: str, count: int, samples: dict[str, Samples], baseline: list[flo
     ours, every = samples["ours"], samples["ask all"]
     median = statistics.median
     triggers = sum(ours.triggers)
-    calls = ", ".join(f"{kind} {n / triggers:.3g}" for kind, n in sorted(ours.calls.items()))
+    per_trigger = {kind: n / triggers for kind, n in sorted(ours.calls.items())}
+    calls = ", ".join(f"{kind} {n:.0f}" if n >= 10 else f"{kind} {n:.2g}" for kind, n in per_trigger.items())
     size_kb, offset_ms = checkpoint_measures(offset)
     cells = [server, f"{count}", f"{base:.0f}", f"{median(ours.busy):.0f}", f"{base / median(ours.busy):.2f}"]
     cells += [f"{median(ours.triggers):.0f}", f"{median(ours.idle):.0f}", f"{base / median(ours.idle):.2f}"]
