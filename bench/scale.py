@@ -1,40 +1,182 @@
-"""Driver planning time per micro-batch for 1, 16, 64 and 256 shards (kinesalite), against a naive boto3 plan.
+"""Driver planning time per trigger from 1 to 10,000 shards, the AWS calls it makes, against a naive boto3 plan.
 
-Run: ``.venv/bin/python -m bench.scale [--shards 1,16,64,256] [--rounds N]``.
+Run: ``.venv/bin/python -m bench.scale [--shards 1,16,256,1000,4000,10000] [--server-max 256] [--rounds N]
+[--plot bench/results/scale.png]``; ``--profile-calls`` instead prints where one probe call's time goes (cProfile of
+GetRecords through the stand-in).
 
-For each shard count, a stream gets one record per shard per round; ours is ``KinesisStreamReader.latestOffset``
-(the driver's whole job per trigger) measured in two states:
-- *busy*: right after a batch that read every shard: read N metadata records, list shards, probe N shards;
-- *idle*: nothing new since the last batch: list shards (cached within describeShardInterval), probe N shards
-  (a GetShardIterator + GetRecords each, as positions moved);
-- *steady idle*: still nothing new: one GetRecords per shard on the iterators the last probes kept.
-Baseline, in the same run: what a hand-written driver does to learn the same thing with plain boto3 calls, one
-after the other: ListShards, then GetShardIterator + GetRecords(Limit=1) per shard. Printed: median ms of the
-rounds and the ratio (baseline / ours). Nothing here is asserted.
+Two servers answer, each row says which:
+- *kinesalite* (a real server on 127.0.0.1) for counts up to ``--server-max``: its GetRecords reads the whole
+  stream description each call, ~5 ms at 1,000 shards and growing with the count, so beyond a few hundred shards
+  it measures kinesalite, not the planner;
+- *stand-in*: a botocore ``before-send`` hook answers every Kinesis call in-process (ListShards in pages of
+  1,000 shards with NextToken as AWS does, GetShardIterator, GetRecords over records kept per shard), in the
+  shapes recorded from kinesalite at start-up. botocore still builds, signs and parses every call: this is the
+  planner's own cost, without the network and a server's time.
+
+For each count, a round puts one record per shard and then, for ours (``KinesisStreamReader.latestOffset``, the
+driver's whole job per trigger, default options) and for ours asking every shard each trigger
+(``kinesis.maxProbesPerTrigger`` unbounded, the behaviour before that option):
+- *busy*: the triggers that plan a batch until every shard's record is read (reads by ``read``, not timed);
+- *idle*: the trigger right after (positions moved: every shard needs a new iterator and a probe);
+- *steady idle*: a later trigger (probes reuse iterators).
+Baseline, in the same run: a hand-written driver learning the same with plain boto3 calls one after the other
+(ListShards, then GetShardIterator + GetRecords(Limit=1) per shard). Printed: median ms, the ratio baseline /
+ours, triggers per round, Kinesis calls per busy trigger by kind, and the offset Spark writes to its checkpoint
+every batch (JSON size; ms to parse it and write it back, as each trigger does). Nothing here is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import statistics
 import tempfile
 import time
+from collections import Counter
+from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
+from botocore.awsrequest import AWSResponse
+
 from bench.common import options
-from connector.shards import list_shards
+from connector.aws import kinesis_client, kinesis_reader_client
+from connector.offsets import parse_offset
+from connector.shards import MAX_HASH_KEY, list_shards
 from connector.stream_reader import KinesisStreamReader
 from localaws import LocalAws
 from localaws.servers import KINESALITE
 from localaws.streams import create_stream, unique_name
 
+PAGE = 1000  # ListShards' page on AWS
+NOWHERE = SimpleNamespace(endpoint_url="http://127.0.0.1:9")  # the stand-in's endpoint: it answers before sending
+VARIANTS = {"ours": {}, "ask all": {"kinesis.maxprobespertrigger": "1000000"}}
 
-def one_record_per_shard(kinesis: Any, stream: str, shards: list, tag: str) -> None:
-    entries = [
-        {"Data": tag.encode(), "PartitionKey": "k", "ExplicitHashKey": str(shard.starting_hash_key)} for shard in shards
-    ]
-    for start in range(0, len(entries), 500):
-        assert kinesis.put_records(StreamName=stream, Records=entries[start : start + 500])["FailedRecordCount"] == 0
+
+# --- the stand-in -------------------------------------------------------------------------------------------------
+
+
+class _Body:
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def stream(self, **_: Any):
+        yield self.data
+
+
+@dataclass
+class StandIn:
+    """In-process Kinesis for many shards: answers botocore's requests (``before-send``) in kinesalite's shapes."""
+
+    shard_shape: dict[str, Any]  # one ListShards entry as kinesalite answered it
+    record_shape: dict[str, Any]  # one GetRecords record as kinesalite answered it
+    streams: dict[str, list[list[dict[str, Any]]]] = field(default_factory=dict)  # stream -> shard -> records
+    hooked: set[int] = field(default_factory=set)
+
+    @classmethod
+    def recorded(cls, kinesis: Any) -> StandIn:
+        """Record the answer shapes from a real server (kinesalite): one shard entry, one record."""
+        stream = create_stream(kinesis, unique_name("bench-shape"), 1)
+        kinesis.put_record(StreamName=stream, Data=b"x", PartitionKey="k")
+        shards = _raw_answer(kinesis, "list_shards", StreamName=stream)["Shards"]
+        iterator = kinesis.get_shard_iterator(
+            StreamName=stream, ShardId=shards[0]["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        records = _raw_answer(kinesis, "get_records", ShardIterator=iterator)["Records"]
+        kinesis.delete_stream(StreamName=stream)
+        return cls(shards[0], records[0])
+
+    def create(self, stream: str, count: int) -> None:
+        self.streams[stream] = [[] for _ in range(count)]
+
+    def put_one_per_shard(self, stream: str, tag: str) -> None:
+        now = time.time()
+        for index, records in enumerate(self.streams[stream]):
+            sequence = f"{49600000000000000000000000000000000000000000000000000000 + len(records) * 10_000 + index}"
+            data = base64.b64encode(tag.encode()).decode()
+            records.append(self.record_shape | {"SequenceNumber": sequence, "Data": data, "PartitionKey": "k"})
+            records[-1]["ApproximateArrivalTimestamp"] = now
+
+    def hook(self, client: Any) -> None:
+        if id(client) not in self.hooked:
+            self.hooked.add(id(client))
+            client.meta.events.register("before-send.kinesis", self._answer)
+
+    def _answer(self, request: Any, **_: Any) -> AWSResponse:
+        action = request.headers["X-Amz-Target"].decode().rpartition(".")[2]
+        body = getattr(self, f"_{action}")(json.loads(request.body))
+        headers = {"Content-Type": "application/x-amz-json-1.1"}
+        return AWSResponse(request.url, 200, headers, _Body(json.dumps(body).encode()))
+
+    def _shard(self, stream: str, index: int) -> dict[str, Any]:
+        count = len(self.streams[stream])
+        low, high = index * (MAX_HASH_KEY + 1) // count, (index + 1) * (MAX_HASH_KEY + 1) // count - 1
+        hash_range = {"StartingHashKey": str(low), "EndingHashKey": str(high)}
+        return self.shard_shape | {"ShardId": f"shardId-{index:012d}", "HashKeyRange": hash_range}
+
+    def _ListShards(self, body: dict[str, Any]) -> dict[str, Any]:
+        stream, start = body["NextToken"].split("|") if "NextToken" in body else (body["StreamName"], "0")
+        after = body.get("ExclusiveStartShardId")
+        count, first = len(self.streams[stream]), int(after.rpartition("-")[2]) + 1 if after else int(start)
+        last = min(count, first + body.get("MaxResults", PAGE))
+        answer: dict[str, Any] = {"Shards": [self._shard(stream, index) for index in range(first, last)]}
+        if last < count:
+            answer["NextToken"] = f"{stream}|{last}"
+        return answer
+
+    def _GetShardIterator(self, body: dict[str, Any]) -> dict[str, Any]:
+        stream, index = body["StreamName"], int(body["ShardId"].rpartition("-")[2])
+        records, kind = self.streams[stream][index], body["ShardIteratorType"]
+        at = 0 if kind in ("TRIM_HORIZON", "AT_TIMESTAMP") else len(records)
+        if kind in ("AT_SEQUENCE_NUMBER", "AFTER_SEQUENCE_NUMBER"):
+            sequences = [record["SequenceNumber"] for record in records]
+            at = sequences.index(body["StartingSequenceNumber"]) + (kind == "AFTER_SEQUENCE_NUMBER")
+        return {"ShardIterator": f"{stream}|{index}|{at}"}
+
+    def _GetRecords(self, body: dict[str, Any]) -> dict[str, Any]:
+        stream, index, at = body["ShardIterator"].split("|")
+        records = self.streams[stream][int(index)]
+        stop = min(len(records), int(at) + body.get("Limit", 10_000))
+        return {
+            "Records": records[int(at) : stop],
+            "NextShardIterator": f"{stream}|{index}|{stop}",
+            "MillisBehindLatest": 0,
+        }
+
+
+def _raw_answer(kinesis: Any, method: str, **kwargs: Any) -> dict[str, Any]:
+    """A call's answer as the server sent it (JSON, before botocore turns strings into ints and datetimes)."""
+    seen: list[bytes] = []
+
+    def keep(response_dict: dict[str, Any], **_: Any) -> None:
+        seen.append(response_dict["body"])
+
+    kinesis.meta.events.register("before-parse.kinesis", keep)
+    try:
+        getattr(kinesis, method)(**kwargs)
+    finally:
+        kinesis.meta.events.unregister("before-parse.kinesis", keep)
+    return json.loads(seen[-1])
+
+
+# --- measuring ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Calls:
+    """Kinesis calls by kind, counted on the process's clients (``before-call``)."""
+
+    counts: Counter = field(default_factory=Counter)
+    hooked: set[int] = field(default_factory=set)
+
+    def hook(self, client: Any) -> None:
+        if id(client) not in self.hooked:
+            self.hooked.add(id(client))
+            client.meta.events.register("before-call.kinesis", self._count)
+
+    def _count(self, model: Any, **_: Any) -> None:
+        self.counts[model.name] += 1
 
 
 def naive_plan(kinesis: Any, stream: str) -> int:
@@ -54,59 +196,223 @@ def timed_ms(run) -> tuple[float, Any]:
     return (time.perf_counter() - started) * 1000, value
 
 
-def measure(kinesis: Any, endpoint_stream: tuple, count: int, rounds: int) -> dict[str, float]:
-    server, stream = endpoint_stream
-    shards = list_shards(kinesis, stream)
-    samples: dict[str, list[float]] = {"baseline": [], "busy": [], "idle": [], "steady": []}
+@dataclass
+class Server:
+    """Where a row's answers come from: kinesalite, or the stand-in (``standin`` set)."""
+
+    name: str
+    endpoint: Any
+    kinesis: Any
+    standin: StandIn | None = None
+
+    def create(self, count: int) -> str:
+        stream = unique_name("bench-scale")
+        if self.standin is None:
+            return create_stream(self.kinesis, stream, count)
+        self.standin.create(stream, count)
+        return stream
+
+    def put_one_per_shard(self, stream: str, tag: str) -> None:
+        if self.standin is not None:
+            return self.standin.put_one_per_shard(stream, tag)
+        shards = list_shards(self.kinesis, stream)
+        entries = [
+            {"Data": tag.encode(), "PartitionKey": "k", "ExplicitHashKey": str(s.starting_hash_key)} for s in shards
+        ]
+        for start in range(0, len(entries), 500):
+            answer = self.kinesis.put_records(StreamName=stream, Records=entries[start : start + 500])
+            assert answer["FailedRecordCount"] == 0
+
+    def delete(self, stream: str) -> None:
+        if self.standin is None:
+            self.kinesis.delete_stream(StreamName=stream)
+
+
+@dataclass
+class Samples:
+    busy: list[float] = field(default_factory=list)
+    idle: list[float] = field(default_factory=list)
+    steady: list[float] = field(default_factory=list)
+    triggers: list[int] = field(default_factory=list)  # busy triggers per round
+    calls: Counter = field(default_factory=Counter)  # over all busy triggers
+
+
+def one_round(reader: KinesisStreamReader, start: dict, count: int, calls: Calls, samples: Samples) -> dict:
+    """Trigger until every shard's record is read (each trigger timed), then an idle and a steady idle trigger."""
+    rows = triggers = 0
+    while rows < count:
+        assert triggers < count // 100 + 20, f"{rows} of {count} records read after {triggers} triggers"
+        before = Counter(calls.counts)
+        busy_ms, end = timed_ms(lambda s=start: reader.latestOffset(s, None))
+        samples.calls += calls.counts - before
+        samples.busy.append(busy_ms)
+        triggers += 1
+        rows += sum(batch.num_rows for p in reader.partitions(start, end) for batch in reader.read(p))
+        reader.commit(end)
+        start = end
+        time.sleep(0.25)  # past the probe interval
+    samples.triggers.append(triggers)
+    assert rows == count, rows
+    time.sleep(0.25)
+    idle_ms, same = timed_ms(lambda s=start: reader.latestOffset(s, None))
+    time.sleep(0.25)
+    steady_ms, same = timed_ms(lambda s=start: reader.latestOffset(s, None))
+    assert same == start
+    samples.idle.append(idle_ms)
+    samples.steady.append(steady_ms)
+    return start
+
+
+def measure(server: Server, stream: str, count: int, rounds: int) -> tuple[dict[str, Samples], list[float], dict]:
+    """Per variant its samples, the baseline's ms, and the last offset (for the checkpoint measures)."""
+    samples = {name: Samples() for name in VARIANTS}
+    baseline: list[float] = []
+    calls = Calls()
     with tempfile.TemporaryDirectory() as metadata:
-        opts = options(server, stream, metadata) | {"kinesis.shardsperpartition": "16"}
-        reader = KinesisStreamReader(None, opts)  # type: ignore[arg-type]
-        start = reader.initialOffset()
+        readers, starts = {}, {}
+        for name, extra in VARIANTS.items():
+            opts = options(server.endpoint, stream, f"{metadata}/{name}") | {"kinesis.shardsperpartition": "16"}
+            readers[name] = KinesisStreamReader(None, opts | extra)  # type: ignore[arg-type]
+            for client in (
+                kinesis_client(readers[name].settings.client),
+                kinesis_reader_client(readers[name].settings.client),
+            ):
+                if server.standin is not None:
+                    server.standin.hook(client)
+                calls.hook(client)
+            starts[name] = readers[name].initialOffset()
+        plain = kinesis_client(readers["ours"].settings.client) if server.standin else server.kinesis
         for round_ in range(rounds + 1):  # round 0 warms up (first listing, threads, clients)
-            one_record_per_shard(kinesis, stream, shards, f"r{round_}")
-            time.sleep(0.25)  # past the probe interval of the last idle plan, which saw nothing
-            busy_ms, end = timed_ms(lambda s=start: reader.latestOffset(s, None))
-            assert end != start
-            rows = sum(batch.num_rows for p in reader.partitions(start, end) for batch in reader.read(p))
-            assert rows == count, rows
-            reader.commit(end)
-            start = end
-            time.sleep(0.25)  # past the probe interval: the idle plan really asks every shard
-            idle_ms, same = timed_ms(lambda s=start: reader.latestOffset(s, None))
-            assert same == start
+            server.put_one_per_shard(stream, f"r{round_}")
             time.sleep(0.25)
-            steady_ms, same = timed_ms(lambda s=start: reader.latestOffset(s, None))  # iterators kept from before
-            assert same == start
-            baseline_ms, _ = timed_ms(lambda: naive_plan(kinesis, stream))
+            for name, reader in readers.items():
+                kept = Samples()
+                starts[name] = one_round(reader, starts[name], count, calls, kept if round_ == 0 else samples[name])
+            baseline_ms, _ = timed_ms(lambda: naive_plan(plain, stream))
             if round_:
-                samples["busy"].append(busy_ms)
-                samples["idle"].append(idle_ms)
-                samples["steady"].append(steady_ms)
-                samples["baseline"].append(baseline_ms)
-    return {name: statistics.median(values) for name, values in samples.items()}
+                baseline.append(baseline_ms)
+    return samples, baseline, starts["ours"]
+
+
+def checkpoint_measures(offset: dict) -> tuple[float, float]:
+    """The offset Spark writes each batch: its JSON size (KB), and ms to parse it and write it back."""
+    text = json.dumps(offset)
+    parse_ms, parsed = timed_ms(lambda: parse_offset(text))
+    write_ms, _ = timed_ms(lambda: json.loads(parsed.to_json()))
+    return len(text) / 1000, parse_ms + write_ms
+
+
+COLUMNS = [
+    "server",
+    "shards",
+    "baseline ms",
+    "busy ms",
+    "ratio",
+    "triggers",
+    "idle ms",
+    "ratio",
+    "steady ms",
+    "ratio",
+    "ask-all busy ms",
+    "ask-all idle ms",
+    "calls per busy trigger",
+    "offset KB",
+    "offset ms",
+]
+
+
+def row(server: str, count: int, samples: dict[str, Samples], baseline: list[float], offset: dict) -> list[str]:
+    base = statistics.median(baseline)
+    ours, every = samples["ours"], samples["ask all"]
+    median = statistics.median
+    triggers = sum(ours.triggers)
+    per_trigger = {kind: n / triggers for kind, n in sorted(ours.calls.items())}
+    calls = ", ".join(f"{kind} {n:.0f}" if n >= 10 else f"{kind} {n:.2g}" for kind, n in per_trigger.items())
+    size_kb, offset_ms = checkpoint_measures(offset)
+    cells = [server, f"{count}", f"{base:.0f}", f"{median(ours.busy):.0f}", f"{base / median(ours.busy):.2f}"]
+    cells += [f"{median(ours.triggers):.0f}", f"{median(ours.idle):.0f}", f"{base / median(ours.idle):.2f}"]
+    cells += [f"{median(ours.steady):.0f}", f"{base / median(ours.steady):.2f}"]
+    cells += [f"{median(every.busy):.0f}", f"{median(every.idle):.0f}", calls, f"{size_kb:.0f}", f"{offset_ms:.0f}"]
+    return cells
+
+
+def plot(path: str, table: list[list[str]]) -> None:
+    """Planning time against shard count (log-log), ours and asking every shard, stand-in rows only."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    stand_in = [cells for cells in table if cells[0] == "stand-in"]
+    shards = [int(cells[1]) for cells in stand_in]
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    for column, label in ((3, "ours, busy"), (6, "ours, idle"), (10, "asking every shard, busy"), (2, "baseline")):
+        axes.plot(shards, [float(cells[column]) / 1000 for cells in stand_in], marker="o", label=label)
+    axes.plot(shards, [n / 1000 for n in shards], linestyle=":", color="grey", label="1 ms per shard (linear)")
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("shards")
+    axes.set_ylabel("planning time per trigger (s)")
+    axes.set_title("Driver planning per trigger (stand-in: botocore answered in-process)")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+def profile_calls(standin: StandIn, calls: int = 1000) -> None:
+    """Where one probe's time goes: cProfile of ``calls`` GetRecords(Limit=1) through the stand-in on one thread."""
+    import cProfile
+    import pstats
+
+    standin.create("profiled", 1)
+    settings = KinesisStreamReader(None, options(NOWHERE, "profiled", "unused")).settings  # type: ignore[arg-type]
+    kinesis = kinesis_client(settings.client)
+    standin.hook(kinesis)
+    cpu = time.process_time()
+    for _ in range(calls):
+        kinesis.get_records(ShardIterator="profiled|0|0", Limit=1)
+    print(f"{(time.process_time() - cpu) * 1000 / calls:.2f} ms of CPU per GetRecords (stand-in, no profiler)")
+    profiler = cProfile.Profile()
+    profiler.runcall(lambda: [kinesis.get_records(ShardIterator="profiled|0|0", Limit=1) for _ in range(calls)])
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shards", default="1,16,64,256")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--shards", default="1,16,256,1000,4000,10000")
+    parser.add_argument("--server-max", type=int, default=256, help="largest count also run on kinesalite")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--plot", default="", help="write a PNG of planning time against shard count here")
+    parser.add_argument("--profile-calls", action="store_true", help="only profile one probe call, then stop")
     args = parser.parse_args(argv)
     counts = [int(value) for value in args.shards.split(",")]
-    print(f"median of {args.rounds} rounds; kinesalite on 127.0.0.1; one record per shard per round")
-    columns = ["shards", "baseline ms", "busy ms", "ratio", "idle ms", "ratio", "steady idle ms", "ratio"]
-    print("| " + " | ".join(columns) + " |")
-    print("|" + "|".join("-" * (len(name) + 2) for name in columns) + "|  (ratio = baseline / ours)")
+    table: list[list[str]] = []
     with LocalAws([KINESALITE]) as aws:
         kinesis = aws.kinesalite.client("kinesis")
+        servers = [Server("kinesalite", aws.kinesalite, kinesis), Server("stand-in", NOWHERE, None)]
+        servers[1].standin = StandIn.recorded(kinesis)
+        if args.profile_calls:
+            return profile_calls(servers[1].standin)
+        print(
+            f"median of {args.rounds} rounds; one record per shard per round; kinesalite on 127.0.0.1, and the stand-in"
+        )
+        print("(botocore answered in-process: the planner's own cost). ratio = baseline / ours; ask-all = ours with")
+        print("kinesis.maxProbesPerTrigger unbounded; offset = the JSON Spark checkpoints each batch")
+        print("| " + " | ".join(COLUMNS) + " |")
+        print("|" + "|".join("-" * (len(name) + 2) for name in COLUMNS) + "|")
         for count in counts:
-            stream = create_stream(kinesis, unique_name("bench-scale"), count)
-            result = measure(kinesis, (aws.kinesalite, stream), count, args.rounds)
-            base = result["baseline"]
-            cells = [f"{count:>6}", f"{base:>11.1f}"]
-            for name, width in (("busy", 7), ("idle", 7), ("steady", 14)):
-                cells += [f"{result[name]:>{width}.1f}", f"{base / result[name]:>5.2f}"]
-            print("| " + " | ".join(cells) + " |", flush=True)
-            kinesis.delete_stream(StreamName=stream)
+            for server in servers:
+                if server.standin is None and count > args.server_max:
+                    continue
+                stream = server.create(count)
+                samples, baseline, offset = measure(server, stream, count, args.rounds)
+                table.append(row(server.name, count, samples, baseline, offset))
+                print("| " + " | ".join(table[-1]) + " |", flush=True)
+                server.delete(stream)
+    if args.plot:
+        plot(args.plot, table)
+        print(f"plot: {args.plot}")
 
 
 if __name__ == "__main__":

@@ -729,6 +729,19 @@ CHECK_NEW_RECORD_THREADS = _add(
         unit="threads",
     )
 )
+MAX_PROBES_PER_TRIGGER = _add(
+    Option(
+        "kinesis.maxProbesPerTrigger",
+        integer(1, 1_000_000),
+        1000,
+        "Most shards the driver asks per trigger whether records are waiting (one GetRecords each), those asked "
+        "longest ago first; the others keep their last answer until a later trigger. Bounds planning time on "
+        "streams with thousands of shards. With Trigger.AvailableNow the driver asks on until it finds records "
+        "or has asked every shard, so the query does not stop early.",
+        Side.SOURCE,
+        unit="shards",
+    )
+)
 
 # Option names other Kinesis connectors document (Databricks, qubole kinesis-sql, the awslabs connector without
 # its prefix, Flink), lower-cased, mapped to ours in order of preference (the first registered one is suggested).

@@ -117,7 +117,13 @@ class BatchPlanner:
         client_factory = functools.partial(kinesis_client, settings.client)
         self.catalog = ShardCatalog(client_factory, settings.client.retry, settings.describe_shard_interval_s)
         probe_interval = max(settings.fetch_interval_s, MIN_PROBE_INTERVAL_S)
-        self.prober = ShardProber(client_factory, settings.client.retry, probe_interval, settings.probe_threads)
+        self.prober = ShardProber(
+            client_factory,
+            settings.client.retry,
+            probe_interval,
+            settings.probe_threads,
+            settings.max_probes_per_trigger,
+        )
         self.lag: dict[str, int] = {}  # millisBehindLatest per shard, from the last read or probe
         self._reported_vanished: set[str] = set()  # warned once, not on every idle trigger
         self.dropped_out_of_range = 0  # KPL sub-records outside their shard's range, since this driver started
@@ -315,23 +321,27 @@ class BatchPlanner:
 
         Shards whose last read stopped at a record cap have more (no probe, unless AvailableNow's bound needs
         the next record's arrival time). Probes that find a shard's end mark it finished, which can make its
-        children readable: those are probed in turn.
+        children readable: those are probed in turn. The prober asks at most ``kinesis.maxProbesPerTrigger``
+        shards per call; shards it did not answer wait for a later trigger, except under AvailableNow while
+        nothing was found (an empty plan there ends the query, so every shard must have been asked).
         """
         with_data: set[str] = set()
         arrivals: list[int] = []
-        probed: set[str] = set()
+        answered: set[str] = set()
         while True:
             readable = [key for key in sorted(positions) if is_readable(key, positions, parents)]
             known = {key for key in readable if key in waiting and bound_ms is None}
             with_data |= known
-            to_probe = {key: positions[key] for key in readable if key not in known and key not in probed}
+            to_probe = {key: positions[key] for key in readable if key not in known and key not in answered}
             if not to_probe:
                 return with_data, arrivals
-            probed |= set(to_probe)
+            results = self.prober.probe(to_probe, bound_ms)
+            answered |= set(results)
             finished_some = False
-            for key, result in self.prober.probe(to_probe, bound_ms).items():
+            for key, result in results.items():
                 finished_some |= self._apply(key, result, positions, with_data, arrivals)
-            if not finished_some:
+            unanswered = len(results) < len(to_probe)
+            if not finished_some and not (unanswered and bound_ms is not None and not with_data):
                 return with_data, arrivals
 
     def _apply(

@@ -4,7 +4,10 @@ Who calls it: ``planner.BatchPlanner`` before it plans a micro-batch, for the sh
 A batch is planned only when some shard has records, so an idle stream runs no empty micro-batches, and new
 records are seen within one probe interval instead of after a fixed idle wait.
 
-Cost: at most one GetRecords per shard per probe interval (answers are reused within it), run in parallel.
+Cost: at most one GetRecords per shard per probe interval (answers are reused within it), run in parallel,
+and at most ``kinesis.maxProbesPerTrigger`` per call, those asked longest ago first: with thousands of shards
+(each call costs the driver ~1 ms of CPU in botocore) a trigger asks a share of them and the rest keep their
+last answer, so planning time stays bounded and every shard is asked within a few triggers.
 An empty answer's NextShardIterator is kept and used by the next probe, so an idle shard costs no
 GetShardIterator either. A probe that sees a record forgets its iterator: the record is not consumed, the
 executors read it from the position.
@@ -16,7 +19,7 @@ import enum
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -30,6 +33,7 @@ ITERATOR_MAX_AGE_S = 240.0  # Kinesis iterators expire after 5 minutes
 # An answer younger than the interval is reused, but triggers on the interval's own period arrive a few ms
 # early or late: without this slack, every other one would reuse the answer and see new records an interval late.
 INTERVAL_SLACK = 0.1
+MAX_ASKS = 1000  # kinesis.maxProbesPerTrigger's default
 
 
 class Found(enum.Enum):
@@ -55,16 +59,23 @@ class _ShardState:
     probed_at: float = 0.0
     iterator: str | None = None
     iterator_at: float = 0.0
+    since: float = field(default_factory=time.monotonic)  # when the shard reached this position
 
 
 class ShardProber:
     """Probes shards for waiting records, remembering iterators and answers between calls (driver only)."""
 
     def __init__(
-        self, client_factory: Callable[[], Any], retry: RetryPolicy, interval_s: float, workers: int = WORKERS
+        self,
+        client_factory: Callable[[], Any],
+        retry: RetryPolicy,
+        interval_s: float,
+        workers: int = WORKERS,
+        max_asks: int = MAX_ASKS,
     ):
         self._client_factory = client_factory
         self.workers = workers  # probes at a time (kinesis.checkNewRecordThreads)
+        self.max_asks = max_asks  # shards asked per call at most (kinesis.maxProbesPerTrigger)
         self._retry = retry
         self.interval_s = interval_s
         self._states: dict[str, _ShardState] = {}
@@ -72,28 +83,48 @@ class ShardProber:
         self.calls = 0  # GetRecords calls made (probes run on several threads), for tests and logs
 
     def probe(self, positions: Mapping[str, Position], bound_ms: int | None = None) -> dict[str, ProbeResult]:
-        """A result per shard key; ``bound_ms``: a record that arrived after it does not count (AvailableNow)."""
-        keys = sorted(positions)
-        results = parallel_map(lambda key: self._probe_one(key, positions[key], bound_ms), keys, self.workers)
-        return dict(zip(keys, results, strict=True))
+        """An answer per shard key that has one; ``bound_ms``: a record that arrived after it does not count
+        (AvailableNow).
+
+        Shards whose answer is older than the interval are asked again, at most ``max_asks`` of them, those asked
+        longest ago (or never) first; the others keep their last answer, and a shard never asked at its position
+        has none yet (it is left out, and asked first next time).
+        """
+        states = {key: self._state(key, position) for key, position in positions.items()}
+        now = time.monotonic()
+        due = [key for key, state in states.items() if self._due(state, now)]
+        due.sort(key=lambda key: (self._waiting_since(states[key]), key))
+        asked = due[: self.max_asks]
+        parallel_map(lambda key: self._refresh(key, states[key], bound_ms), asked, self.workers)
+        return {key: result for key in sorted(states) if (result := states[key].result) is not None}
 
     def forget(self, keep: set[str]) -> None:
         """Drop the state of shards no longer tracked."""
         for key in [key for key in self._states if key not in keep]:
             del self._states[key]
 
-    def _probe_one(self, key: str, position: Position, bound_ms: int | None) -> ProbeResult:
+    def _state(self, key: str, position: Position) -> _ShardState:
         state = self._states.get(key)
         if state is None or state.position != position:
             state = self._states[key] = _ShardState(position)
+        return state
+
+    def _due(self, state: _ShardState, now: float) -> bool:
+        """No answer yet, or one older than the interval (a shard's end is final)."""
+        if state.result is None:
+            return True
+        fresh_for = self.interval_s * (1 - INTERVAL_SLACK)
+        return state.result.found is not Found.SHARD_END and now - state.probed_at >= fresh_for
+
+    @staticmethod
+    def _waiting_since(state: _ShardState) -> float:
+        """When the shard's answer was last asked for, or, never asked at its position, when it got there."""
+        return state.probed_at if state.result is not None else state.since
+
+    def _refresh(self, key: str, state: _ShardState, bound_ms: int | None) -> None:
         now = time.monotonic()
-        if state.result is not None and (
-            state.result.found is Found.SHARD_END or now - state.probed_at < self.interval_s * (1 - INTERVAL_SLACK)
-        ):
-            return state.result
         state.result = self._ask(key, state, now, bound_ms)
         state.probed_at = now
-        return state.result
 
     def _ask(self, key: str, state: _ShardState, now: float, bound_ms: int | None) -> ProbeResult:
         stream, shard_id = split_shard_key(key)

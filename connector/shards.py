@@ -10,6 +10,7 @@ are forgotten; unfinished ones that vanished are reported (``kinesis.failOnDataL
 from __future__ import annotations
 
 import bisect
+import time
 from collections.abc import Callable, Iterable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from connector.offsets import Position, shard_key, split_shard_key
 from connector.retry import RetryPolicy, error_code
 
 MAX_HASH_KEY = 2**128 - 1
+FULL_LISTING_S = 60.0  # ShardCatalog lists every shard at least this often, only new ones in between
 
 
 class StreamNotFoundError(ValueError):
@@ -63,17 +65,23 @@ class Shard:
 
 
 def list_shards(
-    kinesis_client: Any, stream_name: str, retry: RetryPolicy | None = None, page_size: int | None = None
+    kinesis_client: Any,
+    stream_name: str,
+    retry: RetryPolicy | None = None,
+    page_size: int | None = None,
+    after_shard_id: str | None = None,
 ) -> list[Shard]:
     """Every shard of ``stream_name`` (open and closed), following NextToken paging, in ListShards order.
 
     Raises StreamNotFoundError when the stream does not exist; throttling and 5xx are retried by ``retry``.
     ``page_size`` (MaxResults) is for tests of the paging; AWS's default page is 1000 shards.
+    ``after_shard_id``: only the shards listed after it (ListShards' ExclusiveStartShardId; shard ids grow).
     """
     policy = retry or RetryPolicy()
     shards: list[Shard] = []
     page: dict[str, Any] = {"MaxResults": page_size} if page_size else {}
-    kwargs: dict[str, Any] = {"StreamName": stream_name, **page}
+    after = {"ExclusiveStartShardId": after_shard_id} if after_shard_id else {}
+    kwargs: dict[str, Any] = {"StreamName": stream_name, **after, **page}
     while True:
         try:
             answer = policy.call(kinesis_client.list_shards, what=f"ListShards of stream '{stream_name}'", **kwargs)
@@ -154,26 +162,42 @@ def track_listing(
 class ShardCatalog:
     """The driver's view of each stream's shards, listed at most once per ``min_interval_s`` per stream.
 
+    A listing between two full ones asks only for shards after the last shard id known (ListShards'
+    ExclusiveStartShardId; a reshard's children get new, higher ids): one call instead of one per 1,000 shards,
+    and nothing to parse when nothing changed. A full listing (``fresh``, the first, and at least every
+    ``full_interval_s``) also drops shards that expired and refreshes closed shards' ending sequence numbers.
     Hash-key ranges never change for a shard id, so ``hash_range`` answers from any earlier listing.
     Holds no client (it is pickled with the reader): ``client_factory`` gives the process's client.
     """
 
-    def __init__(self, client_factory: Any, retry: RetryPolicy, min_interval_s: float = 1.0):
+    def __init__(
+        self,
+        client_factory: Any,
+        retry: RetryPolicy,
+        min_interval_s: float = 1.0,
+        full_interval_s: float = FULL_LISTING_S,
+    ):
         self._client_factory = client_factory
         self._retry = retry
         self._min_interval_s = min_interval_s
+        self._full_interval_s = max(full_interval_s, min_interval_s)
         self._listed: dict[str, tuple[float, list[Shard]]] = {}
+        self._full_at: dict[str, float] = {}
         self._by_key: dict[tuple[str, str], Shard] = {}
 
     def shards(self, stream: str, fresh: bool = False) -> list[Shard]:
-        """The stream's shards, from a listing at most ``min_interval_s`` old (``fresh``: list now)."""
-        import time
-
+        """The stream's shards, from a listing at most ``min_interval_s`` old (``fresh``: a full listing now)."""
         now = time.monotonic()
         cached = self._listed.get(stream)
         if cached is not None and not fresh and now - cached[0] < self._min_interval_s:
             return cached[1]
-        shards = list_shards(self._client_factory(), stream, self._retry)
+        if cached is None or fresh or not cached[1] or now - self._full_at[stream] >= self._full_interval_s:
+            shards = list_shards(self._client_factory(), stream, self._retry)
+            self._full_at[stream] = now
+        else:
+            last = max(shard.shard_id for shard in cached[1])
+            listed = list_shards(self._client_factory(), stream, self._retry, after_shard_id=last)
+            shards = cached[1] + [shard for shard in listed if shard.shard_id > last]  # some servers list all
         self._listed[stream] = (now, shards)
         self._by_key.update(((stream, shard.shard_id), shard) for shard in shards)
         return shards

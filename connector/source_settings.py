@@ -140,6 +140,7 @@ class SourceSettings:
     records_per_fetch: int
     fetch_interval_s: float
     probe_threads: int
+    max_probes_per_trigger: int
     metadata_path: str  # a path, or dynamodb://<table>?region=<r> (metadata_location)
     metadata_s3_endpoint_url: str | None
     metadata_dynamodb_endpoint_url: str | None
@@ -170,6 +171,7 @@ class SourceSettings:
             records_per_fetch=parsed[opts.RECORDS_PER_FETCH.key],
             fetch_interval_s=parsed[opts.FETCH_INTERVAL_MS.key] / 1000.0,
             probe_threads=parsed[opts.CHECK_NEW_RECORD_THREADS.key],
+            max_probes_per_trigger=parsed[opts.MAX_PROBES_PER_TRIGGER.key],
             metadata_path=metadata_location(parsed, client),
             metadata_s3_endpoint_url=parsed[opts.METADATA_S3_ENDPOINT_URL.key],
             metadata_dynamodb_endpoint_url=parsed[opts.DYNAMODB_ENDPOINT_URL.key],
