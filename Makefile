@@ -47,7 +47,7 @@ test-compat: $(VENV_COMPAT)/.installed node_modules/.installed
 
 # The README's test command: the installs side by side (two venvs, npm), lint, then the whole suite on the newest
 # pyspark and the connector + jobs on 4.0.2 side by side (TEST_JOBS=2): two pytest sessions, each with its own
-# local servers on free ports and its own SparkSession. Alone, each keeps about one of CI's two cores busy (it
+# local servers on free ports and its own SparkSession. Alone, each keeps 0.9-1.5 of CI's two cores busy (it
 # mostly waits on Spark triggers, server round trips and JVM start-ups), so side by side they end minutes
 # earlier (tests/spark_app on both: 168 s + 120 s one after the other, 187 s side by side; with
 # tests/connector/test_source_spark.py added: 236 s + 201 s, 335 s side by side; all green).
