@@ -34,6 +34,7 @@ from botocore.exceptions import ClientError
 
 from connector import aws
 from connector.aws import ClientSettings
+from connector.detached import spawn_detached
 from connector.retry import RetriesExhaustedError, RetryPolicy, error_code
 
 log = logging.getLogger(__name__)
@@ -294,17 +295,8 @@ def _deregister_all(settings: ClientSettings, streams: tuple[str, ...], name: st
 def _start_watcher(settings: ClientSettings, streams: tuple[str, ...], name: str) -> subprocess.Popen:
     """``python -m connector.consumers`` in its own session (a kill of this process group spares it), fed the
     consumers to deregister through its stdin, which stays open for as long as this process lives."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    # Not this process's stdout/stderr: Spark may wait for their end. The watcher logs to WATCHER_LOG.
-    watcher = subprocess.Popen(
-        [sys.executable, "-m", "connector.consumers"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        start_new_session=True,
-    )
+    # Not this process's stdout/stderr (Spark may wait for their end): the watcher logs to WATCHER_LOG.
+    watcher = spawn_detached("connector.consumers", stdin=subprocess.PIPE)
     assert watcher.stdin is not None
     message = pickle.dumps((settings, streams, name))
     watcher.stdin.write(len(message).to_bytes(8, "big") + message)

@@ -24,7 +24,6 @@ import os
 import socket
 import stat
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 
 from connector.aws import ClientSettings
 from connector.decode import Page, ShardContext
+from connector.detached import spawn_detached
 from connector.fetch import efo_broker
 from connector.fetch.efo import ShardSubscriber, SubscriptionError, subscription_client
 from connector.fetch.efo_broker import NEXT, Request, receive, send, socket_path
@@ -106,17 +106,8 @@ def connect_broker() -> socket.socket:
 def _start_broker(directory: str) -> subprocess.Popen:
     """``python -m connector.fetch.efo_broker`` in its own session (a kill of this process group spares it),
     watching this process's parent (in a Spark worker: the Python daemon, which lives as long as the executor)."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     log.info("starting the enhanced fan-out subscription broker in %s", directory)
-    broker = subprocess.Popen(
-        [sys.executable, "-m", "connector.fetch.efo_broker", directory, str(os.getppid())],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        start_new_session=True,
-    )
+    broker = spawn_detached("connector.fetch.efo_broker", directory, str(os.getppid()))
     threading.Thread(target=broker.wait, name="efo broker reaper", daemon=True).start()  # no zombie when it exits
     return broker
 
