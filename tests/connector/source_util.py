@@ -106,12 +106,14 @@ def drain(source: KinesisStreamReader, start: dict, idle_s: float = 1.0) -> tupl
         batches.append(rows)
 
 
-def put_numbered(server: LocalServer, stream: str, prefix: str, count: int) -> list[bytes]:
-    """Put ``count`` records ``<prefix>-0000``… (keys spread over the shards); returns their data in order."""
+def put_numbered(server: LocalServer, stream: str, prefix: str, count: int, keys: int | None = None) -> list[bytes]:
+    """Put ``count`` records ``<prefix>-0000``… (partition keys ``key-<i>``, or ``key-<i % keys>`` to reuse ``keys``
+    keys); returns their data in order."""
     from localaws.streams import put_records
 
     data = [f"{prefix}-{i:04d}".encode() for i in range(count)]
-    put_records(server.client("kinesis"), stream, [(item, f"key-{i}") for i, item in enumerate(data)])
+    key_of = (lambda i: f"key-{i}") if keys is None else (lambda i: f"key-{i % keys}")
+    put_records(server.client("kinesis"), stream, [(item, key_of(i)) for i, item in enumerate(data)])
     return data
 
 

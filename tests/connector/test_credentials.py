@@ -29,23 +29,17 @@ from credentials_util import (
     role_options,
     signing_keys,
 )
-from source_util import FORMAT, reader, run_batch, source_options, wait_for
+from source_util import FORMAT, put_numbered, reader, run_batch, source_options, wait_for
 
 from connector import aws
 from connector.aws import AssumeRoleError, ClientSettings
 from connector.kpl import deaggregate, is_aggregated
 from connector.options import OptionError, Side, parse_options
 from localaws import LocalServer
-from localaws.streams import put_records, read_stream
+from localaws.streams import read_stream
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).with_name("kinesis_query_app.py")
-
-
-def _put(server: LocalServer, stream: str, prefix: str, count: int) -> list[bytes]:
-    data = [f"{prefix}-{i:04d}".encode() for i in range(count)]
-    put_records(server.client("kinesis"), stream, [(item, f"key-{i % 5}") for i, item in enumerate(data)])
-    return data
 
 
 def _is_assumed_role_key(key_id: str | None) -> bool:
@@ -59,7 +53,7 @@ def test_reader_signs_every_kinesis_call_with_the_assumed_role_in_the_kinesis_re
     kinesalite: LocalServer, moto: LocalServer, lite_stream, tmp_path
 ) -> None:
     stream = lite_stream(shards=2)
-    sent = _put(kinesalite, stream, "r", 30)
+    sent = put_numbered(kinesalite, stream, "r", 30, keys=5)
     with recording_proxies(kinesalite, moto) as proxies:
         options = source_options(kinesalite, stream, tmp_path / "meta")
         options.update(
@@ -282,7 +276,7 @@ def test_streaming_query_and_sink_sign_every_kinesis_call_with_the_role(
     spark, kinesalite: LocalServer, moto: LocalServer, lite_stream, tmp_path
 ) -> None:
     source, target = lite_stream(shards=4), lite_stream(shards=1)
-    sent = _put(kinesalite, source, "q", 120)
+    sent = put_numbered(kinesalite, source, "q", 120, keys=5)
     with recording_proxies(kinesalite, moto) as proxies:
         # pyspark 4.2+ runs several AvailableNow batches under maxRecordsPerTrigger: more tasks per process.
         read_options = {
@@ -330,7 +324,7 @@ def test_streaming_query_and_sink_sign_every_kinesis_call_with_the_role(
 @pytest.mark.slow
 def test_the_role_is_refreshed_while_a_query_runs(kinesalite: LocalServer, moto: LocalServer, lite_stream, tmp_path):
     stream = lite_stream(shards=1)
-    first = _put(kinesalite, stream, "before", 10)
+    first = put_numbered(kinesalite, stream, "before", 10, keys=5)
     with recording_proxies(kinesalite, moto) as proxies:
         options = {
             **source_options(kinesalite, stream, tmp_path / "meta"),
@@ -352,7 +346,7 @@ def test_the_role_is_refreshed_while_a_query_runs(kinesalite: LocalServer, moto:
             # Without refreshes each process would sign with one key for good, and local[2] runs a handful of
             # Python processes: 8 different keys means the role was assumed again and again.
             wait_for(lambda: len(signing_keys(proxies.kinesis_requests())) >= 8, timeout_s=120, what="8 refreshed keys")
-            second = _put(kinesalite, stream, "after", 10)
+            second = put_numbered(kinesalite, stream, "after", 10, keys=5)
             wait_for(lambda: _rows(output) >= set(first + second), timeout_s=120, what="records after the refresh")
         finally:
             app.kill()
@@ -385,7 +379,7 @@ def test_planted_secrets_appear_in_no_output_file_progress_or_error(
 ) -> None:
     plant = "Pl4nted" + os.urandom(6).hex()  # in every credential option and credential variable, nowhere else
     source, target = lite_stream(shards=2), lite_stream(shards=1)
-    _put(kinesalite, source, "s", 40)
+    put_numbered(kinesalite, source, "s", 40, keys=5)
     work = tmp_path / "work"
     options = {
         **source_options(kinesalite, source, work / "metadata"),

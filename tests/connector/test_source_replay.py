@@ -6,28 +6,21 @@ from __future__ import annotations
 import time
 
 import pytest
-from source_util import drain, next_batch, payloads, read_all, reader, roundtrip, source_options
+from source_util import drain, next_batch, payloads, put_numbered, read_all, reader, roundtrip, source_options
 
 from connector.fetch.range import ReplayError
 from connector.metadata.store import MetadataConflictError, ShardRead, open_store
 from connector.offsets import AFTER_SEQUENCE_NUMBER, AT_TIMESTAMP, parse_offset
 from localaws import LocalServer
-from localaws.streams import put_records
-
-
-def _put(kinesalite: LocalServer, stream: str, prefix: str, count: int) -> list[bytes]:
-    data = [f"{prefix}-{i:04d}".encode() for i in range(count)]
-    put_records(kinesalite.client("kinesis"), stream, [(item, f"key-{i}") for i, item in enumerate(data)])
-    return data
 
 
 def test_batches_carry_positions_and_read_every_record_once(kinesalite: LocalServer, lite_stream, tmp_path) -> None:
     stream = lite_stream(shards=2)
-    produced = _put(kinesalite, stream, "a", 30)
+    produced = put_numbered(kinesalite, stream, "a", 30)
     source = reader(source_options(kinesalite, stream, tmp_path, **{"kinesis.maxFetchRecordsPerShard": "4"}))
     start = roundtrip(source.initialOffset())
     start, batches = drain(source, start)
-    produced += _put(kinesalite, stream, "b", 10)
+    produced += put_numbered(kinesalite, stream, "b", 10)
     start, more = drain(source, start)
     for rows in batches + more:
         assert all(len([r for r in rows if r["shardId"] == shard]) <= 4 for shard in {r["shardId"] for r in rows})
@@ -39,13 +32,13 @@ def test_batches_carry_positions_and_read_every_record_once(kinesalite: LocalSer
 
 def test_a_batch_that_runs_again_returns_the_same_records(kinesalite: LocalServer, lite_stream, tmp_path) -> None:
     stream = lite_stream(shards=2)
-    _put(kinesalite, stream, "a", 20)
+    put_numbered(kinesalite, stream, "a", 20)
     options = source_options(kinesalite, stream, tmp_path, **{"kinesis.maxFetchRecordsPerShard": "6"})
     source = reader(options)
     start = roundtrip(source.initialOffset())
     end = roundtrip(source.latestOffset(start, None))
     first = read_all(source, list(source.partitions(start, end)))
-    _put(kinesalite, stream, "late", 20)  # new records must not leak into the replay
+    put_numbered(kinesalite, stream, "late", 20)  # new records must not leak into the replay
     # A task retry: the same partitions read again on the same driver.
     assert read_all(source, list(source.partitions(start, end))) == first
     # A restart before commit with tighter limits: a new reader, same offsets, same records.
@@ -57,7 +50,7 @@ def test_a_batch_that_runs_again_returns_the_same_records(kinesalite: LocalServe
 def test_pyspark_40_calling_convention_and_restart(kinesalite: LocalServer, lite_stream, tmp_path) -> None:
     """4.0.2: latestOffset() has no start; after a restart the reader knows nothing until partitions/commit."""
     stream = lite_stream(shards=1)
-    produced = _put(kinesalite, stream, "a", 9)
+    produced = put_numbered(kinesalite, stream, "a", 9)
     options = source_options(kinesalite, stream, tmp_path, **{"kinesis.maxFetchRecordsPerShard": "4"})
     source = reader(options)
     pending = roundtrip(source.latestOffset())  # called before initialOffset on 4.0.2
@@ -85,17 +78,17 @@ def test_latest_starts_at_query_start_and_survives_idle_batches(
 ) -> None:
     # kinesis-mock: kinesalite 3.3.3 never answers an AT_TIMESTAMP GetShardIterator with no record after the time.
     stream = mock_stream(shards=1)
-    _put(kinesis_mock, stream, "old", 3)
+    put_numbered(kinesis_mock, stream, "old", 3)
     source = reader(source_options(kinesis_mock, stream, tmp_path, **{"kinesis.startingPosition": "LATEST"}))
     start = roundtrip(source.initialOffset())
     assert {p.kind for p in parse_offset(start).shards.values()} == {AT_TIMESTAMP}
     time.sleep(0.3)  # longer than the probe interval: the trigger below really asks Kinesis
     assert roundtrip(source.latestOffset(start, None)) == start  # idle: no batch, the position stays put
-    new = _put(kinesis_mock, stream, "new", 3)
+    new = put_numbered(kinesis_mock, stream, "new", 3)
     start, rows = next_batch(source, start)
     assert payloads(rows) == new
     assert {p.kind for p in parse_offset(start).shards.values()} == {AT_TIMESTAMP}  # start of the batch read
-    newer = _put(kinesis_mock, stream, "newer", 2)
+    newer = put_numbered(kinesis_mock, stream, "newer", 2)
     start, rows = next_batch(source, start)
     assert payloads(rows) == newer
     assert {p.kind for p in parse_offset(start).shards.values()} == {AFTER_SEQUENCE_NUMBER}
@@ -103,7 +96,7 @@ def test_latest_starts_at_query_start_and_survives_idle_batches(
 
 def test_replay_fails_clearly_when_recorded_records_are_gone(kinesalite: LocalServer, lite_stream, tmp_path) -> None:
     stream = lite_stream(shards=1)
-    _put(kinesalite, stream, "a", 3)
+    put_numbered(kinesalite, stream, "a", 3)
     source = reader(source_options(kinesalite, stream, tmp_path))
     start = roundtrip(source.initialOffset())
     end = roundtrip(source.latestOffset(start, None))
@@ -137,7 +130,7 @@ def test_commit_purges_beyond_min_batches_to_retain(kinesalite: LocalServer, lit
     source = reader(source_options(kinesalite, stream, tmp_path, **{"kinesis.minBatchesToRetain": "2"}))
     start = roundtrip(source.initialOffset())
     for index in range(5):
-        _put(kinesalite, stream, f"b{index}", 1)
+        put_numbered(kinesalite, stream, f"b{index}", 1)
         start, _rows = next_batch(source, start)
     source_id = parse_offset(start).source_id
     assert sorted(int(p.name) for p in (tmp_path / source_id).iterdir()) == [3, 4]
