@@ -561,7 +561,8 @@ FETCH_INTERVAL_MS = _add(
         "kinesis.getRecords.fetchIntervalMs",
         integer(0),
         200,
-        "Pause between two GetRecords calls on one shard (Kinesis allows 5 calls per second per shard). The "
+        "Least time between the starts of two GetRecords calls on one shard (Kinesis allows 5 calls per second "
+        "per shard); a call that itself took this long is followed at once. The "
         "driver's idle probes (is anything new?) run at most once per this interval per shard, and not more "
         "often than every 200 ms.",
         Side.SOURCE,

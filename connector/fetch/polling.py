@@ -3,9 +3,10 @@
 Who calls it: the source's ``read()`` (executors), the batch reader, and the planner when it completes an unread
 shard (driver). It implements ``fetch.range.ShardTransport``: the range rules (``fetch.range.ShardRange``) decide
 which rows count and when to stop; this module only talks to Kinesis: it opens an iterator at a position, sizes
-each call's ``Limit`` to what the range still wants, pauses ``fetch_interval_s`` between calls (Kinesis allows 5
-GetRecords per second per shard), decodes the raw answer body (``decode.decode_get_records``, the fast path), and
-re-opens after the last record it delivered when an iterator expires.
+each call's ``Limit`` to what the range still wants, starts calls at least ``fetch_interval_s`` apart (Kinesis
+allows 5 GetRecords per second per shard; a call that itself took that long is followed at once), decodes the raw
+answer body (``decode.decode_get_records``, the fast path), and re-opens after the last record it delivered when
+an iterator expires.
 """
 
 from __future__ import annotations
@@ -29,7 +30,31 @@ class PollingSettings:
     """How the GetRecords transport asks: records per call (``Limit``) and the pause between calls."""
 
     records_per_call: int = 10000
-    fetch_interval_s: float = 0.2
+    fetch_interval_s: float = 0.2  # between the starts of two calls on one shard
+
+
+class CallPacer:
+    """Keeps the starts of successive calls at least ``interval_s`` apart: the wait before a call is what is left
+    of the interval since the previous call started (time spent in the call and in the caller counts)."""
+
+    def __init__(
+        self,
+        interval_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.interval_s = interval_s
+        self.clock = clock
+        self.sleep = sleep
+        self._last_start: float | None = None
+
+    def wait(self) -> None:
+        """Call right before a call: waits out the rest of the interval, then marks the call's start."""
+        if self._last_start is not None and self.interval_s > 0:
+            left = self._last_start + self.interval_s - self.clock()
+            if left > 0:
+                self.sleep(left)
+        self._last_start = self.clock()
 
 
 class GetRecordsTransport:
@@ -42,17 +67,15 @@ class GetRecordsTransport:
         self.context = context
         self.retry = retry
         self.settings = settings
+        self.pacer = CallPacer(settings.fetch_interval_s)
         self._what = shard_label(context.stream_name, context.shard_id)
 
     def pages(self, start: Position, wanted: Callable[[], int | None]) -> Iterator[Page]:
         """Pages from ``start`` until a page without NextShardIterator (the shard's end)."""
         position = start
         iterator = self._open(position)
-        first = True
         while True:
-            if not first and self.settings.fetch_interval_s:
-                time.sleep(self.settings.fetch_interval_s)
-            first = False
+            self.pacer.wait()
             page = self._get_records(iterator, wanted())
             if page is None:  # the iterator expired: a new one after the last record delivered
                 iterator = self._open(position)
