@@ -203,6 +203,11 @@ class ShardSubscriber:
                 failures += 1
             self.resubscriptions += 1
 
+    @property
+    def aborted(self) -> bool:
+        """Whether ``abort()`` was called (``pages()`` then ends instead of resubscribing)."""
+        return self._aborted
+
     def abort(self) -> None:
         """From another thread: end ``pages()`` now, even while it waits for an event (its socket is shut down,
         which wakes the blocked read; the generator then returns instead of resubscribing)."""

@@ -187,7 +187,7 @@ class Subscription:
                         self.bytes += page_bytes(page)
                     self.cond.notify_all()
                     # Back-pressure: no more reading from the event stream while the buffer is full.
-                    while self.bytes >= self.max_bytes and not self.subscriber_aborted:
+                    while self.bytes >= self.max_bytes and not self.subscriber.aborted:
                         self.cond.wait()
         except BaseException as exc:  # handed to the next task that reads past the buffer
             with self.cond:
@@ -197,10 +197,6 @@ class Subscription:
             with self.cond:
                 self.ended = True
                 self.cond.notify_all()
-
-    @property
-    def subscriber_aborted(self) -> bool:
-        return self.subscriber._aborted
 
     def close(self) -> None:
         """End the subscription (its socket closed at once) and wait for the pump to finish."""
