@@ -12,6 +12,8 @@ A 4-shard kinesalite stream is pre-loaded with ``--records`` records of ``--size
   ``bench.first_batch.TimedKinesisSource`` (the same source, logging when its calls run). Spark's start-up
   (``getOrCreate``) is reported on its own; the query's wall time includes its first batch (Python workers
   start); the steady state is the rows/s of the batches after the first (from the query progress);
+- ours again, warm: the same query (new checkpoint and metadata) right after, in the same session: Spark's
+  Python daemon and workers are up, as for every query after an application's first;
 - the ceiling: ``bench.common.raw_loop``, the same loop without botocore's parsing: kinesalite (one Node.js
   thread) answering one GetRecords at a time; a reader of this server gains at most this over the baseline;
 - Spark's floor: a streaming Python source whose 4 partitions read nothing (``bench.timing_log.EmptySource``),
@@ -125,7 +127,7 @@ def plot(rates: dict[str, float], parts: dict[str, float], floor: dict[str, floa
     except ImportError:
         return False
     figure, (speed, first) = plt.subplots(2, 1, figsize=(9, 7), gridspec_kw={"height_ratios": [1, 2]})
-    speed.barh(list(rates), list(rates.values()), color=["grey", "tab:blue", "tab:blue", "lightgrey"])
+    speed.barh(list(rates), list(rates.values()), color=["grey", "tab:blue", "tab:blue", "tab:blue", "lightgrey"])
     speed.invert_yaxis()
     speed.set_xlabel("records/s (same run)")
     bars = {name: seconds for name, seconds in parts.items() if name != "first batch triggerExecution"}
@@ -143,6 +145,12 @@ def plot(rates: dict[str, float], parts: dict[str, float], floor: dict[str, floa
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return True
+
+
+def steady_state(progress: list[dict]) -> tuple[int, float]:
+    """Rows and seconds of the batches after the first (all of them if there is one)."""
+    steady = progress[1:] or progress
+    return sum(p["numInputRows"] for p in steady), sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000
 
 
 def row(name: str, records: int, seconds: float, baseline_s: float) -> str:
@@ -178,26 +186,31 @@ def main(argv: list[str] | None = None) -> None:
         opts = options(server, stream, os.path.join(work, "metadata"))
         opts["kinesis.maxrecordspertrigger"] = str(args.per_batch)
         started_at, wall_s, progress = available_now(spark, "aws-kinesis-timed", opts)
+        opts["kinesis.metadatapath"] = os.path.join(work, "metadata-warm")
+        _, warm_s, warm_progress = available_now(spark, "aws-kinesis", opts)
         spark.stop()
         parts = first_batch_parts(started_at, progress, log_path)
 
         baseline_after = read_seconds(boto3_loop, kinesis, stream, args.records)
     baseline_s = (baseline_before + baseline_after) / 2
-    rows = [p["numInputRows"] for p in progress]
-    assert sum(rows) == args.records, rows
-    steady = progress[1:] or progress
-    steady_rows = sum(p["numInputRows"] for p in steady)
-    steady_s = sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000
+    for run in (progress, warm_progress):
+        assert sum(p["numInputRows"] for p in run) == args.records, [p["numInputRows"] for p in run]
+    steady_rows, steady_s = steady_state(progress)
+    warm_rows, warm_steady_s = steady_state(warm_progress)
     print(f"{args.records:,} records x {args.size} B in {SHARDS} kinesalite shards; Spark local[2]; ")
     print(f"{len(progress)} micro-batches of up to {args.per_batch:,}; Spark start-up {startup_s:.1f} s (not included)")
     print(f"baseline: {baseline_before:.2f} s before ours, {baseline_after:.2f} s after; the mean counts")
     print(f"| {'run':<52} | {'records':>9} | {'seconds':>8} | {'records/s':>10} | {'ratio':>6} |")
     print(f"|{'-' * 54}|{'-' * 11}|{'-' * 10}|{'-' * 12}|{'-' * 8}|  (ratio = our records/s / the baseline's)")
-    print("batches (rows, ms):", [(p["numInputRows"], p["durationMs"]["triggerExecution"]) for p in progress])
+    for name, run in (("", progress), ("warm ", warm_progress)):
+        print(f"{name}batches (rows, ms):", [(p["numInputRows"], p["durationMs"]["triggerExecution"]) for p in run])
     print(row("boto3 GetRecords loop, 1 thread (baseline)", args.records, baseline_s, baseline_s))
     print(row("aws-kinesis AvailableNow -> noop, whole query", args.records, wall_s, baseline_s))
     steady_baseline_s = baseline_s * steady_rows / args.records  # the baseline's time for as many records
     print(row("aws-kinesis, steady state (batches after the first)", steady_rows, steady_s, steady_baseline_s))
+    print(row("aws-kinesis whole query again, warm (same session)", args.records, warm_s, baseline_s))
+    warm_baseline_s = baseline_s * warm_rows / args.records
+    print(row("aws-kinesis warm, steady state", warm_rows, warm_steady_s, warm_baseline_s))
     print(row("ceiling: kinesalite alone (raw bodies, no parsing)", args.records, raw_s, baseline_s))
     print()
     print("first batch, seconds (executor parts: the slowest first read of a Python worker):")
@@ -211,6 +224,7 @@ def main(argv: list[str] | None = None) -> None:
         "boto3 loop (baseline)": args.records / baseline_s,
         "aws-kinesis, whole query": args.records / wall_s,
         "aws-kinesis, steady state": steady_rows / steady_s,
+        "aws-kinesis, whole query, warm": args.records / warm_s,
         "kinesalite alone (ceiling)": args.records / raw_s,
     }
     if args.plot and plot(rates, parts, floor, Path(args.plot)):
