@@ -7,12 +7,20 @@ each call's ``Limit`` to what the range still wants, starts calls at least ``fet
 allows 5 GetRecords per second per shard; a call that itself took that long is followed at once), decodes the raw
 answer body (``decode.decode_get_records``, the fast path), and re-opens after the last record it delivered when
 an iterator expires.
+
+Read-ahead: while the caller works through a page (turning it into Arrow, Spark taking it), the next GetRecords
+is already under way on a thread of the transport's own, when the page says more records follow (not the shard's
+end, not at the tip) and the range still wants more than the page holds. So Kinesis and this process work at the
+same time; at most one call is ahead, under the same pacing. A page asked ahead that the range then does not
+need (it stopped on the arrival bound or a replay's last record inside this page) is dropped unread: one extra
+call, never a skipped or repeated record, since positions come from the pages the caller took.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,18 +82,42 @@ class GetRecordsTransport:
         """Pages from ``start`` until a page without NextShardIterator (the shard's end)."""
         position = start
         iterator = self._open(position)
-        while True:
-            self.pacer.wait()
-            page = self._get_records(iterator, wanted())
-            if page is None:  # the iterator expired: a new one after the last record delivered
-                iterator = self._open(position)
-                continue
-            yield page
-            if page.next_iterator is None:
-                return
-            if page.last_sequence is not None:
-                position = Position(AFTER_SEQUENCE_NUMBER, page.last_sequence, WHOLE_RECORD)
-            iterator = page.next_iterator
+        ahead: Future[Page | None] | None = None  # the next page, asked while the caller works on this one
+        pool: ThreadPoolExecutor | None = None
+        try:
+            while True:
+                page = ahead.result() if ahead is not None else self._paced_call(iterator, wanted())
+                ahead = None
+                if page is None:  # the iterator expired: a new one after the last record delivered
+                    iterator = self._open(position)
+                    continue
+                more = self._read_ahead_limit(page, wanted())
+                if more is not None:
+                    pool = pool or ThreadPoolExecutor(1, thread_name_prefix=f"read-ahead {self.context.shard_id}")
+                    ahead = pool.submit(self._paced_call, page.next_iterator, more)
+                yield page
+                if page.next_iterator is None:
+                    return
+                if page.last_sequence is not None:
+                    position = Position(AFTER_SEQUENCE_NUMBER, page.last_sequence, WHOLE_RECORD)
+                iterator = page.next_iterator
+        finally:
+            if pool is not None:  # a call still under way finishes on its own; its page is not needed
+                pool.shutdown(wait=False, cancel_futures=True)
+
+    def _read_ahead_limit(self, page: Page, wanted: int | None) -> int | None:
+        """The ``Limit`` of the call to make ahead of the caller after ``page``, or None for no call: at the shard's
+        end or tip, or when the page holds all the range still wants."""
+        if page.next_iterator is None or page.at_tip or page.caught_up:
+            return None
+        if wanted is None:
+            return self.settings.records_per_call
+        left = wanted - len(page)
+        return left if left > 0 else None
+
+    def _paced_call(self, iterator: str, wanted: int | None) -> Page | None:
+        self.pacer.wait()
+        return self._get_records(iterator, wanted)
 
     def _open(self, position: Position) -> str:
         return open_iterator(
