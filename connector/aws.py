@@ -4,7 +4,8 @@ Who calls it: the driver-side readers (ListShards), the executor-side fetchers (
 the metadata stores and the sink. Settings are parsed once on the driver (``ClientSettings.from_options``) and
 pickled into tasks; clients are made lazily, once per process and settings (``client()``), because a boto3
 client cannot be pickled and is expensive to build. botocore's own retries are off: ``connector.retry`` owns
-every retry, bounded by the ``kinesis.client*`` options.
+every retry, bounded by the ``kinesis.client*`` options. Each client builds its User-Agent header once per set
+of features, not twice per call (``build_user_agent_once``).
 
 Credentials, in this order of layers:
 - base: the explicit keys of the options, else boto3's default chain (env, profile, web identity, container,
@@ -397,7 +398,7 @@ def build_user_agent_once(made: Any) -> None:
 
     botocore rebuilds the header from its parts (SDK, OS, Python, config, features) for every request, once
     when it serializes the call and again just before sending it (``rebuild_and_replace_user_agent_handler``):
-    at 1,000+ idle shards that is a large share of the driver's CPU per GetRecords probe (``bench/user_agent.py``).
+    ~10 % of the CPU of a driver's GetRecords probe, which at 1,000+ idle shards adds up (``bench/user_agent.py``).
     Every part but the features (the ``m/`` component, e.g. the retry mode or how credentials were found) is
     fixed for a client's life, so the string is kept per feature set: the header stays what botocore would send.
     Signing is untouched (SigV4 does not sign User-Agent). A botocore without these internals keeps its own way.
