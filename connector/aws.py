@@ -4,7 +4,8 @@ Who calls it: the driver-side readers (ListShards), the executor-side fetchers (
 the metadata stores and the sink. Settings are parsed once on the driver (``ClientSettings.from_options``) and
 pickled into tasks; clients are made lazily, once per process and settings (``client()``), because a boto3
 client cannot be pickled and is expensive to build. botocore's own retries are off: ``connector.retry`` owns
-every retry, bounded by the ``kinesis.client*`` options.
+every retry, bounded by the ``kinesis.client*`` options. Each client builds its User-Agent header once per set
+of features, not twice per call (``build_user_agent_once``).
 
 Credentials, in this order of layers:
 - base: the explicit keys of the options, else boto3's default chain (env, profile, web identity, container,
@@ -371,6 +372,7 @@ def client(service: str, settings: ClientSettings, raw_get_records: bool = False
     with _lock:  # boto3 sessions are not thread-safe to create
         if key not in _clients:
             made = _new_client(service, settings)
+            build_user_agent_once(made)
             if raw_get_records:
                 made.meta.events.register(f"before-parse.{service}.GetRecords", _keep_raw_body)
             _clients[key] = made
@@ -386,6 +388,46 @@ def _keep_raw_body(response_dict: dict[str, Any], customized_response_dict: dict
     if response_dict.get("status_code") == 200:
         customized_response_dict[RAW_BODY] = response_dict["body"]
         response_dict["body"] = b"{}"
+
+
+_USER_AGENTS_KEPT = 64  # distinct feature sets per client; a probe or a read uses one or two
+
+
+def build_user_agent_once(made: Any) -> None:
+    """Make ``made`` build its User-Agent header once per set of features instead of twice per call.
+
+    botocore rebuilds the header from its parts (SDK, OS, Python, config, features) for every request, once
+    when it serializes the call and again just before sending it (``rebuild_and_replace_user_agent_handler``):
+    ~10 % of the CPU of a driver's GetRecords probe, which at 1,000+ idle shards adds up (``bench/user_agent.py``).
+    Every part but the features (the ``m/`` component, e.g. the retry mode or how credentials were found) is
+    fixed for a client's life, so the string is kept per feature set: the header stays what botocore would send.
+    Signing is untouched (SigV4 does not sign User-Agent). A botocore without these internals keeps its own way.
+    """
+    creator = getattr(made, "_user_agent_creator", None)
+    build = getattr(creator, "to_string", None)
+    if build is None:
+        return
+    try:
+        from botocore.context import get_context
+    except ImportError:  # a botocore before request contexts: nothing to key on, leave it alone
+        return
+    kept: dict[frozenset[str], str] = {}
+
+    def to_string() -> str:
+        context = get_context()
+        features = frozenset(getattr(creator, "_client_features", None) or ())
+        if context is not None:
+            features |= context.features
+        found = kept.get(features)
+        if found is None:
+            if len(kept) >= _USER_AGENTS_KEPT:
+                kept.clear()
+            found = kept[features] = build()
+        return found
+
+    # An instance attribute shadows the method for both callers: the client's serializer and the
+    # request-created handler (a bound method of this same object, which calls ``self.to_string()``).
+    creator.to_string = to_string
 
 
 def _new_client(service: str, settings: ClientSettings) -> Any:

@@ -1,0 +1,80 @@
+"""``connector.aws`` clients build their User-Agent header once per client, and still send what botocore would.
+
+Against kinesalite: the headers a client sends are recorded (botocore's ``before-send`` event, after signing),
+and botocore's User-Agent builder is counted. A plain botocore client is the reference for the header.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import pytest
+from botocore.useragent import UserAgentString
+
+from connector.aws import ClientSettings, _new_client, kinesis_client, kinesis_reader_client
+from localaws import LocalServer
+from localaws.servers import DUMMY_SECRET_KEY
+
+CALLS = 4
+
+
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every User-Agent string botocore builds from now on (for clients created from now on)."""
+    built: list[str] = []
+    original = UserAgentString.to_string
+
+    def counted(self: UserAgentString) -> str:
+        built.append(original(self))
+        return built[-1]
+
+    monkeypatch.setattr(UserAgentString, "to_string", counted)
+    return built
+
+
+def _fresh_settings(server: LocalServer) -> ClientSettings:
+    """Settings no earlier test used, so the process's client cache makes a new client (after the patch)."""
+    return ClientSettings("us-east-1", server.endpoint_url, f"AKID{secrets.token_hex(6).upper()}", DUMMY_SECRET_KEY)
+
+
+def _sent_headers(kinesis: Any) -> list[dict[str, bytes]]:
+    sent: list[dict[str, bytes]] = []
+    kinesis.meta.events.register("before-send.kinesis", lambda request, **_: sent.append(dict(request.headers)))
+    return sent
+
+
+def _agent(headers: dict[str, bytes]) -> list[str]:
+    """The User-Agent's parts, the features of its ``m/`` part sorted (botocore joins a set: any order)."""
+    parts = headers["User-Agent"].decode().split(" ")
+    return [f"m/{','.join(sorted(part[2:].split(',')))}" if part.startswith("m/") else part for part in parts]
+
+
+def _probe(kinesis: Any, stream: str) -> None:
+    iterator = kinesis.get_shard_iterator(
+        StreamName=stream, ShardId="shardId-000000000000", ShardIteratorType="LATEST"
+    )["ShardIterator"]
+    for _ in range(CALLS):  # an idle shard's probes (the same iterator: nothing is consumed)
+        kinesis.get_records(ShardIterator=iterator, Limit=1)
+
+
+@pytest.mark.parametrize("make", [kinesis_client, kinesis_reader_client], ids=["client", "reader"])
+def test_the_user_agent_is_built_once_per_client_and_unchanged(
+    make: Any, kinesalite: LocalServer, lite_stream, builds: list[str]
+) -> None:
+    stream = lite_stream(shards=1)
+    builds.clear()  # creating the stream built some
+    reference = _new_client("kinesis", _fresh_settings(kinesalite))  # as botocore builds it: per call
+    reference_sent = _sent_headers(reference)
+    _probe(reference, stream)
+    assert len(builds) >= 2 * (CALLS + 1)  # botocore: when serializing, and again before sending
+    builds.clear()
+
+    settings = _fresh_settings(kinesalite)
+    ours = make(settings)
+    ours_sent = _sent_headers(ours)
+    _probe(ours, stream)
+    assert len(builds) <= 2  # once per feature set (GetShardIterator and GetRecords may differ), not per call
+    assert [_agent(h) for h in ours_sent] == [_agent(h) for h in reference_sent]
+    for headers in ours_sent:  # still signed, by the client's own key
+        assert f"Credential={settings.access_key_id}/".encode() in headers["Authorization"]
