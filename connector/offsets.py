@@ -250,7 +250,9 @@ class KinesisOffset:
             body["sourceDocument"] = True
         if self.pinned is not None:
             body["pinned"] = dict(sorted(self.pinned.items()))
-        by_stream = _by_stream([*self.shards, *self.parents, *(self.reads or ()), *self.max_records])
+        named = [*self.shards, *self.parents, *(self.reads or ()), *self.max_records]
+        named += [parent for parents in self.parents.values() for parent in parents]
+        by_stream = _by_stream(named)
         body["streams"] = {stream: self._stream_entry(stream, keys) for stream, keys in by_stream.items()}
         return body
 
@@ -266,23 +268,27 @@ class KinesisOffset:
         ``reads`` becomes ``{"7": cap}`` when every shard read has a cap (``maxRecords`` otherwise); sections
         without shards are left out, ``reads`` is there whenever the offset names the shards it reads.
         """
+        short = {key: short_shard_id(split_shard_key(key)[1]) for key in keys}
+        sections: dict[str, list[str]] = {kind: [] for kind in _SECTIONS}
+        for key in keys:
+            if key in self.shards:
+                sections[self.shards[key].kind].append(key)
         entry: dict[str, Any] = {}
-        for kind, section in _SECTIONS.items():
-            ids = [key for key in keys if key in self.shards and self.shards[key].kind == kind]
+        for kind, ids in sections.items():
             if ids and kind in _VALUED:
-                entry[section] = {_short(key): _position_value(self.shards[key]) for key in ids}
+                entry[_SECTIONS[kind]] = {short[key]: _position_value(self.shards[key]) for key in ids}
             elif ids:
-                entry[section] = [_short(key) for key in ids]
-        parents = {key: self.parents[key] for key in keys if self.parents.get(key)}
-        if parents:
-            entry["parents"] = {_short(key): [_short(p, stream) for p in ps] for key, ps in parents.items()}
-        reads = [key for key in keys if self.reads is not None and key in self.reads]
-        caps = {_short(key): self.max_records[key] for key in keys if key in self.max_records}
-        if self.reads is not None and caps and list(caps) == [_short(key) for key in reads]:
+                entry[_SECTIONS[kind]] = [short[key] for key in ids]
+        parents = {short[key]: self.parents[key] for key in keys if self.parents.get(key)}
+        if parents:  # a parent in another stream keeps its key
+            entry["parents"] = {child: [short.get(p, p) for p in ps] for child, ps in parents.items()}
+        reads = [short[key] for key in keys if self.reads is not None and key in self.reads]
+        caps = {short[key]: self.max_records[key] for key in keys if key in self.max_records}
+        if self.reads is not None and caps and list(caps) == reads:
             entry["reads"] = caps
             return entry
         if self.reads is not None:
-            entry["reads"] = [_short(key) for key in reads]
+            entry["reads"] = reads
         if caps:
             entry["maxRecords"] = caps
         return entry
@@ -363,8 +369,11 @@ def _parse_v2(body: dict[str, Any]) -> KinesisOffset:
         for short, ps in entry.get("parents", {}).items():
             parents[_full(short, stream)] = tuple(_full(parent, stream) for parent in ps)
         if "reads" in entry:
-            reads = (reads or set()) | {_full(short, stream) for short, _cap in _items(entry["reads"])}
-            caps.update({_full(short, stream): int(cap) for short, cap in _items(entry["reads"]) if cap is not None})
+            reads = reads or set()
+            for short, cap in _items(entry["reads"]):
+                reads.add(_full(short, stream))
+                if cap is not None:
+                    caps[_full(short, stream)] = int(cap)
         caps.update({_full(short, stream): int(cap) for short, cap in entry.get("maxRecords", {}).items()})
     return KinesisOffset(
         str(body["sourceId"]),
@@ -398,7 +407,6 @@ _SECTIONS = {
 }
 _VALUED = (AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, AT_TIMESTAMP)
 _CANONICAL_ID = re.compile(r"shardId-([0-9]{12})")  # every shard id Kinesis makes
-_DIGITS = re.compile(r"[0-9]+")
 _RAW_MARK = "="  # before a shard id that is not canonical but looks short (no Kinesis shard id contains "=")
 
 
@@ -416,21 +424,17 @@ def short_shard_id(shard_id: str) -> str:
     canonical = _CANONICAL_ID.fullmatch(shard_id)
     if canonical:
         return str(int(canonical.group(1)))
-    return _RAW_MARK + shard_id if _DIGITS.fullmatch(shard_id) or shard_id.startswith(_RAW_MARK) else shard_id
-
-
-def _short(key: str, stream: str | None = None) -> str:
-    """A shard key in a stream's entry: its short id; a parent in another stream (``stream`` given) by its key."""
-    key_stream, shard_id = split_shard_key(key)
-    return key if stream is not None and key_stream != stream else short_shard_id(shard_id)
+    ambiguous = (shard_id.isdigit() and shard_id.isascii()) or shard_id.startswith(_RAW_MARK)
+    return _RAW_MARK + shard_id if ambiguous else shard_id
 
 
 def _full(short: str, stream: str) -> str:
-    """The shard key of a name in ``stream``'s entry (``_short`` reversed)."""
+    """The shard key of a name in ``stream``'s entry (``short_shard_id`` reversed; a parent in another stream is
+    named by its key)."""
+    if short.isdigit() and short.isascii():
+        return f"{stream}/shardId-{int(short):012d}"
     if "/" in short:
         return short
-    if _DIGITS.fullmatch(short):
-        return shard_key(stream, f"shardId-{int(short):012d}")
     return shard_key(stream, short.removeprefix(_RAW_MARK))
 
 

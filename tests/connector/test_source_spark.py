@@ -247,6 +247,7 @@ def test_restart_from_a_checkpoint_in_offset_format_1_reads_every_record_once(
     first = _launch(options, output, checkpoint)
     try:
         wait_for(lambda: _batches_done(checkpoint) >= 2 or first.poll() is not None, timeout_s=120, what="2 batches")
+        assert first.poll() is None, first.stderr.read().decode()[-3000:] if first.stderr else ""
     finally:
         _kill(first)
     rewritten = _to_format_1(checkpoint, tmp_path / "meta", output)
@@ -268,7 +269,8 @@ def test_restart_from_a_checkpoint_in_offset_format_1_reads_every_record_once(
         int(p.name): p.read_text().split("\n")[2] for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()
     }
     assert all(json.loads(offsets[batch])["v"] == 1 for batch in rewritten)  # Spark keeps what it wrote
-    assert json.loads(offsets[max(offsets)])["v"] == 2  # planned on the new code
+    after = [json.loads(offsets[batch])["v"] for batch in offsets if batch > max(rewritten)]
+    assert 2 in after, after  # planned on the new code (pyspark 4.0.2's first one after a start is pending: 1)
 
 
 # --- batch reads --------------------------------------------------------------------------------------------
