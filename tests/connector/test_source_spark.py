@@ -160,6 +160,22 @@ def _batches_done(checkpoint: Path) -> int:
     return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.exists() else 0
 
 
+def _restart_until_every_record(options: dict[str, str], output: Path, checkpoint: Path, produced: list[bytes]) -> None:
+    """Start the query again from its checkpoint, wait until the sink committed as many records as ``produced``,
+    stop it, and check that it committed each of them exactly once."""
+    second = _launch(options, output, checkpoint)
+    try:
+        wait_for(
+            lambda: len(_committed(None, output)) >= len(produced) or second.poll() is not None,
+            timeout_s=120,
+            what="every record after the restart",
+        )
+        assert second.poll() is None, second.stderr.read().decode()[-3000:] if second.stderr else ""
+    finally:
+        _kill(second)
+    assert sorted(_committed(None, output)) == sorted(produced)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("store", "consumer"), [("path", "GetRecords"), ("dynamodb", "GetRecords"), ("path", "SubscribeToShard")]
@@ -173,7 +189,6 @@ def test_sigkill_of_the_driver_then_restart_reads_every_record_once(
     options["kinesis.maxFetchRecordsPerShard"] = "20" if consumer == "GetRecords" else "40"
     options.update(_metadata_options(store, request, tmp_path))
     output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-    launch = functools.partial(_launch, options, output, checkpoint)
     batches_done = functools.partial(_batches_done, checkpoint)
 
     # Records keep arriving before, during and after the kill.
@@ -185,7 +200,7 @@ def test_sigkill_of_the_driver_then_restart_reads_every_record_once(
             time.sleep(0.25 if consumer == "GetRecords" else 1.0)  # kinesis-mock's resubscriptions take ~5 s
 
     producer = threading.Thread(target=produce)
-    first = launch()
+    first = _launch(options, output, checkpoint)
     try:
         wait_for(lambda: batches_done() >= 1 or first.poll() is not None, timeout_s=120, what="a first batch")
         assert first.poll() is None, first.stderr.read().decode()[-3000:] if first.stderr else ""
@@ -196,17 +211,7 @@ def test_sigkill_of_the_driver_then_restart_reads_every_record_once(
         _kill(first)
     producer.join()
     produced += during + _put(server, stream, "stopped", 30)  # while no driver runs
-    second = launch()
-    try:
-        wait_for(
-            lambda: len(_committed(spark, output)) >= len(produced) or second.poll() is not None,
-            timeout_s=120,
-            what="every record after the restart",
-        )
-        assert second.poll() is None, second.stderr.read().decode()[-3000:] if second.stderr else ""
-    finally:
-        _kill(second)
-    assert sorted(_committed(spark, output)) == sorted(produced)
+    _restart_until_every_record(options, output, checkpoint, produced)
 
 
 def _to_format_1(checkpoint: Path, metadata: Path, output: Path) -> list[int]:
@@ -254,17 +259,7 @@ def test_restart_from_a_checkpoint_in_offset_format_1_reads_every_record_once(
     assert rewritten, "the query planned batches"
     assert len(_committed(None, output)) < len(produced)  # stopped mid-stream
     produced += _put(kinesalite, stream, "after", 30)
-    second = _launch(options, output, checkpoint)
-    try:
-        wait_for(
-            lambda: len(_committed(None, output)) >= len(produced) or second.poll() is not None,
-            timeout_s=120,
-            what="every record after the restart",
-        )
-        assert second.poll() is None, second.stderr.read().decode()[-3000:] if second.stderr else ""
-    finally:
-        _kill(second)
-    assert sorted(_committed(None, output)) == sorted(produced)
+    _restart_until_every_record(options, output, checkpoint, produced)
     offsets = {
         int(p.name): p.read_text().split("\n")[2] for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()
     }
