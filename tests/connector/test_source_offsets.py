@@ -6,6 +6,7 @@ import json
 import time
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from botocore.exceptions import ClientError
@@ -218,6 +219,18 @@ def test_format_2_keeps_unusual_shard_ids_and_caps_apart_from_reads() -> None:
         "maxRecords": {"=123": 5, "shardId-7": 2},
     }
     assert parse_offset(replace(offset, reads=None).to_json()) == replace(offset, reads=None)
+
+
+def test_a_pending_offsets_resolution_stored_in_format_1_still_loads(tmp_path) -> None:
+    """pyspark 4.0.2 checkpoints name a pending offset; the metadata store holds its resolution, in format 1 when
+    an earlier version resolved it."""
+    pending, resolved = FORMAT_1_OFFSETS[-1], FORMAT_1_OFFSETS[2]
+    stored = tmp_path / "pending" / f"{pending.nonce}.json"  # the path store's layout (docs/source.md)
+    stored.parent.mkdir()
+    stored.write_text(FORMAT_1.read_text().splitlines()[2])
+    nowhere = SimpleNamespace(endpoint_url="http://127.0.0.1:9")  # no Kinesis call is made
+    source = reader(source_options(nowhere, "orders", tmp_path))  # type: ignore[arg-type]
+    assert source.offsets.committed(replace(pending, metadata_path=str(tmp_path)).to_dict()) == resolved
 
 
 def test_offset_size_per_shard_at_10000_shards() -> None:
