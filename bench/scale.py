@@ -318,6 +318,7 @@ COLUMNS = [
     "calls per busy trigger",
     "offset KB",
     "offset ms",
+    "offset B/shard",
 ]
 
 
@@ -333,6 +334,7 @@ def row(server: str, count: int, samples: dict[str, Samples], baseline: list[flo
     cells += [f"{median(ours.triggers):.0f}", f"{median(ours.idle):.0f}", f"{base / median(ours.idle):.2f}"]
     cells += [f"{median(ours.steady):.0f}", f"{base / median(ours.steady):.2f}"]
     cells += [f"{median(every.busy):.0f}", f"{median(every.idle):.0f}", calls, f"{size_kb:.0f}", f"{offset_ms:.0f}"]
+    cells += [f"{size_kb * 1000 / count:.0f}"]  # the offset's JSON bytes per shard
     return cells
 
 

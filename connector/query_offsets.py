@@ -14,7 +14,6 @@ two pyspark calling conventions need between calls:
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
@@ -24,8 +23,8 @@ from connector.source_settings import SourceSettings
 
 
 def as_dict(offset: KinesisOffset | PendingOffset) -> dict[str, Any]:
-    """An offset as the JSON dict Spark stores."""
-    return json.loads(offset.to_json())
+    """An offset as the JSON dict Spark stores (pyspark writes it with ``json.dumps``)."""
+    return offset.to_dict()
 
 
 class QueryOffsets:

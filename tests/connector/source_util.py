@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from connector.offsets import KinesisOffset
 from connector.stream_reader import KinesisStreamReader
 from localaws import LocalServer
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
@@ -135,3 +136,28 @@ def plan_first_batch(source: KinesisStreamReader) -> tuple[dict, dict]:
     """A new query's initial offset and its first batch's end offset, as Spark asks for them."""
     start = roundtrip(source.initialOffset())
     return start, roundtrip(source.latestOffset(start, None))
+
+
+def format_1_json(offset: KinesisOffset) -> str:
+    """``offset`` in format 1, as pyspark wrote it to ``offsets/<batch>`` before format 2: what checkpoints made
+    by the connector at 3fb384a hold (test_source_offsets checks it byte for byte against a stored fixture)."""
+    body: dict[str, Any] = {
+        "v": 1,
+        "sourceId": offset.source_id,
+        "metadataPath": offset.metadata_path,
+        "batchId": offset.batch_id,
+        "shards": {key: offset.shards[key].to_json() for key in sorted(offset.shards)},
+    }
+    if offset.parents:
+        body["parents"] = {key: list(parents) for key, parents in offset.parents.items()}
+    if offset.reads is not None:
+        body["reads"] = sorted(offset.reads)
+    if offset.max_records:
+        body["maxRecords"] = dict(offset.max_records)
+    if offset.until_ms is not None:
+        body["untilMs"] = offset.until_ms
+    if offset.source_document:
+        body["sourceDocument"] = True
+    if offset.pinned is not None:
+        body["pinned"] = dict(offset.pinned)
+    return json.dumps(body, sort_keys=True)

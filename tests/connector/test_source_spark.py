@@ -5,6 +5,7 @@ option errors at load() / start()."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -18,8 +19,9 @@ from urllib.parse import urlparse
 import pyarrow.parquet as pq
 import pytest
 from efo_util import efo_options
-from source_util import FORMAT, records_and_a_cut, source_options, wait_for
+from source_util import FORMAT, format_1_json, records_and_a_cut, source_options, wait_for
 
+from connector.offsets import KinesisOffset, parse_offset
 from localaws import LocalServer
 from localaws.streams import put_records, read_stream, unique_name
 
@@ -141,6 +143,39 @@ def _server_options(consumer: str, request: pytest.FixtureRequest) -> tuple[Loca
     return server, stream, options
 
 
+def _launch(options: dict[str, str], output: Path, checkpoint: Path) -> subprocess.Popen:
+    """The query of ``kinesis_query_app.py`` in its own process group: SIGKILL (``_kill``) takes the Python driver and
+    its JVM down at once, like a lost machine."""
+    command = [sys.executable, str(APP), json.dumps(options), str(output), str(checkpoint)]
+    return subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _kill(process: subprocess.Popen) -> None:
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(30)
+
+
+def _batches_done(checkpoint: Path) -> int:
+    commits = checkpoint / "commits"
+    return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.exists() else 0
+
+
+def _restart_until_every_record(options: dict[str, str], output: Path, checkpoint: Path, produced: list[bytes]) -> None:
+    """Start the query again from its checkpoint, wait until the sink committed as many records as ``produced``,
+    stop it, and check that it committed each of them exactly once."""
+    second = _launch(options, output, checkpoint)
+    try:
+        wait_for(
+            lambda: len(_committed(None, output)) >= len(produced) or second.poll() is not None,
+            timeout_s=120,
+            what="every record after the restart",
+        )
+        assert second.poll() is None, second.stderr.read().decode()[-3000:] if second.stderr else ""
+    finally:
+        _kill(second)
+    assert sorted(_committed(None, output)) == sorted(produced)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("store", "consumer"), [("path", "GetRecords"), ("dynamodb", "GetRecords"), ("path", "SubscribeToShard")]
@@ -154,19 +189,7 @@ def test_sigkill_of_the_driver_then_restart_reads_every_record_once(
     options["kinesis.maxFetchRecordsPerShard"] = "20" if consumer == "GetRecords" else "40"
     options.update(_metadata_options(store, request, tmp_path))
     output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
-    commits = checkpoint / "commits"
-
-    def launch() -> subprocess.Popen:
-        command = [sys.executable, str(APP), json.dumps(options), str(output), str(checkpoint)]
-        # Its own process group: SIGKILL takes the Python driver and its JVM down at once, like a lost machine.
-        return subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-    def kill(process: subprocess.Popen) -> None:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(30)
-
-    def batches_done() -> int:
-        return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.exists() else 0
+    batches_done = functools.partial(_batches_done, checkpoint)
 
     # Records keep arriving before, during and after the kill.
     during: list[bytes] = []
@@ -177,7 +200,7 @@ def test_sigkill_of_the_driver_then_restart_reads_every_record_once(
             time.sleep(0.25 if consumer == "GetRecords" else 1.0)  # kinesis-mock's resubscriptions take ~5 s
 
     producer = threading.Thread(target=produce)
-    first = launch()
+    first = _launch(options, output, checkpoint)
     try:
         wait_for(lambda: batches_done() >= 1 or first.poll() is not None, timeout_s=120, what="a first batch")
         assert first.poll() is None, first.stderr.read().decode()[-3000:] if first.stderr else ""
@@ -185,20 +208,64 @@ def test_sigkill_of_the_driver_then_restart_reads_every_record_once(
         wait_for(lambda: batches_done() >= 2, timeout_s=60, what="another batch")
         assert producer.is_alive(), "the producer must still be running when the driver dies"
     finally:
-        kill(first)
+        _kill(first)
     producer.join()
     produced += during + _put(server, stream, "stopped", 30)  # while no driver runs
-    second = launch()
+    _restart_until_every_record(options, output, checkpoint, produced)
+
+
+def _to_format_1(checkpoint: Path, metadata: Path, output: Path) -> list[int]:
+    """Rewrite a stopped query's offsets (and pyspark 4.0.2's pending resolutions) in format 1, as the connector
+    before format 2 wrote them, and undo its last batch's commit and sink entry, as if the driver died right after
+    planning it: the restart replays that batch from format-1 offsets. Returns the rewritten batch ids."""
+    rewritten = []
+    for path in sorted((checkpoint / "offsets").iterdir(), key=lambda p: p.name):
+        if not path.name.isdigit():
+            continue
+        lines = path.read_text().split("\n")  # "v1", Spark's batch metadata, then the source's offset
+        offset = parse_offset(lines[2])
+        if isinstance(offset, KinesisOffset):
+            path.write_text("\n".join([*lines[:2], format_1_json(offset), *lines[3:]]))
+            (path.parent / f".{path.name}.crc").unlink(missing_ok=True)  # Spark checks it against the text
+            rewritten.append(int(path.name))
+    for path in (metadata / "pending").glob("*.json"):
+        body = json.loads(path.read_text())
+        if "pending" not in body and body.get("v") == 2:  # a resolution of a pending offset
+            path.write_text(format_1_json(parse_offset(body)))  # type: ignore[arg-type]
+    last = max(int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit())
+    for log in (checkpoint / "commits", output / "_spark_metadata"):
+        (log / str(last)).unlink(missing_ok=True)
+        (log / f".{last}.crc").unlink(missing_ok=True)
+    return rewritten
+
+
+@pytest.mark.slow
+def test_restart_from_a_checkpoint_in_offset_format_1_reads_every_record_once(
+    kinesalite: LocalServer, lite_stream, tmp_path: Path
+) -> None:
+    """Checkpoints written before format 2 resume exactly: batches in format 1 replay, and the next ones plan
+    from them (in format 2)."""
+    stream = lite_stream(shards=2)
+    produced = _put(kinesalite, stream, "before", 80)
+    options = source_options(kinesalite, stream, tmp_path / "meta", **{"kinesis.maxFetchRecordsPerShard": "10"})
+    output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    first = _launch(options, output, checkpoint)
     try:
-        wait_for(
-            lambda: len(_committed(spark, output)) >= len(produced) or second.poll() is not None,
-            timeout_s=120,
-            what="every record after the restart",
-        )
-        assert second.poll() is None, second.stderr.read().decode()[-3000:] if second.stderr else ""
+        wait_for(lambda: _batches_done(checkpoint) >= 2 or first.poll() is not None, timeout_s=120, what="2 batches")
+        assert first.poll() is None, first.stderr.read().decode()[-3000:] if first.stderr else ""
     finally:
-        kill(second)
-    assert sorted(_committed(spark, output)) == sorted(produced)
+        _kill(first)
+    rewritten = _to_format_1(checkpoint, tmp_path / "meta", output)
+    assert rewritten, "the query planned batches"
+    assert len(_committed(None, output)) < len(produced)  # stopped mid-stream
+    produced += _put(kinesalite, stream, "after", 30)
+    _restart_until_every_record(options, output, checkpoint, produced)
+    offsets = {
+        int(p.name): p.read_text().split("\n")[2] for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()
+    }
+    assert all(json.loads(offsets[batch])["v"] == 1 for batch in rewritten)  # Spark keeps what it wrote
+    after = [json.loads(offsets[batch])["v"] for batch in offsets if batch > max(rewritten)]
+    assert 2 in after, after  # planned on the new code (pyspark 4.0.2's first one after a start is pending: 1)
 
 
 # --- batch reads --------------------------------------------------------------------------------------------
