@@ -118,7 +118,8 @@ class ShardProber:
         state = self._states.get(key)
         if state is None or state.position != position:
             state = self._states[key] = _ShardState(position)
-        if state.iterator is None and handoff is not None and handoff.usable_for(position):
+        older = state.iterator is None or (handoff is not None and handoff.at_ms > state.iterator.at_ms)
+        if handoff is not None and handoff.usable_for(position) and older:  # keep the fresher of the two
             state.iterator = handoff
         return state
 

@@ -8,15 +8,7 @@ import pickle
 import time
 from dataclasses import replace
 
-from source_util import (
-    next_batch,
-    payloads,
-    put_numbered,
-    read_all,
-    reader,
-    roundtrip,
-    source_options,
-)
+from source_util import next_batch, payloads, put_numbered, read_all, reader, roundtrip, source_options
 from test_source_range import CONTEXT, ListTransport, _page
 
 from connector.fetch.iterators import ITERATOR_MAX_AGE_MS, Handoff, wall_ms
@@ -152,8 +144,10 @@ def test_a_read_stopped_at_a_cap_on_a_page_end_hands_its_iterator_to_the_next_ba
         store = source.settings.metadata_store(str(tmp_path))
         read = store.get_shard_read(parse_offset(end).source_id, 0, stream, SHARD)
         assert read is not None and read.stop == STOP_LIMIT and read.next_iterator is not None
-        _, rows = next_batch(source, end)  # planned without a probe (a cap stop), read with the iterator
-        assert payloads(rows) == produced[3:]
+        following = roundtrip(source.latestOffset(end, None))  # planned without a probe (a cap stop)
+        partitions = list(source.partitions(end, following))
+        assert payloads(read_all(source, partitions)) == produced[3:]  # read with the handed iterator
+        assert payloads(read_all(source, partitions)) == produced[3:]  # the task again: the same records
         assert proxy.calls["GetShardIterator"] == 1, proxy.calls
 
 
