@@ -50,7 +50,7 @@ from typing import Protocol
 import pyarrow as pa
 
 from connector.decode import Page, ShardContext
-from connector.fetch.iterators import Handoff, PositionGoneError, ShardGoneError, data_loss
+from connector.fetch.iterators import Handoff, PositionGoneError, ShardGoneError, data_loss, wall_ms
 from connector.metadata.store import (
     STOP_BOUND,
     STOP_CAUGHT_UP,
@@ -274,7 +274,7 @@ class ShardRange:
             self._aligned = whole and last is not None and last[0] == page.last_sequence and last[2]
         self._tail = None
         if self._hands_off and self._aligned and page.next_iterator is not None:
-            self._tail = (page.next_iterator, now_ms())
+            self._tail = (page.next_iterator, wall_ms())
 
     def _until(self) -> tuple[str, int] | None:
         """The last record to return when the range has a fixed end (a replay, or a batch read's end)."""
