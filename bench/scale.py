@@ -17,11 +17,13 @@ For each count, a round puts one record per shard and then, for ours (``KinesisS
 driver's whole job per trigger, default options) and for ours asking every shard each trigger
 (``kinesis.maxProbesPerTrigger`` unbounded, the behaviour before that option):
 - *busy*: the triggers that plan a batch until every shard's record is read (reads by ``read``, not timed);
-- *idle*: the trigger right after (positions moved: every shard needs a new iterator and a probe);
+- *idle*: the trigger right after (positions moved: each shard's probe starts with the iterator its read handed on,
+  ``ShardRead.next_iterator``, so no GetShardIterator);
 - *steady idle*: a later trigger (probes reuse iterators).
 Baseline, in the same run: a hand-written driver learning the same with plain boto3 calls one after the other
 (ListShards, then GetShardIterator + GetRecords(Limit=1) per shard). Printed: median ms, the ratio baseline /
-ours, triggers per round, Kinesis calls per busy trigger by kind, and the offset Spark writes to its checkpoint
+ours, triggers per round, Kinesis calls by kind per busy trigger, per busy trigger's reads and per idle trigger
+(ours), and the offset Spark writes to its checkpoint
 every batch (JSON size; ms to parse it and write it back, as each trigger does). Nothing here is asserted.
 """
 
@@ -235,6 +237,8 @@ class Samples:
     steady: list[float] = field(default_factory=list)
     triggers: list[int] = field(default_factory=list)  # busy triggers per round
     calls: Counter = field(default_factory=Counter)  # over all busy triggers
+    read_calls: Counter = field(default_factory=Counter)  # over all busy triggers' reads
+    idle_calls: Counter = field(default_factory=Counter)  # over all idle triggers
 
 
 def one_round(reader: KinesisStreamReader, start: dict, count: int, calls: Calls, samples: Samples) -> dict:
@@ -247,14 +251,18 @@ def one_round(reader: KinesisStreamReader, start: dict, count: int, calls: Calls
         samples.calls += calls.counts - before
         samples.busy.append(busy_ms)
         triggers += 1
+        before = Counter(calls.counts)
         rows += sum(batch.num_rows for p in reader.partitions(start, end) for batch in reader.read(p))
+        samples.read_calls += calls.counts - before
         reader.commit(end)
         start = end
         time.sleep(0.25)  # past the probe interval
     samples.triggers.append(triggers)
     assert rows == count, rows
     time.sleep(0.25)
+    before = Counter(calls.counts)
     idle_ms, same = timed_ms(lambda s=start: reader.latestOffset(s, None))
+    samples.idle_calls += calls.counts - before
     time.sleep(0.25)
     steady_ms, same = timed_ms(lambda s=start: reader.latestOffset(s, None))
     assert same == start
@@ -316,6 +324,8 @@ COLUMNS = [
     "ask-all busy ms",
     "ask-all idle ms",
     "calls per busy trigger",
+    "its reads' calls",
+    "calls per idle trigger",
     "offset KB",
     "offset ms",
     "offset B/shard",
@@ -327,15 +337,19 @@ def row(server: str, count: int, samples: dict[str, Samples], baseline: list[flo
     ours, every = samples["ours"], samples["ask all"]
     median = statistics.median
     triggers = sum(ours.triggers)
-    per_trigger = {kind: n / triggers for kind, n in sorted(ours.calls.items())}
-    calls = ", ".join(f"{kind} {n:.0f}" if n >= 10 else f"{kind} {n:.2g}" for kind, n in per_trigger.items())
     size_kb, offset_ms = checkpoint_measures(offset)
     cells = [server, f"{count}", f"{base:.0f}", f"{median(ours.busy):.0f}", f"{base / median(ours.busy):.2f}"]
     cells += [f"{median(ours.triggers):.0f}", f"{median(ours.idle):.0f}", f"{base / median(ours.idle):.2f}"]
     cells += [f"{median(ours.steady):.0f}", f"{base / median(ours.steady):.2f}"]
-    cells += [f"{median(every.busy):.0f}", f"{median(every.idle):.0f}", calls, f"{size_kb:.0f}", f"{offset_ms:.0f}"]
-    cells += [f"{size_kb * 1000 / count:.0f}"]  # the offset's JSON bytes per shard
-    return cells
+    cells += [f"{median(every.busy):.0f}", f"{median(every.idle):.0f}", per_call(ours.calls, triggers)]
+    cells += [per_call(ours.read_calls, triggers), per_call(ours.idle_calls, len(ours.idle))]
+    return [*cells, f"{size_kb:.0f}", f"{offset_ms:.0f}", f"{size_kb * 1000 / count:.0f}"]  # last: bytes per shard
+
+
+def per_call(counts: Counter, triggers: int) -> str:
+    """Calls by kind per trigger, e.g. ``GetRecords 1000, ListShards 1``."""
+    per_trigger = {kind: n / triggers for kind, n in sorted(counts.items())}
+    return ", ".join(f"{kind} {n:.0f}" if n >= 10 else f"{kind} {n:.2g}" for kind, n in per_trigger.items()) or "none"
 
 
 def plot(path: str, table: list[list[str]]) -> None:

@@ -32,7 +32,7 @@ from typing import Any
 from connector import options as opts
 from connector.aws import kinesis_client, kinesis_reader_client
 from connector.consumers import QueryConsumers
-from connector.fetch.iterators import PositionGoneError, ShardGoneError, data_loss
+from connector.fetch.iterators import Handoff, PositionGoneError, ShardGoneError, data_loss
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
 from connector.metadata.store import MORE_WAITING, MetadataStore, ShardRead
 from connector.offsets import (
@@ -129,6 +129,7 @@ class BatchPlanner:
         self.dropped_out_of_range = 0  # KPL sub-records outside their shard's range, since this driver started
         self.loss_events: list[dict[str, Any]] = []  # the last MAX_LOSS_EVENTS data losses executors found
         self._ends: tuple[tuple[str, int], dict[str, Position], set[str]] | None = None
+        self.handoffs: dict[str, Handoff] = {}  # the iterators the last reads ended with (ShardRead.next_iterator)
         efo = settings.efo
         self.consumers = (
             None
@@ -177,8 +178,16 @@ class BatchPlanner:
         for key, position in offset.active().items():
             stream, shard_id = split_shard_key(key)
             low, high = self.catalog.hash_range(stream, shard_id)
-            tasks.append(ShardTask(stream, shard_id, low, high, position, offset.max_records.get(key)))
+            handoff = self._handoff(key, position)
+            tasks.append(ShardTask(stream, shard_id, low, high, position, offset.max_records.get(key), handoff))
         return tasks
+
+    def _handoff(self, key: str, position: Position) -> Handoff | None:
+        """The freshest iterator known at ``position`` (the shard's last read or probe), so that the read starts
+        with GetRecords; None after a restart, or when none points exactly there."""
+        known = [self.prober.handoff(key, position), self.handoffs.get(key)]
+        usable = [handoff for handoff in known if handoff is not None and handoff.usable_for(position)]
+        return max(usable, key=lambda handoff: handoff.at_ms, default=None)
 
     # --- the next offset --------------------------------------------------------------------------------------
 
@@ -236,6 +245,8 @@ class BatchPlanner:
             read = reads[split_shard_key(key)]
             assert read is not None
             positions[key] = read.next_start()
+            if read.next_iterator is not None and read.iterator_ms is not None:
+                self.handoffs[key] = Handoff(positions[key], read.next_iterator, read.iterator_ms)
             if read.stop in MORE_WAITING:
                 waiting.add(key)
             if read.millis_behind_latest is not None:
@@ -308,6 +319,7 @@ class BatchPlanner:
                 data_loss(key_label(key), position, gone, self.settings.fail_on_data_loss, "the other shards")
                 self._reported_vanished.add(key)
         self.prober.forget(set(positions))
+        self.handoffs = {key: handoff for key, handoff in self.handoffs.items() if key in positions}
         self.lag = {key: lag for key, lag in self.lag.items() if key in positions}
 
     def _find_waiting(
@@ -335,7 +347,7 @@ class BatchPlanner:
             to_probe = {key: positions[key] for key in readable if key not in known and key not in answered}
             if not to_probe:
                 return with_data, arrivals
-            results = self.prober.probe(to_probe, bound_ms)
+            results = self.prober.probe(to_probe, bound_ms, self.handoffs)
             answered |= set(results)
             finished_some = False
             for key, result in results.items():

@@ -9,8 +9,10 @@ and at most ``kinesis.maxProbesPerTrigger`` per call, those asked longest ago fi
 (each call costs the driver ~1 ms of CPU in botocore) a trigger asks a share of them and the rest keep their
 last answer, so planning time stays bounded and every shard is asked within a few triggers.
 An empty answer's NextShardIterator is kept and used by the next probe, so an idle shard costs no
-GetShardIterator either. A probe that sees a record forgets its iterator: the record is not consumed, the
-executors read it from the position.
+GetShardIterator either. A probe that sees a record keeps the iterator it asked with (an iterator is a position:
+it still points at the record), which the planner hands to the batch's read of the shard (``handoff``). A shard
+at a new position starts with the iterator its last read handed on, when it has one (``probe(handoffs=...)``);
+an iterator Kinesis refuses is replaced by a new one at the same position.
 """
 
 from __future__ import annotations
@@ -24,12 +26,11 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from connector.fetch.iterators import PositionGoneError, ShardGoneError, open_iterator
+from connector.fetch.iterators import Handoff, PositionGoneError, ShardGoneError, open_iterator, refused_iterator
 from connector.offsets import Position, shard_label, split_shard_key
 from connector.parallel import WORKERS, parallel_map
 from connector.retry import RetryPolicy, error_code
 
-ITERATOR_MAX_AGE_S = 240.0  # Kinesis iterators expire after 5 minutes
 # An answer younger than the interval is reused, but triggers on the interval's own period arrive a few ms
 # early or late: without this slack, every other one would reuse the answer and see new records an interval late.
 INTERVAL_SLACK = 0.1
@@ -57,8 +58,7 @@ class _ShardState:
     position: Position
     result: ProbeResult | None = None
     probed_at: float = 0.0
-    iterator: str | None = None
-    iterator_at: float = 0.0
+    iterator: Handoff | None = None  # a GetRecords iterator at ``position``
     since: float = field(default_factory=time.monotonic)  # when the shard reached this position
 
 
@@ -82,15 +82,20 @@ class ShardProber:
         self._lock = threading.Lock()
         self.calls = 0  # GetRecords calls made (probes run on several threads), for tests and logs
 
-    def probe(self, positions: Mapping[str, Position], bound_ms: int | None = None) -> dict[str, ProbeResult]:
+    def probe(
+        self,
+        positions: Mapping[str, Position],
+        bound_ms: int | None = None,
+        handoffs: Mapping[str, Handoff] | None = None,
+    ) -> dict[str, ProbeResult]:
         """An answer per shard key that has one; ``bound_ms``: a record that arrived after it does not count
-        (AvailableNow).
+        (AvailableNow); ``handoffs``: iterators known elsewhere (a read's last), used where no iterator is kept.
 
         Shards whose answer is older than the interval are asked again, at most ``max_asks`` of them, those asked
         longest ago (or never) first; the others keep their last answer, and a shard never asked at its position
         has none yet (it is left out, and asked first next time).
         """
-        states = {key: self._state(key, position) for key, position in positions.items()}
+        states = {key: self._state(key, position, (handoffs or {}).get(key)) for key, position in positions.items()}
         now = time.monotonic()
         due = [key for key, state in states.items() if self._due(state, now)]
         due.sort(key=lambda key: (self._waiting_since(states[key]), key))
@@ -103,10 +108,19 @@ class ShardProber:
         for key in [key for key in self._states if key not in keep]:
             del self._states[key]
 
-    def _state(self, key: str, position: Position) -> _ShardState:
+    def handoff(self, key: str, position: Position) -> Handoff | None:
+        """The iterator this prober holds for ``key`` at ``position``, while it is fresh (for the shard's read)."""
+        state = self._states.get(key)
+        iterator = state.iterator if state is not None else None
+        return iterator if iterator is not None and iterator.usable_for(position) else None
+
+    def _state(self, key: str, position: Position, handoff: Handoff | None) -> _ShardState:
         state = self._states.get(key)
         if state is None or state.position != position:
             state = self._states[key] = _ShardState(position)
+        older = state.iterator is None or (handoff is not None and handoff.at_ms > state.iterator.at_ms)
+        if handoff is not None and handoff.usable_for(position) and older:  # keep the fresher of the two
+            state.iterator = handoff
         return state
 
     def _due(self, state: _ShardState, now: float) -> bool:
@@ -123,29 +137,34 @@ class ShardProber:
 
     def _refresh(self, key: str, state: _ShardState, bound_ms: int | None) -> None:
         now = time.monotonic()
-        state.result = self._ask(key, state, now, bound_ms)
+        state.result = self._ask(key, state, bound_ms)
         state.probed_at = now
 
-    def _ask(self, key: str, state: _ShardState, now: float, bound_ms: int | None) -> ProbeResult:
+    def _ask(self, key: str, state: _ShardState, bound_ms: int | None) -> ProbeResult:
         stream, shard_id = split_shard_key(key)
         what = shard_label(stream, shard_id)
         kinesis = self._client_factory()
-        for _attempt in range(2):  # a second time only after an expired iterator
+        for _attempt in range(2):  # a second time only after an expired or refused iterator
+            kept = state.iterator is not None and state.iterator.usable_for(state.position)
             try:
-                if state.iterator is None or now - state.iterator_at > ITERATOR_MAX_AGE_S:
-                    state.iterator = open_iterator(kinesis, stream, shard_id, state.position, self._retry, what)
-                    state.iterator_at = now
+                if not kept:
+                    opened = open_iterator(kinesis, stream, shard_id, state.position, self._retry, what)
+                    state.iterator = Handoff.received(state.position, opened)
+                assert state.iterator is not None
                 with self._lock:
                     self.calls += 1
                 answer = self._retry.call(
-                    kinesis.get_records, ShardIterator=state.iterator, Limit=1, what=f"GetRecords (probe) on {what}"
+                    kinesis.get_records,
+                    ShardIterator=state.iterator.iterator,
+                    Limit=1,
+                    what=f"GetRecords (probe) on {what}",
                 )
             except PositionGoneError as gone:
                 return ProbeResult(Found.POSITION_GONE, error=str(gone))
             except ShardGoneError as gone:
                 return ProbeResult(Found.SHARD_GONE, error=str(gone))
             except ClientError as exc:
-                if error_code(exc) != "ExpiredIteratorException":
+                if error_code(exc) != "ExpiredIteratorException" and not (kept and refused_iterator(exc)):
                     raise
                 state.iterator = None
                 continue
@@ -156,14 +175,14 @@ class ShardProber:
     def _judge(state: _ShardState, answer: dict[str, Any], bound_ms: int | None) -> ProbeResult:
         behind = answer.get("MillisBehindLatest")
         records = answer.get("Records") or []
-        if records:
-            state.iterator = None  # it moved past a record the batch has to read
+        if records:  # the iterator asked with still points at the record: kept, NextShardIterator is past it
             arrival = records[0].get("ApproximateArrivalTimestamp")
             arrival_ms = round(arrival.timestamp() * 1000) if arrival is not None else None
             late = bound_ms is not None and arrival_ms is not None and arrival_ms > bound_ms
             return ProbeResult(Found.NOTHING if late else Found.DATA, behind, arrival_ms)
-        state.iterator = answer.get("NextShardIterator")
-        if state.iterator is None:
+        following = answer.get("NextShardIterator")
+        state.iterator = Handoff.received(state.position, following) if following is not None else None
+        if following is None:
             return ProbeResult(Found.SHARD_END, behind)
         if behind:  # nothing in this stretch, but records further on (AWS skips through old, empty stretches)
             return ProbeResult(Found.DATA, behind)

@@ -219,7 +219,7 @@ class SourceSettings:
                 self.client, efo.subscribe_timeout_s, retry, consumer_arn, efo.consumer_name, context
             )
         polling = PollingSettings(self.records_per_fetch, self.fetch_interval_s)
-        return GetRecordsTransport(kinesis, context, self.client.retry, polling)
+        return GetRecordsTransport(kinesis, context, self.client.retry, polling, task.handoff)
 
     def metadata_store(self, path: str) -> MetadataStore:
         """The metadata store at ``path`` (an offset's ``metadataPath``): the application's own credentials (never

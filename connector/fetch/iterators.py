@@ -4,12 +4,18 @@ Who calls it: ``fetch.polling.GetRecordsTransport`` (reading a shard), ``fetch.e
 for SubscribeToShard) and the driver's ``probe.ShardProber`` (asking whether a shard has new records). All need the same
 answers to the same questions: which GetShardIterator request a position means, what to do when Kinesis thinks an
 AT_TIMESTAMP is in its future, and whether an error means the position's records are gone (``kinesis.failOnDataLoss``).
+
+A ``Handoff`` is an iterator someone already holds at a known position (a read's last NextShardIterator, a probe's):
+the next read or probe of that position starts with GetRecords instead of GetShardIterator. Kinesis iterators are
+positions, not cursors (using one does not move it) and expire after 5 minutes; one Kinesis refuses
+(``refused_iterator``) is replaced by a fresh one at the same position.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -21,6 +27,38 @@ log = logging.getLogger(__name__)
 
 FUTURE_TIMESTAMP_WAITS = 50
 FUTURE_TIMESTAMP_PAUSE_S = 0.2
+ITERATOR_MAX_AGE_MS = 240_000  # Kinesis iterators expire after 5 minutes: a minute's margin for clocks and queues
+# What GetRecords answers an iterator it will not take: expired, malformed or foreign (kinesalite, AWS), or one of a
+# stream that is gone or was re-created. GetShardIterator at the position then says what really happened.
+REFUSED_ITERATOR = frozenset({"ExpiredIteratorException", "InvalidArgumentException", "ResourceNotFoundException"})
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """A GetRecords shard iterator that points exactly at ``position``, received at ``at_ms`` (wall clock, ms)."""
+
+    position: Position
+    iterator: str
+    at_ms: int
+
+    @classmethod
+    def received(cls, position: Position, iterator: str) -> Handoff:
+        """An iterator at ``position`` Kinesis sent just now."""
+        return cls(position, iterator, wall_ms())
+
+    def usable_for(self, position: Position) -> bool:
+        """It stands for ``position`` and has not expired (by our margin)."""
+        return position == self.position and wall_ms() - self.at_ms < ITERATOR_MAX_AGE_MS
+
+
+def wall_ms() -> int:
+    """Wall-clock milliseconds: an iterator's age is compared across hosts (executor read, driver probe)."""
+    return round(time.time() * 1000)
+
+
+def refused_iterator(exc: ClientError) -> bool:
+    """GetRecords refused the iterator itself: open a new one at the same position instead of failing."""
+    return error_code(exc) in REFUSED_ITERATOR
 
 
 class DataLossError(RuntimeError):

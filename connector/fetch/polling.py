@@ -6,7 +6,8 @@ which rows count and when to stop; this module only talks to Kinesis: it opens a
 each call's ``Limit`` to what the range still wants, starts calls at least ``fetch_interval_s`` apart (Kinesis
 allows 5 GetRecords per second per shard; a call that itself took that long is followed at once), decodes the raw
 answer body (``decode.decode_get_records``, the fast path), and re-opens after the last record it delivered when
-an iterator expires.
+an iterator expires. A read handed an iterator at its start (``ShardTask.handoff``: the shard's last read or probe
+ended there) starts with GetRecords; if Kinesis refuses it, it opens a new one at the same position.
 
 Read-ahead: while the caller works through a page (turning it into Arrow, Spark taking it), the next GetRecords
 is already under way on a thread of the transport's own, when the page says more records follow (not the shard's
@@ -28,7 +29,7 @@ from botocore.exceptions import ClientError
 
 from connector.aws import RAW_BODY
 from connector.decode import Page, ShardContext, decode_get_records
-from connector.fetch.iterators import open_iterator
+from connector.fetch.iterators import Handoff, open_iterator, refused_iterator
 from connector.offsets import AFTER_SEQUENCE_NUMBER, WHOLE_RECORD, Position, shard_label
 from connector.retry import RetryPolicy, error_code
 
@@ -68,27 +69,37 @@ class CallPacer:
 class GetRecordsTransport:
     """``ShardTransport`` over GetRecords for one shard (``kinesis``: a raw-body reader client, see connector.aws)."""
 
+    hands_off_iterators = True  # Page.next_iterator is a GetRecords iterator (fetch.range.ShardTransport)
+
     def __init__(
-        self, kinesis: Any, context: ShardContext, retry: RetryPolicy, settings: PollingSettings = PollingSettings()
+        self,
+        kinesis: Any,
+        context: ShardContext,
+        retry: RetryPolicy,
+        settings: PollingSettings = PollingSettings(),
+        handoff: Handoff | None = None,
     ):
         self.kinesis = kinesis
         self.context = context
         self.retry = retry
         self.settings = settings
         self.pacer = CallPacer(settings.fetch_interval_s)
+        self.handoff = handoff  # an iterator someone already holds, used when a read starts at its position
         self._what = shard_label(context.stream_name, context.shard_id)
 
     def pages(self, start: Position, wanted: Callable[[], int | None]) -> Iterator[Page]:
         """Pages from ``start`` until a page without NextShardIterator (the shard's end)."""
         position = start
-        iterator = self._open(position)
+        handoff = self.handoff if self.handoff is not None and self.handoff.usable_for(start) else None
+        iterator = handoff.iterator if handoff is not None else self._open(position)
+        handed = handoff is not None  # the first call's iterator came from elsewhere: Kinesis may refuse it
         ahead: Future[Page | None] | None = None  # the next page, asked while the caller works on this one
         pool: ThreadPoolExecutor | None = None
         try:
             while True:
-                page = ahead.result() if ahead is not None else self._paced_call(iterator, wanted())
-                ahead = None
-                if page is None:  # the iterator expired: a new one after the last record delivered
+                page = ahead.result() if ahead is not None else self._paced_call(iterator, wanted(), handed)
+                ahead, handed = None, False
+                if page is None:  # the iterator expired or was refused: a new one after the last record delivered
                     iterator = self._open(position)
                     continue
                 more = self._read_ahead_limit(page, wanted())
@@ -115,24 +126,24 @@ class GetRecordsTransport:
         left = wanted - len(page)
         return left if left > 0 else None
 
-    def _paced_call(self, iterator: str, wanted: int | None) -> Page | None:
+    def _paced_call(self, iterator: str, wanted: int | None, handed: bool = False) -> Page | None:
         self.pacer.wait()
-        return self._get_records(iterator, wanted)
+        return self._get_records(iterator, wanted, handed)
 
     def _open(self, position: Position) -> str:
         return open_iterator(
             self.kinesis, self.context.stream_name, self.context.shard_id, position, self.retry, self._what
         )
 
-    def _get_records(self, iterator: str, wanted: int | None) -> Page | None:
-        """One GetRecords answer, decoded; None when the iterator expired."""
+    def _get_records(self, iterator: str, wanted: int | None, handed: bool = False) -> Page | None:
+        """One GetRecords answer, decoded; None when the iterator expired (or, ``handed``, was refused)."""
         limit = self.settings.records_per_call if wanted is None else min(self.settings.records_per_call, wanted)
         try:
             answer = self.retry.call(
                 self.kinesis.get_records, ShardIterator=iterator, Limit=limit, what=f"GetRecords on {self._what}"
             )
         except ClientError as exc:
-            if error_code(exc) == "ExpiredIteratorException":
+            if error_code(exc) == "ExpiredIteratorException" or (handed and refused_iterator(exc)):
                 return None
             raise
         page = decode_get_records(answer[RAW_BODY], self.context)

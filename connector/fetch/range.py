@@ -24,6 +24,12 @@ Stop conditions, in order of precedence:
   ``at_tip``: records, but nothing after them, so the read stops without asking again (a pause earlier);
 - ``max_time_s`` spent (not during a replay, and never when the driver completes a read).
 
+Iterator handoff (GetRecords only): when the read consumed its last page whole, that page's NextShardIterator points
+exactly where the next read starts (``ShardRead.next_start()``), so the result carries it (``ShardRead.next_iterator``)
+for the planner to hand to the next probe or read of the shard (``ShardTask.handoff``). A read that stopped inside a
+page (a record cap, the arrival bound, a fixed end before the page's last record), or whose last records all came to
+nothing (KPL sub-records out of range, a start inside an aggregate), hands nothing: that iterator points elsewhere.
+
 A closed shard's end comes from the transport (``next_iterator`` None: GetRecords' missing NextShardIterator,
 SubscribeToShard's null ContinuationSequenceNumber). A subscription may instead keep sending empty events at the
 tip of a closed shard (kinesis-mock never ends it; AWS could stop at the tip before the end event): the read then
@@ -44,7 +50,7 @@ from typing import Protocol
 import pyarrow as pa
 
 from connector.decode import Page, ShardContext
-from connector.fetch.iterators import PositionGoneError, ShardGoneError, data_loss
+from connector.fetch.iterators import Handoff, PositionGoneError, ShardGoneError, data_loss, wall_ms
 from connector.metadata.store import (
     STOP_BOUND,
     STOP_CAUGHT_UP,
@@ -79,6 +85,7 @@ class ShardTask:
     ending_hash_key: int
     start: Position
     max_records: int | None = None  # this batch's share of kinesis.maxRecordsPerTrigger, if any
+    handoff: Handoff | None = None  # a GetRecords iterator at ``start`` from the shard's last read or probe
 
     @property
     def label(self) -> str:
@@ -101,7 +108,9 @@ class ShardTransport(Protocol):
         """Pages from ``start`` on, in order, until the caller stops iterating or a page ends the shard.
 
         ``wanted()`` is how many more rows the range can return (None: no cap), a hint for sizing requests.
-        Raises PositionGoneError / ShardGoneError when ``start`` cannot be opened.
+        Raises PositionGoneError / ShardGoneError when ``start`` cannot be opened. A transport whose
+        ``next_iterator`` is a GetRecords shard iterator (not a subscription's continuation) says so with a true
+        class attribute ``hands_off_iterators``: only then does a read hand its last one on.
         """
         ...
 
@@ -155,6 +164,9 @@ class ShardRange:
         self._last: tuple[str, int, bool] | None = None  # sequence, sub-sequence, last of its Kinesis record
         self._behind: int | None = None
         self._start = task.start  # where reading really started (TRIM_HORIZON after lost data)
+        self._hands_off = False  # the transport's next_iterator is a GetRecords iterator
+        self._aligned = True  # the last page's next_iterator points at next_start() (see the module doc)
+        self._tail: tuple[str, int] | None = None  # that iterator and when it came (wall ms), while aligned
 
     def batches(self, transport: ShardTransport) -> Iterator[pa.RecordBatch]:
         """RecordBatches of the shard's records from the start position to the first stop condition."""
@@ -183,6 +195,7 @@ class ShardRange:
         deadline = None
         if self.limits.max_time_s is not None and self.replay is None:
             deadline = time.monotonic() + self.limits.max_time_s
+        self._hands_off = bool(getattr(transport, "hands_off_iterators", False))
         pages = self._open(transport)
         if pages is None:
             return STOP_SHARD_END
@@ -193,6 +206,7 @@ class ShardRange:
             if stop_at > start:
                 yield page, start, stop_at
                 self._took(page, start, stop_at)
+            self._follow(page, whole=stop_at == len(page))
             if stop is not None:
                 return stop
             if page.next_iterator is None:
@@ -251,6 +265,17 @@ class ShardRange:
         last = stop_at - 1
         self._last = (page.sequences[last], page.subs[last], page.record_ends[last])
 
+    def _follow(self, page: Page, whole: bool) -> None:
+        """Keep the page's next iterator while it points exactly at where the next read starts: after the last
+        record returned, which must be the page's last Kinesis record, returned whole. An empty page leaves its
+        iterator where the previous one was."""
+        if page.kinesis_records:
+            last = self._last
+            self._aligned = whole and last is not None and last[0] == page.last_sequence and last[2]
+        self._tail = None
+        if self._hands_off and self._aligned and page.next_iterator is not None:
+            self._tail = (page.next_iterator, wall_ms())
+
     def _until(self) -> tuple[str, int] | None:
         """The last record to return when the range has a fixed end (a replay, or a batch read's end)."""
         if self.replay is not None and self.replay.last_sequence_number is not None:
@@ -281,6 +306,8 @@ class ShardRange:
             stop=stop,
             dropped_out_of_range=self._dropped,
             data_loss=self._loss,
+            next_iterator=self._tail[0] if self._tail else None,
+            iterator_ms=self._tail[1] if self._tail else None,
         )
         if self.replay is not None:
             if self._count != self.replay.records:

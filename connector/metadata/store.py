@@ -65,7 +65,10 @@ class ShardRead:
     the whole record; ``shard_end`` says the shard is closed and was read to its end; ``stop`` says why the
     read stopped (``STOP_*``). Optional (absent in older records): ``dropped_out_of_range`` counts KPL
     sub-records dropped because their hash key is outside the shard's range, ``data_loss`` says the read found
-    its start gone (``kinesis.failOnDataLoss=false``); the driver logs and reports both.
+    its start gone (``kinesis.failOnDataLoss=false``); the driver logs and reports both. ``next_iterator`` is
+    a GetRecords shard iterator pointing exactly at ``next_start()`` (the read consumed its last page whole),
+    received at ``iterator_ms`` (wall clock): the next read or probe of the shard starts with it instead of
+    GetShardIterator while it is fresh. It is a hint, not part of the range: two attempts may hold different ones.
     """
 
     stream: str
@@ -80,6 +83,8 @@ class ShardRead:
     stop: str | None = None
     dropped_out_of_range: int = 0
     data_loss: DataLossEvent | None = None
+    next_iterator: str | None = None
+    iterator_ms: int | None = None
 
     def same_range(self, other: ShardRead) -> bool:
         """Both name the same records: same start, count and end (bookkeeping such as lag or why the read
@@ -112,6 +117,9 @@ class ShardRead:
             body["droppedOutOfRange"] = self.dropped_out_of_range
         if self.data_loss is not None:
             body["dataLoss"] = self.data_loss.to_json()
+        if self.next_iterator is not None:
+            body["nextShardIterator"] = self.next_iterator
+            body["iteratorMs"] = self.iterator_ms
         return body
 
     @classmethod
@@ -129,6 +137,8 @@ class ShardRead:
             stop=body.get("stop"),
             dropped_out_of_range=int(body.get("droppedOutOfRange", 0)),
             data_loss=DataLossEvent.from_json(body["dataLoss"]) if body.get("dataLoss") else None,
+            next_iterator=body.get("nextShardIterator"),
+            iterator_ms=body.get("iteratorMs"),
         )
 
 
