@@ -5,8 +5,8 @@ Run: ``.venv/bin/python -m bench.source_throughput [--records 200000] [--size 10
 
 A 4-shard kinesalite stream is pre-loaded with ``--records`` records of ``--size`` bytes. In the same run:
 - baseline: a boto3 loop reading every shard from TRIM_HORIZON to the tip (GetRecords Limit 10,000), one
-  thread, keeping each record's data (botocore parses every answer); run before and after ours (the machine is
-  shared: the mean of the two is the baseline);
+  thread, keeping each record's data (botocore parses every answer); run before, between and after our two
+  queries (the host's speed drifts: the mean of the three is the baseline, each is printed);
 - ours: ``spark.readStream.format("aws-kinesis")`` with ``Trigger.AvailableNow`` and
   ``kinesis.maxRecordsPerTrigger=--per-batch`` into the ``noop`` sink on local[2], through
   ``bench.first_batch.TimedKinesisSource`` (the same source, logging when its calls run). Spark's start-up
@@ -15,7 +15,8 @@ A 4-shard kinesalite stream is pre-loaded with ``--records`` records of ``--size
 - ours again, warm: the same query (new checkpoint and metadata) right after, in the same session: Spark's
   Python daemon and workers are up, as for every query after an application's first;
 - the ceiling: ``bench.common.raw_loop``, the same loop without botocore's parsing: kinesalite (one Node.js
-  thread) answering one GetRecords at a time; a reader of this server gains at most this over the baseline;
+  thread) answering one GetRecords at a time, before and after ours; a reader of this server gains at most this
+  over the baseline;
 - Spark's floor: a streaming Python source whose 4 partitions read nothing (``bench.timing_log.EmptySource``),
   one AvailableNow batch in a fresh Spark (a subprocess: ``--floor``), so that its JVM is as cold as ours.
 Printed: seconds, records/s and the ratio to the baseline (goals: whole query >= 1.0, steady state >= 1.5), then
@@ -176,8 +177,9 @@ def main(argv: list[str] | None = None) -> None:
         kinesis = server.client("kinesis")
         stream = preloaded_stream(kinesis, "bench-throughput", SHARDS, args.records, args.size)
 
-        baseline_before = read_seconds(boto3_loop, kinesis, stream, args.records)
-        raw_s = read_seconds(raw_loop, server, stream, args.records)
+        # This host's speed drifts by tens of percent within minutes: baselines before, between and after ours.
+        baselines = [read_seconds(boto3_loop, kinesis, stream, args.records)]
+        ceilings = [read_seconds(raw_loop, server, stream, args.records)]
 
         log_path = os.path.join(work, "timing.jsonl")
         started = time.perf_counter()
@@ -186,20 +188,25 @@ def main(argv: list[str] | None = None) -> None:
         opts = options(server, stream, os.path.join(work, "metadata"))
         opts["kinesis.maxrecordspertrigger"] = str(args.per_batch)
         started_at, wall_s, progress = available_now(spark, "aws-kinesis-timed", opts)
+        baselines.append(read_seconds(boto3_loop, kinesis, stream, args.records))
         opts["kinesis.metadatapath"] = os.path.join(work, "metadata-warm")
         _, warm_s, warm_progress = available_now(spark, "aws-kinesis", opts)
         spark.stop()
         parts = first_batch_parts(started_at, progress, log_path)
 
-        baseline_after = read_seconds(boto3_loop, kinesis, stream, args.records)
-    baseline_s = (baseline_before + baseline_after) / 2
+        baselines.append(read_seconds(boto3_loop, kinesis, stream, args.records))
+        ceilings.append(read_seconds(raw_loop, server, stream, args.records))
+    baseline_s, raw_s = sum(baselines) / len(baselines), sum(ceilings) / len(ceilings)
     for run in (progress, warm_progress):
         assert sum(p["numInputRows"] for p in run) == args.records, [p["numInputRows"] for p in run]
     steady_rows, steady_s = steady_state(progress)
     warm_rows, warm_steady_s = steady_state(warm_progress)
     print(f"{args.records:,} records x {args.size} B in {SHARDS} kinesalite shards; Spark local[2]; ")
     print(f"{len(progress)} micro-batches of up to {args.per_batch:,}; Spark start-up {startup_s:.1f} s (not included)")
-    print(f"baseline: {baseline_before:.2f} s before ours, {baseline_after:.2f} s after; the mean counts")
+    print(
+        "baseline: " + ", ".join(f"{seconds:.2f}" for seconds in baselines) + " s (before, between and after ours); "
+        "ceiling: " + ", ".join(f"{seconds:.2f}" for seconds in ceilings) + " s (before, after); the means count"
+    )
     print(f"| {'run':<52} | {'records':>9} | {'seconds':>8} | {'records/s':>10} | {'ratio':>6} |")
     print(f"|{'-' * 54}|{'-' * 11}|{'-' * 10}|{'-' * 12}|{'-' * 8}|  (ratio = our records/s / the baseline's)")
     for name, run in (("", progress), ("warm ", warm_progress)):
