@@ -22,7 +22,17 @@ import sys
 import tempfile
 import time
 
-from bench.common import available_now, boto3_loop, options, preloaded_stream, raw_loop, read_seconds, spark_session
+from bench.common import (
+    available_now,
+    batch_sizes,
+    boto3_loop,
+    options,
+    preloaded_stream,
+    raw_loop,
+    read_seconds,
+    spark_session,
+    steady_state,
+)
 from localaws import LocalAws
 from localaws.servers import KINESALITE
 
@@ -39,7 +49,7 @@ def run_on(master: str, opts: dict[str, str]) -> None:
     _, wall_s, progress = available_now(spark, "aws-kinesis", opts)
     executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # minus the driver
     spark.stop()
-    batches = [(p["numInputRows"], p["durationMs"]["triggerExecution"]) for p in progress]
+    batches = batch_sizes(progress)
     report = {"startup_s": startup_s, "wall_s": wall_s, "batches": batches, "executors": executors}
     print(RESULT_MARK + json.dumps(report))
 
@@ -55,12 +65,6 @@ def measure(master: str, opts: dict[str, str]) -> dict:
     if process.returncode or not lines:
         raise RuntimeError(f"{master} failed ({process.returncode}):\n{process.stderr[-4000:]}")
     return json.loads(lines[-1][len(RESULT_MARK) :])
-
-
-def steady(batches: list[list[int]]) -> tuple[int, float]:
-    """Rows and seconds of the batches after the first."""
-    rest = batches[1:] or batches
-    return sum(rows for rows, _ in rest), sum(ms for _, ms in rest) / 1000
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -90,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"|{'-' * 46}|{'-' * 10}|{'-' * 12}|{'-' * 15}|")
     base_whole, base_steady = None, None
     for master, result in results.items():
-        rows, seconds = steady(result["batches"])
+        rows, seconds = steady_state(result["batches"])
         whole, rate = args.records / result["wall_s"], rows / seconds
         base_whole, base_steady = base_whole or whole, base_steady or rate
         print(line(f"{master} ({result['executors']} executors), whole query", result["wall_s"], whole, base_whole))

@@ -136,3 +136,14 @@ def available_now(spark, source: str, opts: dict[str, str]) -> tuple[float, floa
         wall = time.perf_counter() - started
         assert query.exception() is None, query.exception()
         return started_at, wall, [dict(progress) for progress in query.recentProgress]
+
+
+def batch_sizes(progress: list[dict]) -> list[tuple[int, int]]:
+    """(rows, triggerExecution ms) of each micro-batch of a query's progress."""
+    return [(p["numInputRows"], p["durationMs"]["triggerExecution"]) for p in progress]
+
+
+def steady_state(batches: list[tuple[int, int]]) -> tuple[int, float]:
+    """Rows and seconds of the batches after the first (all of them if there is one), from ``batch_sizes``."""
+    rest = batches[1:] or batches
+    return sum(rows for rows, _ in rest), sum(ms for _, ms in rest) / 1000

@@ -35,7 +35,17 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from bench.common import available_now, boto3_loop, options, preloaded_stream, raw_loop, read_seconds, spark_session
+from bench.common import (
+    available_now,
+    batch_sizes,
+    boto3_loop,
+    options,
+    preloaded_stream,
+    raw_loop,
+    read_seconds,
+    spark_session,
+    steady_state,
+)
 from localaws import LocalAws
 from localaws.servers import KINESALITE
 
@@ -148,12 +158,6 @@ def plot(rates: dict[str, float], parts: dict[str, float], floor: dict[str, floa
     return True
 
 
-def steady_state(progress: list[dict]) -> tuple[int, float]:
-    """Rows and seconds of the batches after the first (all of them if there is one)."""
-    steady = progress[1:] or progress
-    return sum(p["numInputRows"] for p in steady), sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000
-
-
 def row(name: str, records: int, seconds: float, baseline_s: float) -> str:
     return (
         f"| {name:<52} | {records:>9,} | {seconds:8.2f} | {records / seconds:>10,.0f} | {baseline_s / seconds:6.2f} |"
@@ -199,8 +203,8 @@ def main(argv: list[str] | None = None) -> None:
     baseline_s, raw_s = sum(baselines) / len(baselines), sum(ceilings) / len(ceilings)
     for run in (progress, warm_progress):
         assert sum(p["numInputRows"] for p in run) == args.records, [p["numInputRows"] for p in run]
-    steady_rows, steady_s = steady_state(progress)
-    warm_rows, warm_steady_s = steady_state(warm_progress)
+    steady_rows, steady_s = steady_state(batch_sizes(progress))
+    warm_rows, warm_steady_s = steady_state(batch_sizes(warm_progress))
     print(f"{args.records:,} records x {args.size} B in {SHARDS} kinesalite shards; Spark local[2]; ")
     print(f"{len(progress)} micro-batches of up to {args.per_batch:,}; Spark start-up {startup_s:.1f} s (not included)")
     print(
@@ -210,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"| {'run':<52} | {'records':>9} | {'seconds':>8} | {'records/s':>10} | {'ratio':>6} |")
     print(f"|{'-' * 54}|{'-' * 11}|{'-' * 10}|{'-' * 12}|{'-' * 8}|  (ratio = our records/s / the baseline's)")
     for name, run in (("", progress), ("warm ", warm_progress)):
-        print(f"{name}batches (rows, ms):", [(p["numInputRows"], p["durationMs"]["triggerExecution"]) for p in run])
+        print(f"{name}batches (rows, ms):", batch_sizes(run))
     print(row("boto3 GetRecords loop, 1 thread (baseline)", args.records, baseline_s, baseline_s))
     print(row("aws-kinesis AvailableNow -> noop, whole query", args.records, wall_s, baseline_s))
     steady_baseline_s = baseline_s * steady_rows / args.records  # the baseline's time for as many records
