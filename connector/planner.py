@@ -32,7 +32,7 @@ from typing import Any
 from connector import options as opts
 from connector.aws import kinesis_client, kinesis_reader_client
 from connector.consumers import QueryConsumers
-from connector.fetch.iterators import Handoff, PositionGoneError, ShardGoneError, data_loss
+from connector.fetch.iterators import Handoff, PositionGoneError, ShardGoneError, data_loss, freshest
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
 from connector.metadata.store import MORE_WAITING, MetadataStore, ShardRead
 from connector.offsets import (
@@ -185,9 +185,7 @@ class BatchPlanner:
     def _handoff(self, key: str, position: Position) -> Handoff | None:
         """The freshest iterator known at ``position`` (the shard's last read or probe), so that the read starts
         with GetRecords; None after a restart, or when none points exactly there."""
-        known = [self.prober.handoff(key, position), self.handoffs.get(key)]
-        usable = [handoff for handoff in known if handoff is not None and handoff.usable_for(position)]
-        return max(usable, key=lambda handoff: handoff.at_ms, default=None)
+        return freshest(position, self.prober.handoff(key, position), self.handoffs.get(key))
 
     # --- the next offset --------------------------------------------------------------------------------------
 

@@ -26,7 +26,14 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from connector.fetch.iterators import Handoff, PositionGoneError, ShardGoneError, open_iterator, refused_iterator
+from connector.fetch.iterators import (
+    Handoff,
+    PositionGoneError,
+    ShardGoneError,
+    freshest,
+    open_iterator,
+    refused_iterator,
+)
 from connector.offsets import Position, shard_label, split_shard_key
 from connector.parallel import WORKERS, parallel_map
 from connector.retry import RetryPolicy, error_code
@@ -118,9 +125,7 @@ class ShardProber:
         state = self._states.get(key)
         if state is None or state.position != position:
             state = self._states[key] = _ShardState(position)
-        older = state.iterator is None or (handoff is not None and handoff.at_ms > state.iterator.at_ms)
-        if handoff is not None and handoff.usable_for(position) and older:  # keep the fresher of the two
-            state.iterator = handoff
+        state.iterator = freshest(position, state.iterator, handoff)  # the one kept, or a fresher one handed over
         return state
 
     def _due(self, state: _ShardState, now: float) -> bool:

@@ -51,6 +51,12 @@ class Handoff:
         return position == self.position and wall_ms() - self.at_ms < ITERATOR_MAX_AGE_MS
 
 
+def freshest(position: Position, *candidates: Handoff | None) -> Handoff | None:
+    """The most recently received of ``candidates`` still usable at ``position`` (the first on a tie), or None."""
+    usable = [handoff for handoff in candidates if handoff is not None and handoff.usable_for(position)]
+    return max(usable, key=lambda handoff: handoff.at_ms, default=None)
+
+
 def wall_ms() -> int:
     """Wall-clock milliseconds: an iterator's age is compared across hosts (executor read, driver probe)."""
     return round(time.time() * 1000)
