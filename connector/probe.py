@@ -36,7 +36,7 @@ from connector.fetch.iterators import (
 )
 from connector.offsets import Position, shard_label, split_shard_key
 from connector.parallel import WORKERS, parallel_map
-from connector.retry import RetryPolicy, error_code
+from connector.retry import RetryPolicy
 
 # An answer younger than the interval is reused, but triggers on the interval's own period arrive a few ms
 # early or late: without this slack, every other one would reuse the answer and see new records an interval late.
@@ -169,7 +169,7 @@ class ShardProber:
             except ShardGoneError as gone:
                 return ProbeResult(Found.SHARD_GONE, error=str(gone))
             except ClientError as exc:
-                if error_code(exc) != "ExpiredIteratorException" and not (kept and refused_iterator(exc)):
+                if not refused_iterator(exc, inherited=kept):
                     raise
                 state.iterator = None
                 continue

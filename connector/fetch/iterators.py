@@ -62,9 +62,12 @@ def wall_ms() -> int:
     return round(time.time() * 1000)
 
 
-def refused_iterator(exc: ClientError) -> bool:
-    """GetRecords refused the iterator itself: open a new one at the same position instead of failing."""
-    return error_code(exc) in REFUSED_ITERATOR
+def refused_iterator(exc: ClientError, inherited: bool) -> bool:
+    """GetRecords refused the iterator itself: open a new one at the same position instead of failing. Any
+    iterator can expire; one not just received from Kinesis (``inherited``: handed over, or kept from an earlier
+    call) may also be malformed, foreign or of a gone stream, where a fresh one's refusal is a real error."""
+    code = error_code(exc)
+    return code == "ExpiredIteratorException" or (inherited and code in REFUSED_ITERATOR)
 
 
 class DataLossError(RuntimeError):

@@ -31,7 +31,7 @@ from connector.aws import RAW_BODY
 from connector.decode import Page, ShardContext, decode_get_records
 from connector.fetch.iterators import Handoff, open_iterator, refused_iterator
 from connector.offsets import AFTER_SEQUENCE_NUMBER, WHOLE_RECORD, Position, shard_label
-from connector.retry import RetryPolicy, error_code
+from connector.retry import RetryPolicy
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ class GetRecordsTransport:
                 self.kinesis.get_records, ShardIterator=iterator, Limit=limit, what=f"GetRecords on {self._what}"
             )
         except ClientError as exc:
-            if error_code(exc) == "ExpiredIteratorException" or (handed and refused_iterator(exc)):
+            if refused_iterator(exc, inherited=handed):
                 return None
             raise
         page = decode_get_records(answer[RAW_BODY], self.context)
