@@ -119,7 +119,7 @@ class GetRecordsTransport:
     def _read_ahead_limit(self, page: Page, wanted: int | None) -> int | None:
         """The ``Limit`` of the call to make ahead of the caller after ``page``, or None for no call: at the shard's
         end or tip, or when the page holds all the range still wants."""
-        if page.next_iterator is None or page.at_tip or page.caught_up:
+        if page.next_iterator is None or page.at_tip:  # at_tip covers an empty answer at the tip
             return None
         if wanted is None:
             return self.settings.records_per_call
