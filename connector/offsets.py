@@ -432,7 +432,7 @@ def _full(short: str, stream: str) -> str:
     """The shard key of a name in ``stream``'s entry (``short_shard_id`` reversed; a parent in another stream is
     named by its key)."""
     if short.isdigit() and short.isascii():
-        return f"{stream}/shardId-{int(short):012d}"
+        return shard_key(stream, f"shardId-{int(short):012d}")
     if "/" in short:
         return short
     return shard_key(stream, short.removeprefix(_RAW_MARK))
