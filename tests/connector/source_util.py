@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from connector.aws import ClientSettings, kinesis_client
 from connector.offsets import KinesisOffset
 from connector.stream_reader import KinesisStreamReader
 from localaws import LocalServer
@@ -31,6 +32,19 @@ def source_options(server: LocalServer, streams: str, metadata_path: Any, **extr
         "kinesis.clientMaxRetryIntervalMs": "20",
         **extra,
     }
+
+
+def client_settings(server: LocalServer) -> ClientSettings:
+    """Client settings for a local server (its endpoint, the dummy keys), as the connector builds clients from."""
+    return ClientSettings("us-east-1", server.endpoint_url, DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY)
+
+
+def first_shard_iterator(server: LocalServer, stream: str, iterator_type: str = "TRIM_HORIZON") -> str:
+    """A shard iterator of the stream's first shard (``shardId-000000000000``)."""
+    answer = kinesis_client(client_settings(server)).get_shard_iterator(
+        StreamName=stream, ShardId="shardId-000000000000", ShardIteratorType=iterator_type
+    )
+    return answer["ShardIterator"]
 
 
 def reader(options: dict[str, str]) -> KinesisStreamReader:

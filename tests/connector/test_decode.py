@@ -8,32 +8,20 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 from botocore.exceptions import ClientError
+from source_util import client_settings, first_shard_iterator
 
-from connector.aws import RAW_BODY, ClientSettings, kinesis_client, kinesis_reader_client
+from connector.aws import RAW_BODY, kinesis_client, kinesis_reader_client
 from connector.decode import ARROW_SCHEMA, ShardContext, decode_get_records
 from connector.shards import MAX_HASH_KEY
 from localaws import LocalServer
-from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 from localaws.streams import put_records
-
-
-def _settings(server: LocalServer) -> ClientSettings:
-    return ClientSettings("us-east-1", server.endpoint_url, DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY)
-
-
-def _iterator(server: LocalServer, stream: str) -> str:
-    kinesis = server.client("kinesis")
-    answer = kinesis.get_shard_iterator(
-        StreamName=stream, ShardId="shardId-000000000000", ShardIteratorType="TRIM_HORIZON"
-    )
-    return answer["ShardIterator"]
 
 
 def test_decoded_rows_match_botocores_parse_of_the_same_answer(kinesalite: LocalServer, lite_stream) -> None:
     stream = lite_stream(shards=1)
     put_records(kinesalite.client("kinesis"), stream, [(bytes([i % 256]) * (i + 1), f"key-{i}") for i in range(300)])
-    iterator = _iterator(kinesalite, stream)
-    settings = _settings(kinesalite)
+    iterator = first_shard_iterator(kinesalite, stream)
+    settings = client_settings(kinesalite)
     parsed = kinesis_client(settings).get_records(ShardIterator=iterator)
     raw = kinesis_reader_client(settings).get_records(ShardIterator=iterator)
     assert set(raw) == {RAW_BODY, "ResponseMetadata"}  # botocore parsed nothing of the body
@@ -62,7 +50,9 @@ def test_aggregates_in_a_raw_body_become_user_records(kinesalite: LocalServer, l
         aggregator.add_user_record(f"pk-{i}", f"user-{i}".encode())
     key, _explicit, data = aggregator.clear_and_get().get_contents()
     put_records(kinesalite.client("kinesis"), stream, [(b"plain", "p"), (data, key)])
-    raw = kinesis_reader_client(_settings(kinesalite)).get_records(ShardIterator=_iterator(kinesalite, stream))
+    raw = kinesis_reader_client(client_settings(kinesalite)).get_records(
+        ShardIterator=first_shard_iterator(kinesalite, stream)
+    )
     page = decode_get_records(raw[RAW_BODY], ShardContext(stream, "shardId-000000000000", 0, MAX_HASH_KEY))
     assert page.kinesis_records == 2
     assert page.data == [b"plain"] + [f"user-{i}".encode() for i in range(5)]
@@ -73,5 +63,5 @@ def test_aggregates_in_a_raw_body_become_user_records(kinesalite: LocalServer, l
 
 def test_the_reader_client_still_raises_aws_errors(kinesalite: LocalServer) -> None:
     with pytest.raises(ClientError) as failure:
-        kinesis_reader_client(_settings(kinesalite)).get_records(ShardIterator="not-an-iterator" * 2)
+        kinesis_reader_client(client_settings(kinesalite)).get_records(ShardIterator="not-an-iterator" * 2)
     assert failure.value.response["Error"]["Code"] in ("InvalidArgumentException", "ValidationException")

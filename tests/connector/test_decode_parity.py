@@ -18,12 +18,12 @@ import pyarrow as pa
 import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 from aws_kinesis_agg.deaggregator import iter_deaggregate_records
+from source_util import client_settings, first_shard_iterator
 
-from connector.aws import RAW_BODY, ClientSettings, kinesis_client, kinesis_reader_client
+from connector.aws import RAW_BODY, kinesis_client, kinesis_reader_client
 from connector.decode import ARROW_SCHEMA, Page, ShardContext, decode_get_records
 from connector.shards import MAX_HASH_KEY
 from localaws import LocalServer
-from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 from localaws.streams import put_records
 
 SHARD = "shardId-000000000000"
@@ -38,10 +38,6 @@ def server(request: pytest.FixtureRequest) -> tuple[LocalServer, Any]:
     return request.getfixturevalue(request.param), request.getfixturevalue(streams)
 
 
-def _settings(server: LocalServer) -> ClientSettings:
-    return ClientSettings("us-east-1", server.endpoint_url, DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY)
-
-
 def _aggregate(records: list[tuple[bytes, str]]) -> tuple[bytes, str]:
     aggregator = RecordAggregator()
     for data, key in records:
@@ -50,15 +46,9 @@ def _aggregate(records: list[tuple[bytes, str]]) -> tuple[bytes, str]:
     return data, key
 
 
-def _iterator(server: LocalServer, stream: str, iterator_type: str = "TRIM_HORIZON") -> str:
-    return kinesis_client(_settings(server)).get_shard_iterator(
-        StreamName=stream, ShardId=SHARD, ShardIteratorType=iterator_type
-    )["ShardIterator"]
-
-
 def _both(server: LocalServer, stream: str, iterator: str, limit: int = 10_000) -> tuple[dict[str, Any], Page]:
     """botocore's parse and our Page of the same GetRecords answer (the same iterator, read twice)."""
-    settings = _settings(server)
+    settings = client_settings(server)
     parsed = kinesis_client(settings).get_records(ShardIterator=iterator, Limit=limit)
     raw = kinesis_reader_client(settings).get_records(ShardIterator=iterator, Limit=limit)[RAW_BODY]
     return parsed, decode_get_records(raw, ShardContext(stream, SHARD, 0, MAX_HASH_KEY))
@@ -132,7 +122,7 @@ def test_plain_and_aggregated_records_match_botocore(server: tuple[LocalServer, 
     plain.append((os.urandom(600_000), "large"))
     aggregate = _aggregate([(f"user-{i}-é".encode(), UNICODE_KEYS[i % len(UNICODE_KEYS)]) for i in range(7)])
     put_records(local.client("kinesis"), stream, [*plain, aggregate, (b"after", "ü")])
-    parsed, page = _both(local, stream, _iterator(local, stream), limit=len(plain))
+    parsed, page = _both(local, stream, first_shard_iterator(local, stream), limit=len(plain))
     assert len(page) == len(parsed["Records"]) == len(plain)
     _assert_parity(parsed, page, stream)
     parsed, page = _both(local, stream, parsed["NextShardIterator"])
@@ -143,7 +133,7 @@ def test_plain_and_aggregated_records_match_botocore(server: tuple[LocalServer, 
 def test_an_empty_page_matches_botocore(server: tuple[LocalServer, Any]) -> None:
     local, streams = server
     stream = streams(shards=1)
-    parsed, page = _both(local, stream, _iterator(local, stream, "LATEST"))
+    parsed, page = _both(local, stream, first_shard_iterator(local, stream, "LATEST"))
     assert parsed["Records"] == [] and len(page) == 0 and page.caught_up
     _assert_parity(parsed, page, stream)
 
@@ -153,6 +143,6 @@ def test_a_large_page_matches_botocore(kinesalite: LocalServer, lite_stream) -> 
     stream = lite_stream(shards=1)
     records = [(os.urandom(1 + (i * 37) % 2000), f"{UNICODE_KEYS[i % len(UNICODE_KEYS)]}-{i}") for i in range(3000)]
     put_records(kinesalite.client("kinesis"), stream, records)
-    parsed, page = _both(kinesalite, stream, _iterator(kinesalite, stream))
+    parsed, page = _both(kinesalite, stream, first_shard_iterator(kinesalite, stream))
     assert len(page) == len(parsed["Records"]) == 3000
     _assert_parity(parsed, page, stream)

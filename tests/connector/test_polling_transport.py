@@ -16,8 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from source_util import client_settings
 
-from connector.aws import ClientSettings, kinesis_reader_client
+from connector.aws import kinesis_reader_client
 from connector.decode import ShardContext
 from connector.fetch.polling import CallPacer, GetRecordsTransport, PollingSettings
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask
@@ -26,7 +27,6 @@ from connector.offsets import TRIM_HORIZON, Position
 from connector.retry import RetryPolicy
 from connector.shards import list_shards
 from localaws import LocalServer
-from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 from localaws.streams import put_records
 
 INTERVAL_S = 0.2
@@ -68,13 +68,7 @@ class CountedCalls:
 
 
 def _reader_client(server: LocalServer) -> Any:
-    settings = ClientSettings(
-        region="us-east-1",
-        endpoint_url=server.endpoint_url,
-        access_key_id=DUMMY_ACCESS_KEY,
-        secret_key=DUMMY_SECRET_KEY,
-    )
-    return kinesis_reader_client(settings)
+    return kinesis_reader_client(client_settings(server))
 
 
 def _shard_with(server: LocalServer, lite_stream, records: int) -> tuple[ShardContext, list[str]]:
