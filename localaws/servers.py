@@ -151,6 +151,25 @@ class LocalServer:
     def client(self, service: str | None = None, region: str = DEFAULT_REGION, config: Config | None = None):
         return aws_client(service or self.spec.probe_service, self.endpoint_url, region, config)
 
+    def exit_code(self) -> int | None:
+        """The server's exit code if it has exited (on its own or killed), else None."""
+        return None if self._stopped else self.process.poll()
+
+    def death_report(self, lines: int = 30) -> str:
+        """One message naming a server that exited by itself, its exit code and the tail of its log."""
+        return (
+            f"local server {self.name} (pid {self.pid}, {self.endpoint_url}) exited with code "
+            f"{self.process.returncode}; the tail of its log {self.log_path}:\n{self.log_tail(lines)}"
+        )
+
+    def restart(self) -> None:
+        """Replace the process by a new one of the same server on the same port, and wait until it answers.
+        The new server is empty: a restart loses every stream. Whoever holds this object keeps using it."""
+        self.stop()
+        fresh = start_server(self.spec, self.log_path.parent, self.port)
+        self.process, self.log_path, self._stopped = fresh.process, fresh.log_path, False
+        self.wait_until_ready()
+
     def log_tail(self, lines: int = 40) -> str:
         try:
             text = self.log_path.read_text(errors="replace")
@@ -198,10 +217,15 @@ class LocalServer:
             os.killpg(self.process.pid, signal.SIGKILL)
 
 
-def start_server(spec: ServerSpec, log_dir: Path) -> LocalServer:
-    """Launch one server (not yet probed). Call from a long-lived thread: PDEATHSIG follows the thread."""
-    port = free_port()
+def start_server(spec: ServerSpec, log_dir: Path, port: int | None = None) -> LocalServer:
+    """Launch one server (not yet probed) on ``port`` (default: a free one). Call from a long-lived thread:
+    PDEATHSIG follows the thread."""
+    port = port or free_port()
     log_path = log_dir / f"{spec.name}-{port}.log"
+    for generation in range(1, 100):  # a restart on the same port keeps the dead server's log
+        if not log_path.exists():
+            break
+        log_path = log_dir / f"{spec.name}-{port}.{generation}.log"
     log_file = open(log_path, "wb")  # noqa: SIM115 - the child owns it
     try:
         process = subprocess.Popen(
@@ -263,6 +287,15 @@ class LocalAws:
     @property
     def moto(self) -> LocalServer:
         return self.servers[MOTO.name]
+
+    def restart_dead(self) -> list[str]:
+        """Restart every server that exited by itself, on its own port; one report (``death_report``) each."""
+        reports = []
+        for server in self.servers.values():
+            if server.exit_code() is not None:
+                reports.append(server.death_report())
+                server.restart()
+        return reports
 
     def pids(self) -> list[int]:
         return [server.pid for server in self.servers.values()]

@@ -1,7 +1,9 @@
 """Session-wide fixtures: the local AWS servers, one SparkSession, and a fresh stream per test.
 
 Servers and Spark start once per test session (Spark alone takes 5-12 s here). When a test that used the
-servers fails, the tail of each server's log is attached to its report.
+servers fails, the tail of each server's log is attached to its report. A server that exits by itself is reported
+once, by the test during which it died (or the next one), with its log, and restarted on its port, so that later
+tests do not fail one after the other with connection errors.
 """
 
 from __future__ import annotations
@@ -19,13 +21,32 @@ from localaws.streams import create_stream, unique_name
 ROOT = Path(__file__).resolve().parent.parent
 
 
+_running: list[LocalAws] = []  # the session's servers, once started
+
+
 @pytest.fixture(scope="session")
 def local_aws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalAws]:
     aws = LocalAws(log_dir=tmp_path_factory.mktemp("localaws-logs"))
     with aws:
+        _running.append(aws)
         yield aws
+        _running.clear()
     survivors = [pid for pid in aws.pids() if _alive(pid)]
     assert not survivors, f"local server processes survived their stop: {survivors}"
+
+
+@pytest.fixture(autouse=True)
+def _local_servers_alive() -> Iterator[None]:
+    """Fail the test during which a local server died (or the first one after), naming it, and restart it."""
+    _fail_on_dead_servers("before this test")
+    yield
+    _fail_on_dead_servers("during this test")
+
+
+def _fail_on_dead_servers(when: str) -> None:
+    reports = _running[0].restart_dead() if _running else []
+    if reports:
+        pytest.fail(f"{when}, " + "\n".join(reports) + "\n(restarted on the same port, empty)", pytrace=False)
 
 
 def _alive(pid: int) -> bool:
