@@ -1,10 +1,15 @@
 """The source inside Spark: schema, multi-stream rows, restart from a checkpoint and SIGKILL of the driver with
 a file sink (every record exactly once, by content; metadata in a path store and in DynamoDB; read through
 GetRecords and through SubscribeToShard), batch reads, and
-option errors at load() / start()."""
+option errors at load() / start().
+
+A SIGKILL of a query reading through GetRecords lands while one of its calls is under way at kinesalite, on every
+run: the server holds the query's GetRecords (``localaws.gate``) until the kill, and the test checks that the
+server saw the client hang up and served on (tests/conftest.py fails the test if a server died)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -22,7 +27,8 @@ from efo_util import efo_options
 from source_util import FORMAT, format_1_json, records_and_a_cut, source_options, wait_for
 
 from connector.offsets import KinesisOffset, parse_offset
-from localaws import LocalServer
+from localaws import KINESALITE, LocalServer
+from localaws.gate import gate, held_calls
 from localaws.streams import put_records, read_stream, unique_name
 
 APP = Path(__file__).with_name("kinesis_query_app.py")
@@ -151,8 +157,23 @@ def _launch(options: dict[str, str], output: Path, checkpoint: Path) -> subproce
 
 
 def _kill(process: subprocess.Popen) -> None:
-    os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):  # already killed
+        os.killpg(process.pid, signal.SIGKILL)
     process.wait(30)
+
+
+def _kill_mid_call(process: subprocess.Popen, server: LocalServer) -> None:
+    """SIGKILL the query while kinesalite holds one of its GetRecords calls, and see kinesalite notice the hang-up
+    (kinesis-mock, for SubscribeToShard, is killed on as it runs)."""
+    if server.spec is not KINESALITE:
+        _kill(process)
+        return
+    hung_up = gate(server).hung_up
+    with held_calls(server, "GetRecords"):
+        wait_for(lambda: gate(server).held >= 1 or process.poll() is not None, timeout_s=60, what="a GetRecords call")
+        assert process.poll() is None, process.stderr.read().decode()[-3000:] if process.stderr else ""
+        _kill(process)
+        wait_for(lambda: gate(server).hung_up > hung_up, timeout_s=30, what="kinesalite to see the client hang up")
 
 
 def _batches_done(checkpoint: Path) -> int:
@@ -160,9 +181,11 @@ def _batches_done(checkpoint: Path) -> int:
     return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.exists() else 0
 
 
-def _restart_until_every_record(options: dict[str, str], output: Path, checkpoint: Path, produced: list[bytes]) -> None:
+def _restart_until_every_record(
+    server: LocalServer, options: dict[str, str], output: Path, checkpoint: Path, produced: list[bytes]
+) -> None:
     """Start the query again from its checkpoint, wait until the sink committed as many records as ``produced``,
-    stop it, and check that it committed each of them exactly once."""
+    kill it in the middle of a call, and check that it committed each of them exactly once."""
     second = _launch(options, output, checkpoint)
     try:
         wait_for(
@@ -171,6 +194,7 @@ def _restart_until_every_record(options: dict[str, str], output: Path, checkpoin
             what="every record after the restart",
         )
         assert second.poll() is None, second.stderr.read().decode()[-3000:] if second.stderr else ""
+        _kill_mid_call(second, server)
     finally:
         _kill(second)
     assert sorted(_committed(None, output)) == sorted(produced)
@@ -207,11 +231,12 @@ def test_sigkill_of_the_driver_then_restart_reads_every_record_once(
         producer.start()
         wait_for(lambda: batches_done() >= 2, timeout_s=60, what="another batch")
         assert producer.is_alive(), "the producer must still be running when the driver dies"
+        _kill_mid_call(first, server)
     finally:
         _kill(first)
     producer.join()
     produced += during + _put(server, stream, "stopped", 30)  # while no driver runs
-    _restart_until_every_record(options, output, checkpoint, produced)
+    _restart_until_every_record(server, options, output, checkpoint, produced)
 
 
 def _to_format_1(checkpoint: Path, metadata: Path, output: Path) -> list[int]:
@@ -253,13 +278,14 @@ def test_restart_from_a_checkpoint_in_offset_format_1_reads_every_record_once(
     try:
         wait_for(lambda: _batches_done(checkpoint) >= 2 or first.poll() is not None, timeout_s=120, what="2 batches")
         assert first.poll() is None, first.stderr.read().decode()[-3000:] if first.stderr else ""
+        _kill_mid_call(first, kinesalite)
     finally:
         _kill(first)
     rewritten = _to_format_1(checkpoint, tmp_path / "meta", output)
     assert rewritten, "the query planned batches"
     assert len(_committed(None, output)) < len(produced)  # stopped mid-stream
     produced += _put(kinesalite, stream, "after", 30)
-    _restart_until_every_record(options, output, checkpoint, produced)
+    _restart_until_every_record(kinesalite, options, output, checkpoint, produced)
     offsets = {
         int(p.name): p.read_text().split("\n")[2] for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()
     }
