@@ -127,8 +127,7 @@ class Summary:
                 f"unconfirmed: {self.unconfirmed} records were in calls still unanswered {GRACE_S:g} s after the "
                 "deadline: they may or may not be in the stream"
             )
-        verdict = self.verdict()
-        return lines + ([verdict] if verdict else [])
+        return lines + self.verdicts()
 
     def _limit_text(self) -> str:
         if self.open_shards is None:
@@ -136,36 +135,43 @@ class Summary:
         shards = f"{self.open_shards} open shard" + (" takes" if self.open_shards == 1 else "s take")
         return f"the stream's {shards} {self.limit_records_per_s:,} records/s and {self.open_shards} MiB/s"
 
-    def verdict(self) -> str | None:
-        """Why records were refused, lost or late, and whether the stream is too small for the rate asked."""
+    def verdicts(self) -> list[str]:
+        """Whether the stream is too small for the rate asked, and why records were refused, lost or late."""
         records_per_s, bytes_per_s = self.needed()
         asked = f"{records_per_s:,.0f} Kinesis records/s" + (
             f" (~{bytes_per_s / 1024:,.0f} KiB/s)" if bytes_per_s is not None else ""
         )
+        refused = self.refused_entries or self.failed
+        slow = (
+            ["nothing was refused: the senders could not keep the rate (more --workers, --aggregate, or a faster link)"]
+            if (self.unsent or self.unconfirmed) and not self.interrupted and not refused and not self.retried_calls
+            else []
+        )
         if self.stream_too_small:
             shards = math.ceil(max(records_per_s / SHARD_RECORDS_PER_S, (bytes_per_s or 0) / SHARD_BYTES_PER_S))
-            return (
+            # Aggregation packs records, not bytes: it helps when the records/s are over and it is not on yet.
+            aggregate = records_per_s > (self.limit_records_per_s or 0) and self.kinesis_records == self.records
+            too_small = (
                 f"the stream is too small for this rate: {asked} asked, more than its open shards take "
-                f"(AWS refuses the excess): use {shards} shards or more, a lower --rate, or --aggregate"
+                f"(AWS refuses the excess): use {shards} shards or more, a lower --rate"
+                + (", or --aggregate" if aggregate else "")
             )
-        if self.refused_entries or self.failed:
-            if self.stream_too_small is None:
-                return "the stream refused entries; its write limit is unknown (ListShards was not allowed)"
-            return (
-                f"the stream takes the {asked} asked: the refusals came from partition keys crowding one shard, "
-                "bursts, or other writers on the stream"
-            )
+            return [too_small, *slow]
+        known = self.stream_too_small is False
+        if refused:
+            if not known:
+                return [
+                    "the stream refused entries; its write limit is unknown (its shards could not be listed): "
+                    "the rate may be more than it takes"
+                ]
+            return [
+                f"the stream refused entries although it takes the {asked} asked: partition keys crowding one "
+                "shard, bursts, or other writers on the stream"
+            ]
         if self.retried_calls:
-            return (
-                f"the stream takes the {asked} asked; {self.retried_calls} whole calls were throttled, failed or "
-                "timed out and sent again"
-            )
-        if self.unsent and not self.interrupted:
-            return (
-                "nothing was refused: the senders could not keep the rate (more --workers, --aggregate, "
-                "or a faster link)"
-            )
-        return None
+            fits = f" (the stream takes the {asked} asked)" if known else ""
+            return [f"{self.retried_calls} whole calls were throttled, failed or timed out and sent again{fits}"]
+        return slow
 
 
 class LiveStats:
