@@ -1,7 +1,10 @@
 """The command line: ``python -m generator --stream NAME [--rate N | --periodic MEAN STDDEV] --duration S``.
 
-Exit codes: 0 done, 1 bad input or a refused stream (message on stderr, nothing sent for bad input),
-130 interrupted by Ctrl-C (the summary is still printed).
+Exit codes (``generator.errors``; docs/generator.md lists them): 0 every record due was stored, 2 a flag or its
+value is wrong, 3 the stream cannot be written, 4 records were lost (refused through the retry budget), 5 the
+run ended before every record due was stored, 130 interrupted by Ctrl-C. A run that ends prints its summary
+(stdout); an error is one line on stderr that starts with the flag at fault, and with ``--json`` also a JSON
+error object on stdout.
 """
 
 from __future__ import annotations
@@ -9,16 +12,40 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from connector.retry import RetryPolicy
-from connector.sink.put_records import PutRecordsFailedError
+from generator.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_LOST,
+    EXIT_OK,
+    EXIT_SHORT,
+    GeneratorError,
+    UsageError,
+)
 from generator.sender import DEFAULT_PARTITION_KEY, DEFAULT_RETRY, run
 from generator.stats import Summary
 from generator.template import TemplateError
 
-EXIT_INTERRUPTED = 130
+# argparse's messages: "argument --rate: must be > 0", "the following arguments are required: --stream"
+_FLAG_IN_MESSAGE = re.compile(r"(--[a-z-]+)")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises ``UsageError`` (one line, exit 2, JSON with ``--json``) instead of printing usage."""
+
+    def error(self, message: str) -> NoReturn:
+        flag = _FLAG_IN_MESSAGE.search(message)
+        raise UsageError(f"{message} (python -m generator --help lists the flags)", flag and flag.group(1))
+
+
+class Interrupted(GeneratorError):
+    """Ctrl-C before the run started."""
+
+    exit_code = EXIT_INTERRUPTED
 
 
 def _positive(kind: type) -> object:
@@ -35,9 +62,11 @@ def _positive(kind: type) -> object:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m generator",
         description="Send records rendered from a KDG-style template into a Kinesis stream.",
+        epilog="Exit codes: 0 done, 2 bad flag or value, 3 stream cannot be written, 4 records lost, "
+        "5 not every record sent in time, 130 Ctrl-C (docs/generator.md).",
     )
     target = parser.add_argument_group("target")
     target.add_argument("--stream", required=True, help="Kinesis stream name")
@@ -64,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar=("MEAN", "STDDEV"),
         help="KDG periodic mode: each second, a burst of Normal(MEAN, STDDEV) records",
     )
-    pace.add_argument("--duration", type=_positive(float), help="seconds to run")
+    pace.add_argument("--duration", type=_positive(float), help="seconds to run, on the wall clock, retries included")
     pace.add_argument("--count", type=_positive(int), help="records to send")
     sending = parser.add_argument_group("sending")
     sending.add_argument("--workers", type=_positive(int), default=1, help="concurrent PutRecords senders (default 1)")
@@ -74,22 +103,45 @@ def build_parser() -> argparse.ArgumentParser:
     )
     output = parser.add_argument_group("output")
     output.add_argument("--quiet", action="store_true", help="no progress bar")
-    output.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    output.add_argument("--json", action="store_true", help="print the summary (or the error) as JSON on stdout")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    as_json = _wants_json(argv)
+    try:
+        summary = _run(build_parser().parse_args(argv))
+    except GeneratorError as exc:
+        return _fail(exc, as_json)
+    except KeyboardInterrupt:  # Ctrl-C during the checks, before the first record (later, run() handles it)
+        return _fail(Interrupted("interrupted before the first record was sent"), as_json)
+    _print(summary, as_json)
+    return exit_code(summary)
+
+
+def exit_code(summary: Summary) -> int:
+    """130 interrupted, 4 records lost, 5 records not stored in time, else 0."""
+    if summary.interrupted:
+        return EXIT_INTERRUPTED
+    if summary.failed:
+        return EXIT_LOST
+    return EXIT_OK if summary.complete else EXIT_SHORT
+
+
+def _run(args: argparse.Namespace) -> Summary:
+    """Check what the flags alone can tell, then ``generator.run``; bad input becomes a ``UsageError``."""
     if args.duration is None and args.count is None:
-        parser.error("give --duration SECONDS or --count RECORDS (or both) so the run has an end")
+        raise UsageError("give --duration SECONDS or --count RECORDS (or both) so the run has an end", "--duration")
+    if args.max_retries < 0:
+        raise UsageError(f"--max-retries must be >= 0, got {args.max_retries}", "--max-retries")
     if args.profile:
         os.environ["AWS_PROFILE"] = args.profile  # read by boto3's default chain inside connector.aws
-    template = args.template_file.read_text() if args.template_file else args.template
+    flag = f"--template-file {args.template_file}" if args.template_file else "--template"
     try:
-        summary = run(
+        return run(
             stream_name=args.stream,
-            template=template,
+            template=_read(args.template_file) if args.template_file else args.template,
             rate=args.rate,
             periodic=tuple(args.periodic) if args.periodic else None,
             duration_s=args.duration,
@@ -103,11 +155,41 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             quiet=args.quiet,
         )
-    except (TemplateError, ValueError, PutRecordsFailedError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    _print(summary, args.json)
-    return EXIT_INTERRUPTED if summary.interrupted else 0
+    except TemplateError as exc:
+        raise UsageError(f"{flag}: {exc}", flag.split()[0]) from None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(
+            f"--template-file {path}: cannot read it ({reason}): give the path of a template file",
+            "--template-file",
+        ) from None
+
+
+def _wants_json(argv: list[str]) -> bool:
+    """Whether ``--json`` was asked, known even when the rest of the command line does not parse."""
+    probe = _Parser(add_help=False)
+    probe.add_argument("--json", action="store_true")
+    try:
+        return probe.parse_known_args(argv)[0].json
+    except UsageError:  # e.g. --json=yes: the real parser reports it
+        return False
+
+
+def _fail(error: GeneratorError, as_json: bool) -> int:
+    first, *rest = str(error).splitlines() or [""]
+    print(f"error: {first}", file=sys.stderr)
+    for line in rest:  # a template error lists the known helpers under its one line
+        print(line, file=sys.stderr)
+    if as_json:
+        print(json.dumps(error.as_dict()))
+    elif error.summary is not None:
+        print("\n".join(error.summary.lines()))
+    return error.exit_code
 
 
 def _print(summary: Summary, as_json: bool) -> None:

@@ -10,13 +10,15 @@ from __future__ import annotations
 import math
 from random import Random
 
+from generator.errors import UsageError
+
 
 class ConstantRate:
     """``rate`` records per second, evenly spread: record n is due at n / rate seconds."""
 
     def __init__(self, rate: float):
         if not rate > 0 or math.isinf(rate):
-            raise ValueError(f"--rate must be a positive number of records per second, got {rate}")
+            raise UsageError(f"--rate must be a positive number of records per second, got {rate}", "--rate")
         self.rate = rate
 
     def due(self, elapsed_s: float) -> int:
@@ -27,6 +29,11 @@ class ConstantRate:
         """Seconds after the start when record number ``sent`` (0-based) is due."""
         return sent / self.rate
 
+    @property
+    def mean_per_s(self) -> float:
+        """Records per second asked for (the summary compares the achieved rate and the stream's limit with it)."""
+        return self.rate
+
     def describe(self) -> str:
         return f"{self.rate:g} records/s"
 
@@ -36,7 +43,9 @@ class PeriodicRate:
 
     def __init__(self, mean: float, stddev: float, rng: Random | None = None):
         if not mean > 0 or stddev < 0:
-            raise ValueError(f"--periodic needs MEAN > 0 and STDDEV >= 0 records per second, got {mean}, {stddev}")
+            raise UsageError(
+                f"--periodic needs MEAN > 0 and STDDEV >= 0 records per second, got {mean}, {stddev}", "--periodic"
+            )
         self.mean, self.stddev = mean, stddev
         self._rng = rng or Random()
         self._cumulative: list[int] = []  # records due by the end of second i
@@ -55,6 +64,10 @@ class PeriodicRate:
         while self._through(second) <= sent:
             second += 1
         return float(second)
+
+    @property
+    def mean_per_s(self) -> float:
+        return self.mean
 
     def describe(self) -> str:
         return f"periodic, Normal({self.mean:g}, {self.stddev:g}) records each second"

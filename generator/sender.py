@@ -1,48 +1,49 @@
-"""``run()``: render records from a template on schedule and put them into a Kinesis stream.
+"""``run()``: render records from a template on schedule and put them into a Kinesis stream, within the time given.
 
-Who calls it: the CLI (``python -m generator``), the demo (``spark_app.demo``) and tests. The main thread keeps
-the schedule (``generator.rates``) against a monotonic clock, renders what is due, optionally KPL-aggregates it
-per shard, and queues PutRecords batches; ``workers`` threads send them with ``connector.sink.put_records.put_all``
-(which retries exactly the failed entries). Entries still failing after the retry budget are counted as failed
-and the run goes on; a refusal no retry can fix (missing stream, access denied) stops the run with its error.
-Ctrl-C stops producing, lets queued batches finish, and returns the summary with ``interrupted=True``.
+Who calls it: the CLI (``python -m generator``), the demo (``spark_app.demo``), benchmarks and tests.
+
+1. Checks before anything is sent (``generator.checks``): the templates compile, the profile, region and
+   credentials exist, the stream exists (one ListShards: its open shards give the write limit the summary
+   compares the rate with, and the hash ranges ``--aggregate`` needs).
+2. The schedule: the main thread keeps it (``generator.rates``) against a monotonic clock, renders what is due,
+   optionally KPL-aggregates it per shard, and queues PutRecords batches for the sending threads
+   (``generator.pool``), which retry refused entries with backoff.
+3. The end: ``count`` records or ``duration_s`` seconds on the wall clock, whichever comes first. At the deadline
+   nothing new is sent and no retry starts; calls under way may finish within ``deadline.GRACE_S``. Records
+   refused through the whole retry budget count as failed and the run goes on; a refusal no retry can fix
+   (missing stream, access denied) stops the run with a ``GeneratorError``. Ctrl-C ends the run as the deadline
+   does, and the summary says ``interrupted``.
 """
 
 from __future__ import annotations
 
 import bisect
-import queue
-import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from connector import aws
 from connector.kpl import Aggregator, hash_key_of
-from connector.retry import RETRYABLE_ERROR_CODES, RetryPolicy
-from connector.shards import list_shards, open_shards
-from connector.sink.put_records import Entry, PutRecordsFailedError, PutStats, batches, put_all
+from connector.retry import RetryPolicy
+from connector.shards import Shard
+from connector.sink.put_records import Entry
+from generator import checks
+from generator.deadline import CONNECT_TIMEOUT_S, GRACE_S, READ_TIMEOUT_S, Deadline, DeadlineRetry
+from generator.errors import TargetError, UsageError
 from generator.helpers import Context
+from generator.pool import OnSent, SenderPool, UserRecord
 from generator.progress import ProgressBar
 from generator.rates import ConstantRate, PeriodicRate
 from generator.stats import LiveStats, Summary
-from generator.template import Template
+from generator.template import Template, TemplateError
 
 DEFAULT_PARTITION_KEY = "{{random.alphaNumeric(16)}}"  # random keys spread load over every shard, as the KDG
 DEFAULT_RETRY = RetryPolicy(max_retries=5, initial_interval_ms=100, max_interval_ms=5000)
-MAX_RECORDS_PER_TICK = 5000  # cap on records rendered between two looks at the clock, progress and Ctrl-C
+MAX_RECORDS_PER_TICK = 5000  # cap on records rendered between two looks at the clock and the deadline
 MIN_TICK_S = 0.01
-UserRecord = tuple[str, bytes]  # (partition key, data)
-OnSent = Callable[[list[UserRecord]], None]
-
-
-@dataclass
-class _Job:
-    """One PutRecords batch and the user records it carries (several per entry when aggregated)."""
-
-    entries: list[Entry]
-    user_records: list[UserRecord]
+# The last tick of a timed run comes this long before the deadline and takes every record due before it, so
+# that its batch starts before the deadline (no call starts after it).
+FINAL_TICK_S = 0.1
+Schedule = ConstantRate | PeriodicRate
 
 
 def run(
@@ -67,46 +68,50 @@ def run(
 ) -> Summary:
     """Send records rendered from ``template`` (default: the seed template) into ``stream_name``.
 
-    Rate: ``rate`` records/s, or ``periodic=(mean, stddev)`` for KDG's periodic mode. Stops after ``duration_s``
-    seconds or ``count`` records, whichever comes first (one of them is required). ``collect`` keeps every stored
-    user record in ``Summary.sent_records``; ``on_sent`` is called with each batch's user records once stored.
-    Raises ``TemplateError`` / ValueError before sending anything when the input is bad.
+    Rate: ``rate`` records/s, or ``periodic=(mean, stddev)`` for KDG's periodic mode. Stops after ``count``
+    records or ``duration_s`` seconds on the wall clock (retries included), whichever comes first (one of them is
+    required). ``collect`` keeps every stored user record in ``Summary.sent_records``; ``on_sent`` is called
+    with each batch's stored user records. Before sending anything, raises ``TemplateError`` or ``UsageError``
+    (both ValueErrors) for bad input and ``TargetError`` for a stream that cannot be written; during the run,
+    ``GeneratorError`` (with ``.summary``) for a refusal no retry fixes.
     """
-    if duration_s is None and count is None:
-        raise ValueError("give a duration (--duration) or a record count (--count) so the run has an end")
-    if duration_s is not None and not duration_s > 0:
-        raise ValueError(f"--duration must be > 0 seconds, got {duration_s}")
-    if count is not None and count < 1:
-        raise ValueError(f"--count must be >= 1, got {count}")
-    if workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {workers}")
+    _check_length(duration_s, count, workers)
     ctx = Context(seed)
     record = Template(template if template is not None else seed_template(), ctx)
-    key = Template(partition_key or DEFAULT_PARTITION_KEY, ctx)
-    _check_key(key)
+    key = _key_template(partition_key or DEFAULT_PARTITION_KEY, ctx)
     schedule = PeriodicRate(*periodic, rng=ctx.rng) if periodic else ConstantRate(rate or 0.0)
     limit = _limit(schedule, duration_s, count)
     kinesis = client if client is not None else make_client(endpoint_url, region, workers, retry)
-    shard_starts = _shard_ranges(kinesis, stream_name, retry) if aggregate else None
+    target = checks.Target.of(kinesis, stream_name, endpoint_url)
+    shards = _open_shards(kinesis, target, aggregate)
 
-    stats = LiveStats()
+    stats, deadline = LiveStats(), Deadline()
     sent: list[UserRecord] | None = [] if collect else None
-    pool = _SenderPool(kinesis, stream_name, retry, stats, workers, _recorder(sent, on_sent))
-    bar = ProgressBar(stats, count, duration_s) if not quiet else None
+    pool = SenderPool(kinesis, stream_name, DeadlineRetry.of(retry, deadline), stats, workers, _recorder(sent, on_sent))
+    bar = None if quiet else ProgressBar(stats, count, duration_s, schedule.mean_per_s)
+    shard_starts = [shard.starting_hash_key for shard in shards] if aggregate and shards else None
     interrupted = False
     try:
+        started = stats.start()
+        if duration_s is not None:
+            deadline.set(started + duration_s)
         if bar:
-            bar.__enter__()
-        _produce(schedule, limit, record, key, pool, bar, shard_starts)
+            bar.start()
+        _produce(schedule, limit, duration_s, started, record, key, pool, shard_starts)
     except KeyboardInterrupt:
         interrupted = True
+        deadline.stop()
+    except ValueError as exc:  # a rendered record over the Kinesis limits (connector.sink.put_records.check_entry)
+        raise UsageError(f"--template: {exc}", "--template") from None
     finally:
-        pool.close()
-        if bar:
-            bar.__exit__(None, None, None)
+        interrupted = _close(pool, deadline, bar) or interrupted
+    due = pool.submitted if interrupted else limit
+    summary = stats.summary(schedule.describe(), schedule.mean_per_s, due, _count(shards), interrupted, sent)
     if pool.fatal is not None:
-        raise pool.fatal
-    return stats.summary(schedule.describe(), interrupted, sent)
+        if not checks.is_aws_error(pool.fatal):
+            raise pool.fatal  # the caller's on_sent broke: its own error
+        raise checks.explain(pool.fatal, target).after(summary) from pool.fatal
+    return summary
 
 
 def seed_template() -> str:
@@ -117,28 +122,75 @@ def seed_template() -> str:
 
 
 def make_client(endpoint_url: str | None, region: str | None, workers: int, retry: RetryPolicy) -> Any:
-    """The Kinesis client, built by ``connector.aws`` like every client of the project."""
-    region = region or aws.infer_region(endpoint_url) or aws._sdk_default_region()
-    if not region:
-        raise ValueError("--region is not set and cannot be inferred from --endpoint-url or the AWS config")
+    """The Kinesis client, built by ``connector.aws`` like every client of the project, after the checks that
+    need no call: the endpoint URL, the profile, the region, the credentials. Its timeouts fit in the deadline's
+    grace."""
+    checks.check_endpoint(endpoint_url)
+    checks.check_profile()
+    region = checks.resolve_region(region, endpoint_url)
+    checks.check_credentials(endpoint_url)
     settings = aws.ClientSettings(
-        region=region, endpoint_url=endpoint_url, retry=retry, max_pool_connections=workers + 2
+        region=region,
+        endpoint_url=endpoint_url,
+        retry=retry,
+        max_pool_connections=workers + 2,
+        connect_timeout_s=CONNECT_TIMEOUT_S,
+        read_timeout_s=READ_TIMEOUT_S,
     )
-    return aws.kinesis_client(settings)
+    try:
+        return aws.kinesis_client(settings)
+    except ValueError as exc:  # botocore: "Invalid endpoint: ..."
+        raise UsageError(
+            f"--endpoint-url {endpoint_url}: {exc}: give a URL such as http://127.0.0.1:4567", "--endpoint-url"
+        ) from None
 
 
-def _check_key(key: Template) -> None:
+def _open_shards(kinesis: Any, target: checks.Target, aggregate: bool) -> list[Shard] | None:
+    """The stream's open shards (None when they cannot be listed, which ``--aggregate`` cannot do without)."""
+    shards = checks.check_stream(kinesis, target)
+    if aggregate and not shards:
+        raise TargetError(
+            "--aggregate: the stream's shards could not be listed (it needs kinesis:ListShards on the stream): "
+            "allow it, or leave --aggregate out",
+            "--aggregate",
+        )
+    return shards
+
+
+def _check_length(duration_s: float | None, count: int | None, workers: int) -> None:
+    if duration_s is None and count is None:
+        raise UsageError("give --duration SECONDS or --count RECORDS (or both) so the run has an end", "--duration")
+    if duration_s is not None and not duration_s > 0:
+        raise UsageError(f"--duration must be > 0 seconds, got {duration_s}", "--duration")
+    if count is not None and count < 1:
+        raise UsageError(f"--count must be >= 1, got {count}", "--count")
+    if workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {workers}", "--workers")
+
+
+def _key_template(source: str, ctx: Context) -> Template:
+    """The partition key template, compiled and tried once: keys must be 1 to 256 characters."""
+    try:
+        key = Template(source, ctx)
+    except TemplateError as exc:
+        raise UsageError(f"--partition-key: {exc}", "--partition-key") from None
     sample = key.render()
     if not sample or len(sample) > 256:
-        raise ValueError(
-            f"--partition-key template {key.source!r} rendered {sample!r}: a partition key must be 1 to 256 characters"
+        raise UsageError(
+            f"--partition-key template {source!r} rendered {sample!r}: a partition key must be 1 to 256 characters",
+            "--partition-key",
         )
+    return key
 
 
-def _limit(schedule: ConstantRate | PeriodicRate, duration_s: float | None, count: int | None) -> int:
+def _limit(schedule: Schedule, duration_s: float | None, count: int | None) -> int:
     """Total records of the run: what the schedule has due just before the duration ends, capped by count."""
     by_time = schedule.due(duration_s - 1e-9) if duration_s is not None else None
     return min(x for x in (by_time, count) if x is not None)
+
+
+def _count(shards: list[Shard] | None) -> int | None:
+    return None if shards is None else len(shards)
 
 
 def _recorder(sent: list[UserRecord] | None, on_sent: OnSent | None) -> OnSent | None:
@@ -153,38 +205,49 @@ def _recorder(sent: list[UserRecord] | None, on_sent: OnSent | None) -> OnSent |
     return record
 
 
-def _shard_ranges(kinesis: Any, stream_name: str, retry: RetryPolicy) -> list[int]:
-    """Starting hash keys of the open shards, sorted: one Aggregator per shard keeps aggregates on one shard."""
-    return [shard.starting_hash_key for shard in open_shards(list_shards(kinesis, stream_name, retry))]
-
-
 def _produce(
-    schedule: ConstantRate | PeriodicRate,
+    schedule: Schedule,
     limit: int,
+    duration_s: float | None,
+    started: float,
     record: Template,
     key: Template,
-    pool: _SenderPool,
-    bar: ProgressBar | None,
+    pool: SenderPool,
     shard_starts: list[int] | None,
 ) -> None:
-    """The schedule loop: send what is due, then sleep until the next record is due (or the run ends)."""
-    started = pool.stats.started = time.monotonic()
-    produced, last_bar = 0, 0.0
-    while produced < limit and pool.fatal is None:
+    """The schedule loop: send what is due, then sleep until the next record is due, until ``limit`` records
+    are queued, the deadline comes (what is not queued by then is not sent) or the run fails."""
+    produced = 0
+    final_tick = None if duration_s is None else duration_s - FINAL_TICK_S
+    while produced < limit and pool.fatal is None and not pool.deadline.passed():
         now = time.monotonic() - started
-        # Past the duration, schedule.due(now) >= limit: what is left is sent, then the loop ends.
-        due = min(schedule.due(now), limit) - produced
+        # From the final tick on, everything due before the deadline is due now.
+        due = (limit if final_tick is not None and now >= final_tick else min(schedule.due(now), limit)) - produced
         if due > 0:
             due = min(due, MAX_RECORDS_PER_TICK)
             users = [(key.render(), record.render().encode("utf-8")) for _ in range(due)]
-            pool.submit(users, _aggregate(users, shard_starts) if shard_starts is not None else None)
+            if not pool.submit(users, _aggregate(users, shard_starts) if shard_starts is not None else None):
+                return
             produced += due
         else:
+            wake = schedule.next_due_s(produced)
+            wake = wake if final_tick is None else min(wake, final_tick)
             # At least MIN_TICK_S between ticks so high rates go out in batches, not one call per record.
-            time.sleep(min(max(schedule.next_due_s(produced) - now, MIN_TICK_S), 0.25))
-        if bar and now - last_bar >= 0.2:
-            bar.update()
-            last_bar = now
+            time.sleep(min(max(wake - now, MIN_TICK_S), 0.25))
+
+
+def _close(pool: SenderPool, deadline: Deadline, bar: ProgressBar | None) -> bool:
+    """Wait for the senders (at most the grace after the deadline) and stop the progress display; True when a
+    second Ctrl-C cut that wait short."""
+    cut = False
+    try:
+        pool.close(None if deadline.at is None else deadline.at + GRACE_S)
+    except KeyboardInterrupt:  # stop waiting for the calls under way
+        deadline.stop()
+        cut = True
+    if bar:
+        bar.stop()
+    return cut
 
 
 def _aggregate(users: list[UserRecord], shard_starts: list[int]) -> list[tuple[Entry, list[UserRecord]]]:
@@ -204,65 +267,3 @@ def _aggregate(users: list[UserRecord], shard_starts: list[int]) -> list[tuple[E
             out.append((entry, members[start : start + record.user_records]))
             start += record.user_records
     return out
-
-
-class _SenderPool:
-    """``workers`` threads taking batches from a bounded queue (back-pressure on the producer) and putting them."""
-
-    def __init__(
-        self, kinesis: Any, stream: str, retry: RetryPolicy, stats: LiveStats, workers: int, on_sent: OnSent | None
-    ):
-        self.kinesis, self.stream, self.retry, self.stats, self.on_sent = kinesis, stream, retry, stats, on_sent
-        self.fatal: BaseException | None = None
-        self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=workers * 2)
-        self._threads = [
-            threading.Thread(target=self._work, name=f"generator-sender-{i}", daemon=True) for i in range(workers)
-        ]
-        for thread in self._threads:
-            thread.start()
-
-    def submit(self, users: list[UserRecord], aggregated: list[tuple[Entry, list[UserRecord]]] | None) -> None:
-        """Queue the records as PutRecords batches (blocks while the senders are behind)."""
-        if aggregated is None:
-            entries = [Entry(data, pk) for pk, data in users]
-            owners = {id(entry): [user] for entry, user in zip(entries, users, strict=True)}
-        else:
-            entries = [entry for entry, _ in aggregated]
-            owners = {id(entry): members for entry, members in aggregated}
-        for batch in batches(entries):
-            self._queue.put(_Job(batch, [user for entry in batch for user in owners[id(entry)]]))
-
-    def close(self) -> None:
-        """Let queued batches finish, then stop the threads."""
-        for _ in self._threads:
-            self._queue.put(None)
-        for thread in self._threads:
-            thread.join()
-
-    def _work(self) -> None:
-        while (job := self._queue.get()) is not None:
-            if self.fatal is None:
-                try:
-                    self._send(job)
-                except Exception as exc:  # e.g. the caller's on_sent: stop the run, keep draining the queue
-                    self.fatal = exc
-
-    def _send(self, job: _Job) -> None:
-        stats = PutStats()
-        try:
-            put_all(self.kinesis, self.stream, job.entries, self.retry, stats)
-        except PutRecordsFailedError as exc:
-            # Which entries of the batch got through is not reported: count all its user records as failed
-            # when the batch failed, in proportion otherwise.
-            failed = round(len(job.user_records) * exc.failed_entries / max(1, len(job.entries)))
-            self.stats.add(stats, len(job.user_records) - failed, failed)
-            if not set(exc.error_codes) <= RETRYABLE_ERROR_CODES:
-                self.fatal = exc
-            return
-        except Exception as exc:  # a bad entry or an unexpected client error: stop the run, report it
-            self.fatal = exc
-            self.stats.add(stats, 0, len(job.user_records))
-            return
-        self.stats.add(stats, len(job.user_records), 0)
-        if self.on_sent is not None:
-            self.on_sent(job.user_records)

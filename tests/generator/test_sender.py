@@ -12,7 +12,6 @@ import pytest
 import generator
 from connector.kpl import UserRecord, deaggregate, hash_key_of, is_aggregated
 from connector.retry import RetryPolicy
-from connector.sink.put_records import PutRecordsFailedError
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, LocalServer
 from localaws.streams import iterate_shard, read_stream
@@ -88,7 +87,7 @@ def test_partial_failures_are_retried_without_duplicates(kinesalite: LocalServer
             stream_name=stream, count=1000, rate=50_000, endpoint_url=proxy.endpoint_url, retry=FAST_RETRY, collect=True
         )
     # Every injected fault was seen and retried: each failed entry once, each throttled call once.
-    assert summary.retried_entries == proxy.stats["failed_entries"] > 0
+    assert summary.retried_entries == summary.refused_entries == proxy.stats["failed_entries"] > 0
     assert summary.retried_calls == proxy.stats["throttled"] > 0
     assert (summary.records, summary.failed) == (1000, 0)
     assert stored(kinesalite, stream) == Counter(summary.sent_records)
@@ -153,9 +152,13 @@ def test_bad_template_fails_before_sending(kinesalite: LocalServer, lite_stream)
     assert not stored(kinesalite, stream)
 
 
-def test_missing_stream_stops_the_run_with_the_reason(kinesalite: LocalServer):
-    with pytest.raises(PutRecordsFailedError, match=r"no-such-stream.*does not exist"):
-        generator.run(stream_name="no-such-stream", count=10, rate=1000, endpoint_url=kinesalite.endpoint_url)
+def test_missing_stream_stops_the_run_before_sending_with_the_generators_flags(kinesalite: LocalServer):
+    missing = r"^--stream no-such-stream: no such stream"
+    with FaultProxy(kinesalite.endpoint_url) as proxy, pytest.raises(generator.TargetError, match=missing) as raised:
+        generator.run(stream_name="no-such-stream", count=10, rate=1000, endpoint_url=proxy.endpoint_url)
+    assert "--region" in str(raised.value) and "--endpoint-url" in str(raised.value)
+    assert "kinesis." not in str(raised.value) and "retry of the task" not in str(raised.value)
+    assert raised.value.summary is None and proxy.calls["PutRecords"] == 0
 
 
 def test_a_failing_on_sent_callback_stops_the_run_with_its_error(kinesalite: LocalServer, lite_stream):

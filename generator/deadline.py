@@ -1,0 +1,80 @@
+"""The end of a run on the wall clock: ``--duration`` (or Ctrl-C) ends it, retries and backoff included.
+
+Who uses it: ``generator.sender.run`` makes one ``Deadline`` per run and sets it when the schedule starts;
+``generator.pool`` checks it before each batch's first PutRecords call and hands ``DeadlineRetry`` to
+``connector.sink.put_records.put_all``, whose every retry (of refused entries, of a whole call) waits in
+``RetryPolicy.sleep_before_retry``: there the deadline stops it. So no call starts after the deadline; a call
+already under way may finish within ``GRACE_S`` (the client's timeouts are set to fit in it), and the run waits
+no longer than that for it.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+
+from connector.retry import RetryPolicy
+
+GRACE_S = 5.0  # how long after the deadline a call already under way may take to finish
+# The generator's client times out within the grace: a new connection in CONNECT_TIMEOUT_S, an answer in
+# READ_TIMEOUT_S (PutRecords answers in tens of ms; the KPL gives up on a request after 6 s).
+CONNECT_TIMEOUT_S = 2.0
+READ_TIMEOUT_S = 3.0
+
+
+class DeadlineReached(Exception):
+    """A retry would start after the run's deadline: the entries still pending were not sent in time."""
+
+
+class Deadline:
+    """A moment on the monotonic clock after which no PutRecords call starts; None until set (no time limit)."""
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+        self._stopped = threading.Event()
+
+    def set(self, at: float) -> None:
+        """Called once, when the schedule starts: ``at`` = its start + ``--duration``."""
+        self.at = at
+
+    def stop(self) -> None:
+        """End now (Ctrl-C): waits in retries wake up, no new call starts."""
+        now = time.monotonic()
+        self.at = now if self.at is None else min(self.at, now)
+        self._stopped.set()
+
+    def remaining_s(self) -> float:
+        return math.inf if self.at is None else self.at - time.monotonic()
+
+    def passed(self) -> bool:
+        return self._stopped.is_set() or self.remaining_s() <= 0
+
+    def wait(self, seconds: float) -> None:
+        """Sleep ``seconds``; raise DeadlineReached if the deadline comes first.
+
+        A backoff that would end after the deadline sleeps until the deadline before raising, so a worker does
+        not go on to its next batch's first call at once (which would be a busy loop against a refusing stream).
+        """
+        remaining = self.remaining_s()
+        if seconds >= remaining:
+            self._stopped.wait(max(0.0, remaining))
+            raise DeadlineReached
+        if self._stopped.wait(seconds):
+            raise DeadlineReached
+
+
+@dataclass(frozen=True)
+class DeadlineRetry(RetryPolicy):
+    """A RetryPolicy whose waits end at the deadline: ``put_all`` then gives up on the pending entries by raising
+    ``DeadlineReached`` (out of ``put_all``; the entries stored so far were reported through its ``on_stored``)."""
+
+    deadline: Deadline = field(default_factory=Deadline, compare=False)
+
+    @classmethod
+    def of(cls, policy: RetryPolicy, deadline: Deadline) -> DeadlineRetry:
+        return cls(policy.max_retries, policy.initial_interval_ms, policy.max_interval_ms, deadline)
+
+    def sleep_before_retry(self, attempt: int) -> None:
+        self.deadline.wait(self.delay_s(attempt))

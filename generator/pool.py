@@ -1,0 +1,139 @@
+"""The sending threads: PutRecords batches from a bounded queue, put with ``connector.sink.put_records.put_all``.
+
+Who calls it: ``generator.sender.run`` makes one ``SenderPool`` per run, ``submit``s each tick's records and
+``close``s it at the end. ``put_all`` retries exactly the refused entries with jittered backoff; its retry
+policy is a ``generator.deadline.DeadlineRetry``, so no call (first or retry) starts after the run's deadline.
+Which user records got stored is known entry by entry (``put_all``'s ``on_stored``), so the counts are exact
+even when a batch was cut short.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from connector.retry import RETRYABLE_ERROR_CODES
+from connector.sink.put_records import Entry, PutRecordsFailedError, PutStats, batches, put_all
+from generator.deadline import DeadlineReached, DeadlineRetry
+from generator.stats import LiveStats
+
+UserRecord = tuple[str, bytes]  # (partition key, data)
+OnSent = Callable[[list[UserRecord]], None]
+POLL_S = 0.05  # how often a blocked producer or an idle sender looks at the deadline and the end of the run
+
+
+@dataclass(eq=False)
+class Job:
+    """One PutRecords batch: its entries, the user records each carries (several when aggregated), and live
+    counters the progress display reads while it is under way."""
+
+    entries: list[Entry]
+    owners: list[list[UserRecord]]
+    put: PutStats = field(default_factory=PutStats)
+    stored: int = 0  # user records stored so far
+
+    @property
+    def user_count(self) -> int:
+        return sum(len(users) for users in self.owners)
+
+
+class SenderPool:
+    """``workers`` threads taking batches from a bounded queue (back-pressure on the producer) and putting them.
+
+    ``fatal`` holds the first error no retry fixes (a missing stream, denied access, the caller's ``on_sent``
+    failing); the run stops on it.
+    """
+
+    def __init__(
+        self,
+        kinesis: Any,
+        stream: str,
+        retry: DeadlineRetry,
+        stats: LiveStats,
+        workers: int,
+        on_sent: OnSent | None,
+    ):
+        self.kinesis, self.stream, self.retry, self.stats, self.on_sent = kinesis, stream, retry, stats, on_sent
+        self.deadline = retry.deadline
+        self.fatal: BaseException | None = None
+        self.submitted = 0  # user records queued
+        self._queue: queue.Queue[Job] = queue.Queue(maxsize=workers * 2)
+        self._closing = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"generator-sender-{i}", daemon=True) for i in range(workers)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, users: list[UserRecord], aggregated: list[tuple[Entry, list[UserRecord]]] | None) -> bool:
+        """Queue the records as PutRecords batches; blocks while the senders are behind, until the deadline.
+
+        False when the deadline came (or the run failed) first: the records not queued are not sent.
+        """
+        if aggregated is None:
+            aggregated = [(Entry(data, pk), [(pk, data)]) for pk, data in users]
+        owners = {id(entry): members for entry, members in aggregated}
+        for batch in batches(entry for entry, _ in aggregated):
+            job = Job(batch, [owners[id(entry)] for entry in batch])
+            while True:
+                if self.fatal is not None or self.deadline.passed():
+                    return False
+                try:
+                    self._queue.put(job, timeout=POLL_S)
+                    break
+                except queue.Full:
+                    continue
+            self.submitted += job.user_count
+        return True
+
+    def close(self, cutoff: float | None) -> None:
+        """No more batches: let the senders finish (queued batches are dropped once the deadline has passed)
+        and wait for them until ``cutoff`` (monotonic; None: as long as they take); then end the run's counts."""
+        self._closing.set()
+        try:
+            for thread in self._threads:
+                thread.join(None if cutoff is None else max(0.0, cutoff - time.monotonic()))
+        finally:
+            self.stats.close()  # a sender still under way is abandoned (a daemon thread; its results are ignored)
+
+    def _work(self) -> None:
+        while True:
+            try:
+                job = self._queue.get(timeout=POLL_S)
+            except queue.Empty:
+                if self._closing.is_set():
+                    return
+                continue
+            # After the deadline or a fatal error, queued batches are not sent (their records count as unsent).
+            if self.fatal is None and not self.deadline.passed() and self.stats.begin(job):
+                self._send(job)
+
+    def _send(self, job: Job) -> None:
+        owners = {id(entry): users for entry, users in zip(job.entries, job.owners, strict=True)}
+        stored: list[UserRecord] = []
+
+        def on_stored(entry: Entry, shard_id: str) -> None:
+            stored.extend(owners[id(entry)])
+            job.stored = len(stored)
+
+        failed = 0
+        try:
+            put_all(self.kinesis, self.stream, job.entries, self.retry, job.put, on_stored)
+        except DeadlineReached:
+            pass  # the rest of the batch was not sent in time
+        except PutRecordsFailedError as exc:
+            if set(exc.error_codes) <= RETRYABLE_ERROR_CODES:
+                failed = job.user_count - len(stored)  # refused through the whole retry budget: lost
+            else:
+                self.fatal = exc
+        except Exception as exc:  # a client error no retry fixes (no credentials, a bad entry): stop the run
+            self.fatal = exc
+        if self.stats.end(job, failed) and stored and self.on_sent is not None:
+            try:
+                self.on_sent(stored)
+            except Exception as exc:  # the caller's callback broke: stop the run with its error
+                self.fatal = exc
