@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -16,11 +17,11 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from localaws import LocalServer, aws_client
+from localaws import KINESALITE, MOTO, LocalAws, LocalServer, aws_client
 from localaws.quota_model import ManualClock, MiB
-from localaws.quota_proxy import QuotaProxy
+from localaws.quota_proxy import QuotaProxy, QuotaServer
 from localaws.quota_stats import QuotaReport
-from localaws.streams import read_stream, wait_for_stream_active
+from localaws.streams import create_stream, patiently, read_stream, wait_for_stream_active
 
 SHARD_0, SHARD_1 = "shardId-000000000000", "shardId-000000000001"
 LOW, HIGH = "0", str(2**128 - 1)  # explicit hash keys on the first and the last shard
@@ -231,3 +232,32 @@ def test_calls_are_counted_per_client_and_second_and_read_over_http(
     full = proxy.report().clients()
     assert any("app/ours-1.0" in agent and "Botocore/" in agent for agent in full)  # the whole User-Agent
     assert report.quotas["get_records_calls"] == 5
+
+
+def test_the_streams_helpers_wait_out_refusals(proxy: QuotaProxy, lite_stream) -> None:
+    """``localaws.streams`` (the demo's, the benchmarks' and the tests' helpers) tries a refused call again."""
+    stream = lite_stream(shards=1)
+    kinesis = client(proxy)
+    position = iterator(kinesis, stream, SHARD_0)
+    for _ in range(5):
+        kinesis.get_records(ShardIterator=position)
+    threading.Timer(0.2, proxy.clock.advance, args=(1.0,)).start()  # the next second comes while it waits
+    assert patiently(kinesis.get_records, ShardIterator=position, wait_s=0.1)["Records"] == []
+    assert proxy.report().tally(stream=stream, action="GetRecords").refused >= 1
+    with pytest.raises(ClientError, match="ResourceNotFoundException"):  # anything else at once
+        patiently(kinesis.list_shards, StreamName="no-such-stream", give_up_s=60)
+
+
+def test_local_aws_with_quotas_puts_the_proxy_in_front_of_kinesis_servers_only(tmp_path) -> None:
+    with LocalAws([KINESALITE, MOTO], log_dir=tmp_path, quotas=True) as aws:
+        front = aws.kinesalite
+        assert isinstance(front, QuotaServer) and front.endpoint_url != front.direct.endpoint_url
+        assert aws["kinesalite"] is front and aws.moto is aws.servers["moto"]
+        create_stream(front.direct.client("kinesis"), "s", 1)
+        front.client("kinesis").list_shards(StreamName="s")
+        assert front.quota_proxy.report().tally(stream="s", action="ListShards").calls == 1
+        assert "ListShards" in aws.quota_summary()
+        stats_url = front.endpoint_url + "/__quota_stats"
+        urllib.request.urlopen(stats_url, timeout=5).close()
+    with pytest.raises(OSError):  # stopped with the servers
+        urllib.request.urlopen(stats_url, timeout=5)
