@@ -4,63 +4,30 @@ how much it cost a neighbour) is reported here, not asserted: ``assert_refused_a
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from botocore.config import Config
-from botocore.exceptions import ClientError
 from efo_util import efo_options
 from source_util import FORMAT, put_numbered, wait_for
 from test_source_spark import _committed
 
 import generator
-from localaws import LocalServer, aws_client
+from localaws import LocalServer
+from localaws.neighbour import NEIGHBOUR_TOKEN, Neighbour
 from localaws.quota_model import Quotas
 from localaws.quota_proxy import QuotaProxy
 from localaws.quota_stats import QuotaReport
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
-from localaws.streams import list_shard_ids, read_stream
+from localaws.streams import read_stream
 
-NEIGHBOUR = "quota-tier-neighbour"  # the neighbour's User-Agent token
 PATIENT_WRITES = {"kinesis.clientNumRetries": "10", "kinesis.clientRetryIntervalsMs": "200"}
 # A write quota that one PutRecords call of 400 entries exceeds: refusals are certain, whatever the timing.
 SMALL_WRITES = Quotas(put_records=250)
 
 
-class Neighbour(threading.Thread):
-    """Another application reading every shard of the stream once a second (as Lambda polls), its calls refused
-    now and then, which it waits out: it keeps what it read and counts its calls and the refusals it saw."""
-
-    def __init__(self, proxy: QuotaProxy, stream: str, shards: list[str]):
-        super().__init__(name="neighbour", daemon=True)
-        config = Config(retries={"total_max_attempts": 1}, user_agent_extra=NEIGHBOUR)
-        self.kinesis = aws_client("kinesis", proxy.endpoint_url, config=config)
-        self.stream, self.shards = stream, shards
-        self.read: list[bytes] = []
-        self.calls = self.refused = 0
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        start = {"StreamName": self.stream, "ShardIteratorType": "TRIM_HORIZON"}
-        iterators = {shard: self.kinesis.get_shard_iterator(ShardId=shard, **start) for shard in self.shards}
-        iterators = {shard: answer["ShardIterator"] for shard, answer in iterators.items()}
-        while not self.stop.wait(1.0):
-            for shard, iterator in iterators.items():
-                self.calls += 1
-                try:
-                    answer = self.kinesis.get_records(ShardIterator=iterator)
-                except ClientError as error:
-                    assert error.response["Error"]["Code"] == "ProvisionedThroughputExceededException"
-                    self.refused += 1
-                    continue
-                self.read += [record["Data"] for record in answer["Records"]]
-                iterators[shard] = answer["NextShardIterator"]
-
-
 def _report(proxy: QuotaProxy, stream: str) -> QuotaReport:
-    report = proxy.report(groups={"neighbour": NEIGHBOUR})  # everything else: "other", ours
+    report = proxy.report(groups={"neighbour": NEIGHBOUR_TOKEN})  # everything else: "other", ours
     print(report.summary())
     for client in report.clients():
         reads = report.tally(stream=stream, client=client, action="GetRecords")
@@ -94,18 +61,15 @@ def test_the_polling_source_behind_the_quotas_beside_a_neighbour_reads_every_rec
         "kinesis.metadataPath": str(tmp_path / "meta"),
         "kinesis.startingPosition": "TRIM_HORIZON",
     }
-    neighbour = Neighbour(quota_proxy, stream, list_shard_ids(kinesalite.client("kinesis"), stream))
-    neighbour.start()
     output = tmp_path / "out"
-    query = _stream_query(spark, options, output, tmp_path / "checkpoint")
-    try:
-        produced = put_numbered(kinesalite, stream, "a", 100, keys=20)
-        wait_for(lambda: len(_committed(spark, output)) >= len(produced), what="every record")
-        wait_for(lambda: len(neighbour.read) >= len(produced), 30, what="the neighbour to read every record")
-    finally:
-        query.stop()
-        neighbour.stop.set()
-        neighbour.join()
+    with Neighbour(quota_proxy.endpoint_url, stream) as neighbour:
+        query = _stream_query(spark, options, output, tmp_path / "checkpoint")
+        try:
+            produced = put_numbered(kinesalite, stream, "a", 100, keys=20)
+            wait_for(lambda: len(_committed(spark, output)) >= len(produced), what="every record")
+            wait_for(lambda: len(neighbour.read) >= len(produced), 30, what="the neighbour to read every record")
+        finally:
+            query.stop()
     assert Counter(_committed(spark, output)) == Counter(produced)
     assert Counter(neighbour.read) == Counter(produced)
     report = _report(quota_proxy, stream)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -18,10 +19,11 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from localaws import KINESALITE, MOTO, LocalAws, LocalServer, aws_client
+from localaws.neighbour import NEIGHBOUR_TOKEN, Neighbour
 from localaws.quota_model import ManualClock, MiB
 from localaws.quota_proxy import QuotaProxy, QuotaServer
-from localaws.quota_stats import QuotaReport
-from localaws.streams import create_stream, patiently, read_stream, wait_for_stream_active
+from localaws.quota_stats import QuotaReport, assert_refused_at_most
+from localaws.streams import create_stream, patiently, put_records, read_stream, wait_for_stream_active
 
 SHARD_0, SHARD_1 = "shardId-000000000000", "shardId-000000000001"
 LOW, HIGH = "0", str(2**128 - 1)  # explicit hash keys on the first and the last shard
@@ -261,3 +263,21 @@ def test_local_aws_with_quotas_puts_the_proxy_in_front_of_kinesis_servers_only(t
         urllib.request.urlopen(stats_url, timeout=5).close()
     with pytest.raises(OSError):  # stopped with the servers
         urllib.request.urlopen(stats_url, timeout=5)
+
+
+def test_a_neighbour_reads_everything_and_sees_the_refusals_the_proxy_counts(
+    proxy: QuotaProxy, kinesalite: LocalServer, lite_stream
+) -> None:
+    stream = lite_stream(shards=1)
+    put_records(kinesalite.client("kinesis"), stream, [(f"r{i}".encode(), "k") for i in range(3)])
+    with Neighbour(proxy.endpoint_url, stream, interval_s=0.01) as neighbour:
+        while neighbour.calls < 8:
+            time.sleep(0.01)
+    assert neighbour.read == [b"r0", b"r1", b"r2"]
+    # The first call read 9 bytes; the clock stands still, so the shard never pays them back: refused since.
+    assert neighbour.refused == neighbour.calls - 1
+    report = proxy.report(groups={"neighbour": NEIGHBOUR_TOKEN})
+    counted = report.tally(client="neighbour", stream=stream, action="GetRecords")
+    assert (counted.calls, counted.refused) == (neighbour.calls, neighbour.refused)
+    with pytest.raises(AssertionError, match="'neighbour' had"):
+        assert_refused_at_most(report, 0.01, client="neighbour", stream=stream)
