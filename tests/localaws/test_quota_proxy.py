@@ -18,7 +18,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from localaws import KINESALITE, MOTO, LocalAws, LocalServer, aws_client
+from localaws import KINESALITE, LocalAws, LocalServer, aws_client
 from localaws.neighbour import NEIGHBOUR_TOKEN, Neighbour
 from localaws.quota_model import ManualClock, MiB
 from localaws.quota_proxy import QuotaProxy, QuotaServer
@@ -250,11 +250,11 @@ def test_the_streams_helpers_wait_out_refusals(proxy: QuotaProxy, lite_stream) -
         patiently(kinesis.list_shards, StreamName="no-such-stream", give_up_s=60)
 
 
-def test_local_aws_with_quotas_puts_the_proxy_in_front_of_kinesis_servers_only(tmp_path) -> None:
-    with LocalAws([KINESALITE, MOTO], log_dir=tmp_path, quotas=True) as aws:
+def test_local_aws_with_quotas_puts_the_proxy_in_front_of_its_kinesis_server(tmp_path) -> None:
+    with LocalAws([KINESALITE], log_dir=tmp_path, quotas=True) as aws:
         front = aws.kinesalite
         assert isinstance(front, QuotaServer) and front.endpoint_url != front.direct.endpoint_url
-        assert aws["kinesalite"] is front and aws.moto is aws.servers["moto"]
+        assert aws["kinesalite"] is front and aws.servers["kinesalite"] is front.direct
         create_stream(front.direct.client("kinesis"), "s", 1)
         front.client("kinesis").list_shards(StreamName="s")
         assert front.quota_proxy.report().tally(stream="s", action="ListShards").calls == 1
