@@ -1,6 +1,7 @@
 """Scaling with the cluster: the same stream read on ``local-cluster[1,1,1024]`` and ``local-cluster[2,1,1024]``.
 
-Run: ``.venv/bin/python -m bench.cluster_scaling [--records 100000] [--size 1024] [--per-batch 25000]``.
+Run: ``.venv/bin/python -m bench.cluster_scaling [--records 100000] [--size 1024] [--per-batch 25000]
+[--no-quotas]`` (by default the server sits behind AWS's Kinesis quotas: ``bench.common``).
 
 A 4-shard kinesalite stream is pre-loaded once. Each cluster runs in its own process (``--master``: a fresh
 driver JVM, its executor JVMs and Python workers; the checkout reaches the executors through ``PYTHONPATH``, which
@@ -23,17 +24,19 @@ import tempfile
 import time
 
 from bench.common import (
+    add_quota_flag,
     available_now,
     batch_sizes,
     boto3_loop,
+    local_aws,
     options,
     preloaded_stream,
+    print_quotas,
     raw_loop,
     read_seconds,
     spark_session,
     steady_state,
 )
-from localaws import LocalAws
 from localaws.servers import KINESALITE
 
 SHARDS = 4
@@ -74,13 +77,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--per-batch", type=int, default=25_000)
     parser.add_argument("--master", help="internal: run one query on this master")
     parser.add_argument("--options", help="internal: the source options (JSON)")
+    add_quota_flag(parser)
     args = parser.parse_args(argv)
     if args.master:
         run_on(args.master, json.loads(args.options))
         return
-    with LocalAws([KINESALITE]) as aws, tempfile.TemporaryDirectory() as work:
+    with local_aws(args, KINESALITE) as aws, tempfile.TemporaryDirectory() as work:
         kinesis = aws.kinesalite.client("kinesis")
-        stream = preloaded_stream(kinesis, "bench-cluster", SHARDS, args.records, args.size)
+        setup = aws.kinesalite.direct.client("kinesis")
+        stream = preloaded_stream(setup, "bench-cluster", SHARDS, args.records, args.size)
         results = {}
         for index, master in enumerate(MASTERS):
             opts = options(aws.kinesalite, stream, os.path.join(work, f"metadata-{index}"))
@@ -102,6 +107,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  start-up {result['startup_s']:.1f} s (not included); batches (rows, ms): {result['batches']}")
     print(line("kinesalite alone (raw_loop: no parsing)", raw_s, args.records / raw_s))
     print(line("boto3 GetRecords loop, 1 thread", boto3_s, args.records / boto3_s))
+    print_quotas(aws)
 
 
 def line(name: str, seconds: float, rate: float, base: float | None = None) -> str:

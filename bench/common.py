@@ -1,8 +1,16 @@
-"""What several benchmarks share: source options for a local server, a preloaded stream, the baseline boto3
-reader and a local[2] SparkSession with the connector registered. Not a benchmark itself (run_all skips it)."""
+"""What several benchmarks share: the local servers (behind AWS's Kinesis quotas unless ``--no-quotas``), source
+options for a local server, a preloaded stream, the baseline boto3 reader and a local[2] SparkSession with the
+connector registered. Not a benchmark itself (run_all skips it).
+
+Quotas: every benchmark talks to its local server through ``localaws.quota_proxy`` by default, as it would meet
+AWS's quotas (5 GetRecords/s and 2 MiB/s read per shard, 1,000 records/s and 1 MiB/s written per shard, ...), and
+prints what was refused at the end. Setting up (preloading a stream) goes to the server directly
+(``aws.kinesalite.direct``): it is not what is measured. ``--no-quotas`` measures against the bare server.
+"""
 
 from __future__ import annotations
 
+import argparse
 import base64
 import json
 import os
@@ -14,12 +22,33 @@ from typing import Any
 
 from aws_kinesis_agg.deaggregator import deaggregate_records
 
-from localaws import LocalServer
+from localaws import LocalAws, LocalServer, ServerSpec
+from localaws.quota_proxy import QuotaServer
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, project_root
-from localaws.streams import create_stream, iterate_shard, list_shard_ids, put_records, unique_name
+from localaws.streams import create_stream, iterate_shard, list_shard_ids, patiently, put_records, unique_name
+
+Server = LocalServer | QuotaServer  # what LocalAws hands out: through the quota proxy, or not
 
 
-def options(server: LocalServer, stream: str, metadata: str) -> dict[str, str]:
+def add_quota_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-quotas",
+        action="store_true",
+        help="talk to the local server directly (default: through a proxy enforcing AWS's Kinesis quotas)",
+    )
+
+
+def local_aws(args: argparse.Namespace, *specs: ServerSpec) -> LocalAws:
+    """The benchmark's servers, each Kinesis server behind AWS's quotas unless ``--no-quotas``."""
+    return LocalAws(specs, quotas=not args.no_quotas)
+
+
+def print_quotas(aws: LocalAws) -> None:
+    """What the quota proxies counted and refused, per action and client (after the benchmark's table)."""
+    print(aws.quota_summary() or "quotas: not enforced (--no-quotas)")
+
+
+def options(server: Server, stream: str, metadata: str) -> dict[str, str]:
     return {
         "kinesis.streamname": stream,
         "kinesis.endpointurl": server.endpoint_url,
@@ -64,9 +93,10 @@ def boto3_loop(kinesis, stream: str, deaggregate: bool = False) -> int:
     return count
 
 
-def raw_loop(server: LocalServer, stream: str) -> int:
+def raw_loop(server: Server, stream: str) -> int:
     """The server's own pace: the boto3 loop without botocore's parsing (raw answer bodies, ``json.loads`` only,
-    data left base64), one thread. Whatever reads from this server in one thread at a time is at most this fast."""
+    data left base64), one thread. Whatever reads from this server in one thread at a time is at most this fast.
+    Behind the quotas it waits out each refusal (``patiently``)."""
     from connector.aws import RAW_BODY, ClientSettings, kinesis_reader_client
 
     settings = ClientSettings(
@@ -78,10 +108,11 @@ def raw_loop(server: LocalServer, stream: str) -> int:
     kinesis = kinesis_reader_client(settings)
     count = 0
     for shard_id in list_shard_ids(kinesis, stream):
-        iterator = kinesis.get_shard_iterator(StreamName=stream, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON")
-        iterator = iterator["ShardIterator"]
+        iterator = patiently(
+            kinesis.get_shard_iterator, StreamName=stream, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
         while iterator:
-            answer = json.loads(kinesis.get_records(ShardIterator=iterator, Limit=10000)[RAW_BODY])
+            answer = json.loads(patiently(kinesis.get_records, ShardIterator=iterator, Limit=10000)[RAW_BODY])
             count += len(answer["Records"])
             if not answer["Records"] and not answer.get("MillisBehindLatest"):
                 break

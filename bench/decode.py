@@ -1,6 +1,6 @@
 """Decode speed: a GetRecords answer body to rows, our path against botocore's own parser, in one thread's CPU.
 
-Run: ``.venv/bin/python -m bench.decode [--records N] [--size BYTES] [--repeats N] [--before FILE]``
+Run: ``.venv/bin/python -m bench.decode [--records N] [--size BYTES] [--repeats N] [--before FILE] [--no-quotas]``
 (``--before``: another version of ``connector/decode.py``, e.g. ``git show main:connector/decode.py``, measured in
 the same run, taking turns with this one: a before/after on a shared machine).
 
@@ -34,6 +34,7 @@ from typing import Any
 
 import botocore.parsers
 
+from bench.common import add_quota_flag, local_aws, print_quotas
 from connector import decode
 from connector.aws import RAW_BODY, ClientSettings, kinesis_reader_client
 from connector.shards import MAX_HASH_KEY
@@ -42,16 +43,19 @@ from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE
 from localaws.streams import create_stream, put_records, unique_name
 
 
-def fetch_body(records: int, size: int) -> bytes:
-    with LocalAws([KINESALITE]) as aws:
-        kinesis = aws.kinesalite.client("kinesis")
-        stream = create_stream(kinesis, unique_name("bench-decode"), 1)
-        put_records(kinesis, stream, ((os.urandom(size), f"key-{i}") for i in range(records)))
-        iterator = kinesis.get_shard_iterator(
+def fetch_body(args: argparse.Namespace) -> tuple[bytes, LocalAws]:
+    """One GetRecords answer body of ``--records`` records (through the quotas, unless ``--no-quotas``), and the
+    servers it came from (stopped), for their quota counts."""
+    with local_aws(args, KINESALITE) as aws:
+        setup = aws.kinesalite.direct.client("kinesis")
+        stream = create_stream(setup, unique_name("bench-decode"), 1)
+        put_records(setup, stream, ((os.urandom(args.size), f"key-{i}") for i in range(args.records)))
+        iterator = aws.kinesalite.client("kinesis").get_shard_iterator(
             StreamName=stream, ShardId="shardId-000000000000", ShardIteratorType="TRIM_HORIZON"
         )["ShardIterator"]
         settings = ClientSettings("us-east-1", aws.kinesalite.endpoint_url, DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY)
-        return kinesis_reader_client(settings).get_records(ShardIterator=iterator, Limit=records)[RAW_BODY]
+        answer = kinesis_reader_client(settings).get_records(ShardIterator=iterator, Limit=args.records)
+        return answer[RAW_BODY], aws
 
 
 def median_rates(records: int, repeats: int, runs: dict[str, Callable[[], int]]) -> dict[str, float]:
@@ -95,8 +99,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--before", help="another connector/decode.py to measure in the same run (a row more)")
+    add_quota_flag(parser)
     args = parser.parse_args(argv)
-    body = fetch_body(args.records, args.size)
+    body, aws = fetch_body(args)
     import boto3
 
     shape = boto3.session.Session().client("kinesis", region_name="us-east-1").meta.service_model
@@ -125,6 +130,7 @@ def main(argv: list[str] | None = None) -> None:
     print_table(list(rates.items()), baseline, "(ratio = our rate / botocore's)")
     print("where the time goes (ratio = rate / the decode's, columns only; each part alone)")
     print_table(parts(body, args.records, args.repeats), rates["connector.decode, columns only"], "")
+    print_quotas(aws)
 
 
 def parts(body: bytes, records: int, repeats: int) -> list[tuple[str, float]]:

@@ -1,6 +1,8 @@
 """Enhanced fan-out against polling, same run, same stream: put -> row latency and read throughput (kinesis-mock).
 
-Run: ``.venv/bin/python -m bench.efo_latency [--rate 100] [--seconds 20] [--records 5000] [--trigger-ms 200]``.
+Run: ``.venv/bin/python -m bench.efo_latency [--rate 100] [--seconds 20] [--records 5000] [--trigger-ms 200]
+[--no-quotas]`` (by default kinesis-mock sits behind AWS's Kinesis quotas, ``bench.common``; the producer and the
+setup write to it directly).
 
 1. Latency: a producer puts ``--rate`` records/s (each carrying its put time) into a 1-shard kinesis-mock stream;
    two Structured Streaming queries read it at once into ``foreachBatch`` sinks that stamp each row: one with
@@ -24,21 +26,20 @@ import os
 import time
 from typing import Any
 
-from bench.common import options, spark_session
+from bench.common import Server, add_quota_flag, local_aws, options, print_quotas, spark_session
 from bench.latency import percentiles, produce
 from connector.aws import kinesis_reader_client
 from connector.consumers import ensure_consumer
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask
 from connector.offsets import TRIM_HORIZON, Position
 from connector.source_settings import SourceSettings
-from localaws import LocalAws, LocalServer
 from localaws.servers import KINESIS_MOCK
 from localaws.streams import create_stream, list_shard_ids, put_records, unique_name
 
 CONSUMER = "bench-efo"
 
 
-def source_options(server: LocalServer, stream: str, efo: bool) -> dict[str, str]:
+def source_options(server: Server, stream: str, efo: bool) -> dict[str, str]:
     kind = "efo" if efo else "polling"
     patient = {"kinesis.clientretryintervalsms": "500", "kinesis.clientmaxretryintervalms": "2000"}
     found = {**options(server, stream, f"/tmp/{stream}/{kind}/meta"), **patient}
@@ -65,8 +66,8 @@ def start_query(spark: Any, options: dict[str, str], latencies: list[float], tri
     )
 
 
-def latency(server: LocalServer, rate: int, seconds: float, trigger_ms: int) -> dict[str, list[float]]:
-    kinesis = server.client("kinesis")
+def latency(server: Server, rate: int, seconds: float, trigger_ms: int) -> dict[str, list[float]]:
+    kinesis = server.direct.client("kinesis")  # the producer's puts: not what is measured
     stream = create_stream(kinesis, unique_name("bench-efo-latency"), 1)
     spark = spark_session()
     results: dict[str, list[float]] = {"polling": [], "efo": []}
@@ -94,8 +95,8 @@ def latency(server: LocalServer, rate: int, seconds: float, trigger_ms: int) -> 
     return results
 
 
-def throughput(server: LocalServer, records: int) -> dict[str, tuple[int, float]]:
-    kinesis = server.client("kinesis")
+def throughput(server: Server, records: int) -> dict[str, tuple[int, float]]:
+    kinesis = server.direct.client("kinesis")
     stream = create_stream(kinesis, unique_name("bench-efo-read"), 1)
     payload = os.urandom(1024)
     for start in range(0, records, 500):
@@ -107,7 +108,7 @@ def throughput(server: LocalServer, records: int) -> dict[str, tuple[int, float]
         settings = SourceSettings.from_options(source_options(server, stream, kind == "efo"))
         arn = None
         if settings.efo is not None:
-            arn = ensure_consumer(kinesis, stream, CONSUMER, settings.client.retry).arn
+            arn = ensure_consumer(server.client("kinesis"), stream, CONSUMER, settings.client.retry).arn
         transport = settings.transport(kinesis_reader_client(settings.client), task, arn)
         shard_range = ShardRange(task, FetchLimits(), settings.shard_context(task))
         started = time.perf_counter()
@@ -122,8 +123,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--records", type=int, default=5000)
     parser.add_argument("--trigger-ms", type=int, default=200)
+    add_quota_flag(parser)
     args = parser.parse_args(argv)
-    with LocalAws([KINESIS_MOCK]) as aws:
+    with local_aws(args, KINESIS_MOCK) as aws:
         server = aws.kinesis_mock
         read = throughput(server, args.records)
         lat = latency(server, args.rate, args.seconds, args.trigger_ms)
@@ -145,6 +147,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {names[kind]:<35} | {rows:>8,} | {seconds:>7.2f} | {rows / seconds:>8,.0f} |")
     rates = {kind: rows / seconds for kind, (rows, seconds) in read.items()}
     print(f"EFO / polling read rate: {rates['efo'] / rates['polling']:.2f}")
+    print_quotas(aws)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Rate accuracy over a long run (default 60 s) into kinesalite: our schedule against a naive sleep loop.
 
-Run: ``.venv/bin/python -m bench.generator_rate [--rate N] [--seconds S]``. Target (not asserted): within 2 %.
+Run: ``.venv/bin/python -m bench.generator_rate [--rate N] [--seconds S] [--no-quotas]``. Target (not asserted):
+within 2 %. Both write through AWS's Kinesis quotas by default (``bench.common``; 2 shards take 2,000 records/s).
 
 Both run at the same time, each into its own stream, for the same duration:
 - ours: ``generator.run(rate=N, duration_s=S)``, which sends what is due against a monotonic clock;
@@ -17,8 +18,8 @@ import threading
 import time
 
 import generator
+from bench.common import add_quota_flag, local_aws, print_quotas
 from generator import Template, seed_template
-from localaws import LocalAws
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE
 from localaws.streams import create_stream, unique_name
 
@@ -56,14 +57,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rate", type=float, default=1000.0)
     parser.add_argument("--seconds", type=float, default=60.0)
+    add_quota_flag(parser)
     args = parser.parse_args(argv)
     os.environ.setdefault("AWS_ACCESS_KEY_ID", DUMMY_ACCESS_KEY)
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", DUMMY_SECRET_KEY)
-    with LocalAws([KINESALITE]) as aws:
+    with local_aws(args, KINESALITE) as aws:
         server = aws.kinesalite
         kinesis = server.client("kinesis")
-        ours_stream = create_stream(kinesis, unique_name("bench-rate"), 2)
-        naive_stream = create_stream(kinesis, unique_name("bench-naive"), 2)
+        setup = server.direct.client("kinesis")
+        ours_stream = create_stream(setup, unique_name("bench-rate"), 2)
+        naive_stream = create_stream(setup, unique_name("bench-naive"), 2)
         naive_marks: list[tuple[float, int]] = []
         naive_rate: list[float] = []
         thread = threading.Thread(
@@ -90,6 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         window = worst_window(marks, args.rate, args.seconds)
         print(f"{name:<26}{records:>9,}{achieved:>12,.1f}{error:>9.2%}{window:>20.2%}")
     print("target: within 2 %")
+    print_quotas(aws)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """End-to-end latency: put -> row visible in a foreachBatch sink, where the time goes, Spark's own floor, idle cost.
 
 Run: ``.venv/bin/python -m bench.latency [--rate 200] [--seconds 30] [--idle-seconds 60] [--trigger-ms 200]
-[--low-trigger-ms 50] [--plot bench/results/latency.png]``.
+[--low-trigger-ms 50] [--plot bench/results/latency.png] [--no-quotas]``.
 
 A producer thread puts ``--rate`` records/s (JSON carrying the time of the put) into a 2-shard kinesalite
 stream. In one run, one after another on one SparkSession (each phase ``--seconds`` long):
@@ -20,7 +20,9 @@ Python worker, the read), the rest of the sink; ``commitOffsets`` (Spark's commi
 delays the next trigger. The phases run in the order warm-up, floor, ours (default trigger), floor, ours
 (low-latency): the machine's load at the time touches each pair alike. Then the number of micro-batches during
 ``--idle-seconds`` without new records (target 0). Nothing here is asserted. The percentiles are drawn into
-``--plot`` (matplotlib; "" for none).
+``--plot`` (matplotlib; "" for none). By default the readers (ours and the baseline) meet AWS's Kinesis quotas
+(``bench.common``): they share each shard's 5 GetRecords/s, and a refused baseline call waits 0.5 s; the producer
+writes to the server directly.
 """
 
 from __future__ import annotations
@@ -38,10 +40,9 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from bench.common import spark_session
-from localaws import LocalAws
+from bench.common import add_quota_flag, local_aws, print_quotas, spark_session
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE
-from localaws.streams import create_stream, list_shard_ids, unique_name
+from localaws.streams import create_stream, list_shard_ids, patiently, unique_name
 
 SHARDS = 2
 PLOT = Path(__file__).resolve().parent / "results" / "latency.png"
@@ -124,7 +125,7 @@ def boto3_consumer(kinesis: Any, stream: str, shard_id: str, latencies: list[flo
         "ShardIterator"
     ]
     while not stop.is_set():
-        answer = kinesis.get_records(ShardIterator=iterator)
+        answer = patiently(kinesis.get_records, ShardIterator=iterator)
         seen_ms = time.time() * 1000
         bodies = [json.loads(record["Data"]) for record in answer["Records"]]
         latencies.extend(seen_ms - body["t"] for body in bodies if "warm" not in body)
@@ -240,22 +241,23 @@ def measure_kinesis(
 ) -> tuple[list[float], Any, int]:
     """One phase of ours with the boto3 baseline alongside; returns the baseline's latencies and the running
     query (stopped by the caller)."""
-    kinesis = server.client("kinesis")
-    stream = create_stream(kinesis, unique_name("bench-latency"), SHARDS)
+    kinesis = server.client("kinesis")  # the baseline reads through the quotas, as ours does
+    setup = server.direct.client("kinesis")  # the stream and the producer: not what is measured
+    stream = create_stream(setup, unique_name("bench-latency"), SHARDS)
     query = run_query(spark, kinesis_reader(spark, server, stream, options), phase, trigger_ms, f"/tmp/{stream}/cp")
-    warm_up_query(kinesis, stream, phase, query)
+    warm_up_query(setup, stream, phase, query)
     baseline: list[float] = []
     stop = threading.Event()
     consumers = [
         threading.Thread(target=boto3_consumer, args=(kinesis, stream, shard, baseline, stop), daemon=True)
-        for shard in list_shard_ids(kinesis, stream)
+        for shard in list_shard_ids(setup, stream)
     ]
     for consumer in consumers:
         consumer.start()
     time.sleep(0.5)  # the LATEST iterators are open before the first put
     phase.measuring = True
     sent: list[int] = []
-    produce(kinesis, stream, args.rate, args.seconds, sent)
+    produce(setup, stream, args.rate, args.seconds, sent)
     time.sleep(3)  # the last records reach both consumers
     phase.measuring = False
     stop.set()
@@ -348,6 +350,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--trigger-ms", type=int, default=200)
     parser.add_argument("--low-trigger-ms", type=int, default=50)
     parser.add_argument("--plot", default=str(PLOT), help="write a PNG of the percentiles here")
+    add_quota_flag(parser)
     args = parser.parse_args(argv)
     spark = spark_session()
     spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "2000")
@@ -356,7 +359,7 @@ def main(argv: list[str] | None = None) -> None:
     low = Phase(f"ours, low-latency, {args.low_trigger_ms} ms")
     floor_default = Phase(f"empty source, {args.trigger_ms} ms")
     floor = Phase(f"empty source, {args.low_trigger_ms} ms")
-    with LocalAws([KINESALITE]) as aws:
+    with local_aws(args, KINESALITE) as aws:
         server = aws.kinesalite
         measure_floor(spark, Phase("warm-up"), args.trigger_ms, args.rate, 10)  # JVM and Python workers warm up
         measure_floor(spark, floor_default, args.trigger_ms, args.rate, args.seconds)
@@ -396,6 +399,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.plot:
         plot(args.plot, rows, f"put -> row at {args.rate} records/s, 2 kinesalite shards, local[2] (one run)")
         print(f"plot: {args.plot}")
+    print_quotas(aws)
 
 
 if __name__ == "__main__":

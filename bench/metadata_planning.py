@@ -1,6 +1,7 @@
 """Driver planning time per micro-batch with the DynamoDB metadata store against the path store, 16 and 256 shards.
 
-Run: ``.venv/bin/python -m bench.metadata_planning [--shards 16,256] [--rounds N]``.
+Run: ``.venv/bin/python -m bench.metadata_planning [--shards 16,256] [--rounds N] [--no-quotas]`` (the readers
+meet AWS's Kinesis quotas by default, ``bench.common``; the records are put directly).
 
 Two readers of the same kinesalite stream, in the same run, differ only in their metadata store: the path store
 (files in a local directory, the baseline) and the DynamoDB store (moto). Each round puts one record per shard,
@@ -20,7 +21,7 @@ import tempfile
 import time
 from typing import Any
 
-from bench.common import options
+from bench.common import add_quota_flag, local_aws, options, print_quotas
 from connector.offsets import parse_offset, split_shard_key
 from connector.shards import list_shards
 from connector.stream_reader import KinesisStreamReader
@@ -77,7 +78,7 @@ def one_batch(reader: KinesisStreamReader, start: dict, count: int) -> tuple[dic
 
 
 def measure(aws: LocalAws, count: int, rounds: int) -> dict[tuple[str, str], float]:
-    kinesis = aws.kinesalite.client("kinesis")
+    kinesis = aws.kinesalite.direct.client("kinesis")  # setting up and putting: not what is measured
     stream = create_stream(kinesis, unique_name("bench-meta"), count)
     shards = list_shards(kinesis, stream)
     samples: dict[tuple[str, str], list[float]] = {(s, m): [] for s in STORES for m in MEASURES}
@@ -100,6 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", default="16,256")
     parser.add_argument("--rounds", type=int, default=5)
+    add_quota_flag(parser)
     args = parser.parse_args(argv)
     counts = [int(value) for value in args.shards.split(",")]
     print(
@@ -109,13 +111,14 @@ def main(argv: list[str] | None = None) -> None:
     columns = ["shards"] + [f"{m} {s} ms" for m in MEASURES for s in STORES] + [f"{m} ratio" for m in MEASURES]
     print("| " + " | ".join(columns) + " |")
     print("|" + "|".join("-" * (len(name) + 2) for name in columns) + "|  (ratio = DynamoDB / path)")
-    with LocalAws([KINESALITE, MOTO]) as aws:
+    with local_aws(args, KINESALITE, MOTO) as aws:
         for count in counts:
             result = measure(aws, count, args.rounds)
             cells = [f"{count:>6}"]
             cells += [f"{result[(s, m)]:>{len(f'{m} {s} ms')}.1f}" for m in MEASURES for s in STORES]
             cells += [f"{result[('dynamodb', m)] / result[('path', m)]:>{len(m) + 6}.2f}" for m in MEASURES]
             print("| " + " | ".join(cells) + " |", flush=True)
+    print_quotas(aws)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """Driver planning time per trigger from 1 to 10,000 shards, the AWS calls it makes, against a naive boto3 plan.
 
 Run: ``.venv/bin/python -m bench.scale [--shards 1,16,256,1000,4000,10000] [--server-max 256] [--rounds N]
-[--plot bench/results/scale.png]``; ``--profile-calls`` instead prints where one probe call's time goes (cProfile of
-GetRecords through the stand-in).
+[--plot bench/results/scale.png] [--no-quotas]``; ``--profile-calls`` instead prints where one probe call's time goes
+(cProfile of GetRecords through the stand-in). On kinesalite, ours and the baseline meet AWS's Kinesis quotas by
+default (``bench.common``); the stand-in has none.
 
 Two servers answer, each row says which:
 - *kinesalite* (a real server on 127.0.0.1) for counts up to ``--server-max``: its GetRecords reads the whole
@@ -42,12 +43,11 @@ from typing import Any
 
 from botocore.awsrequest import AWSResponse
 
-from bench.common import options
+from bench.common import add_quota_flag, local_aws, options, print_quotas
 from connector.aws import kinesis_client, kinesis_reader_client
 from connector.offsets import parse_offset
 from connector.shards import MAX_HASH_KEY, list_shards
 from connector.stream_reader import KinesisStreamReader
-from localaws import LocalAws
 from localaws.servers import KINESALITE
 from localaws.streams import create_stream, unique_name
 
@@ -204,30 +204,32 @@ class Server:
 
     name: str
     endpoint: Any
-    kinesis: Any
+    kinesis: Any  # the baseline's client
     standin: StandIn | None = None
+    setup: Any = None  # creating, putting, deleting: not what is measured (default: ``kinesis``)
 
     def create(self, count: int) -> str:
         stream = unique_name("bench-scale")
         if self.standin is None:
-            return create_stream(self.kinesis, stream, count)
+            return create_stream(self.setup or self.kinesis, stream, count)
         self.standin.create(stream, count)
         return stream
 
     def put_one_per_shard(self, stream: str, tag: str) -> None:
         if self.standin is not None:
             return self.standin.put_one_per_shard(stream, tag)
-        shards = list_shards(self.kinesis, stream)
+        setup = self.setup or self.kinesis
+        shards = list_shards(setup, stream)
         entries = [
             {"Data": tag.encode(), "PartitionKey": "k", "ExplicitHashKey": str(s.starting_hash_key)} for s in shards
         ]
         for start in range(0, len(entries), 500):
-            answer = self.kinesis.put_records(StreamName=stream, Records=entries[start : start + 500])
+            answer = setup.put_records(StreamName=stream, Records=entries[start : start + 500])
             assert answer["FailedRecordCount"] == 0
 
     def delete(self, stream: str) -> None:
         if self.standin is None:
-            self.kinesis.delete_stream(StreamName=stream)
+            (self.setup or self.kinesis).delete_stream(StreamName=stream)
 
 
 @dataclass
@@ -401,13 +403,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--plot", default="", help="write a PNG of planning time against shard count here")
     parser.add_argument("--profile-calls", action="store_true", help="only profile one probe call, then stop")
+    add_quota_flag(parser)
     args = parser.parse_args(argv)
     counts = [int(value) for value in args.shards.split(",")]
     table: list[list[str]] = []
-    with LocalAws([KINESALITE]) as aws:
-        kinesis = aws.kinesalite.client("kinesis")
-        servers = [Server("kinesalite", aws.kinesalite, kinesis), Server("stand-in", NOWHERE, None)]
-        servers[1].standin = StandIn.recorded(kinesis)
+    with local_aws(args, KINESALITE) as aws:
+        setup = aws.kinesalite.direct.client("kinesis")
+        servers = [
+            Server("kinesalite", aws.kinesalite, aws.kinesalite.client("kinesis"), setup=setup),
+            Server("stand-in", NOWHERE, None),
+        ]
+        servers[1].standin = StandIn.recorded(setup)
         if args.profile_calls:
             return profile_calls(servers[1].standin)
         print(
@@ -426,6 +432,7 @@ def main(argv: list[str] | None = None) -> None:
                 table.append(row(server.name, count, samples, baseline, offset))
                 print("| " + " | ".join(table[-1]) + " |", flush=True)
                 server.delete(stream)
+    print_quotas(aws)
     if args.plot:
         plot(args.plot, table)
         print(f"plot: {args.plot}")

@@ -1,6 +1,6 @@
 """Sink throughput into kinesalite: our ``aws-kinesis`` sink against a raw boto3 PutRecords loop, same records.
 
-Run: ``.venv/bin/python -m bench.sink_throughput [--records N] [--size BYTES] [--small-records N]``.
+Run: ``.venv/bin/python -m bench.sink_throughput [--records N] [--size BYTES] [--small-records N] [--no-quotas]``.
 
 Two tables, each printed with ratios (measured here, never asserted):
 1. Same records (default 60,000 x 1 KiB), the baseline is a plain boto3 loop (500 entries per call, failed
@@ -8,7 +8,9 @@ Two tables, each printed with ratios (measured here, never asserted):
    local[2], with aggregation off (one Kinesis record per row, like the baseline) and on (the default).
 2. 100-byte records (default 200,000): aggregation on vs off, in records per second.
 
-Spark's job overhead (~0.5 s per write) is inside our numbers; the baseline has none.
+Spark's job overhead (~0.5 s per write) is inside our numbers; the baseline has none. By default both write
+through AWS's Kinesis quotas (``bench.common``: 1,000 records/s and 1 MiB/s per shard); the baseline waits 100 ms
+before sending its refused entries again.
 """
 
 from __future__ import annotations
@@ -23,8 +25,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.common import spark_session
-from localaws import LocalAws, LocalServer
+from bench.common import Server, add_quota_flag, local_aws, print_quotas, spark_session
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE
 from localaws.streams import create_stream, unique_name
 
@@ -51,10 +52,12 @@ def boto3_loop(kinesis, stream: str, table: pa.Table) -> float:
         while pending:
             answer = kinesis.put_records(StreamName=stream, Records=pending)
             pending = [entry for entry, result in zip(pending, answer["Records"], strict=True) if "ErrorCode" in result]
+            if pending:
+                time.sleep(0.1)
     return time.perf_counter() - started
 
 
-def sink_write(spark, server: LocalServer, stream: str, path: Path, aggregation: bool, connections: int = 1) -> float:
+def sink_write(spark, server: Server, stream: str, path: Path, aggregation: bool, connections: int = 1) -> float:
     """Our sink from a cached DataFrame of the same rows. Returns seconds."""
     frame = spark.read.parquet(str(path)).repartition(2).cache()
     frame.count()  # materialize the cache outside the timing
@@ -97,14 +100,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--small-records", type=int, default=200_000)
     parser.add_argument("--repeats", type=int, default=3, help="runs of each case; the median is shown")
+    add_quota_flag(parser)
     args = parser.parse_args(argv)
     # The sink's tasks find credentials through the default chain; dummy ones for the local server.
     os.environ.setdefault("AWS_ACCESS_KEY_ID", DUMMY_ACCESS_KEY)
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", DUMMY_SECRET_KEY)
-    with LocalAws([KINESALITE]) as aws, tempfile.TemporaryDirectory() as tmp:
+    with local_aws(args, KINESALITE) as aws, tempfile.TemporaryDirectory() as tmp:
         server = aws.kinesalite
         kinesis = server.client("kinesis")
-        stream = create_stream(kinesis, unique_name("bench-sink"), SHARDS)
+        stream = create_stream(server.direct.client("kinesis"), unique_name("bench-sink"), SHARDS)
         spark = spark_session()
         same, small, warmup = Path(tmp) / "same.parquet", Path(tmp) / "small.parquet", Path(tmp) / "warmup.parquet"
         same_rows = make_records(args.records, args.size)
@@ -137,6 +141,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"median of {args.repeats} runs each; Spark local[2]; kinesalite on 127.0.0.1")
         print("\n".join(lines))
         spark.stop()
+    print_quotas(aws)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Soak: a kinesis -> kinesis passthrough query at a steady rate for a long time; memory must stay flat and
 nothing may be lost.
 
-Run: ``.venv/bin/python -m bench.soak [--minutes 30] [--rate 1000] [--shards 2]`` (also ``bench.run_all soak``).
+Run: ``.venv/bin/python -m bench.soak [--minutes 30] [--rate 1000] [--shards 2] [--no-quotas]`` (also
+``bench.run_all soak``). The generator and the query meet AWS's Kinesis quotas by default (``bench.common``); the
+streams are created and the sink read back directly.
 
 The generator's sender (``generator.run``) puts ``--rate`` records/s, each with a unique id, into a kinesalite
 stream; a local[2] query reads it with our source and writes ``data`` and ``partitionKey`` with our sink
@@ -35,7 +37,6 @@ from pathlib import Path
 import generator
 from bench import common
 from connector.kpl import deaggregate, is_aggregated
-from localaws import LocalAws
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE
 from localaws.streams import create_stream, iterate_shard, list_shard_ids, unique_name
 
@@ -250,14 +251,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--rate", type=float, default=1000.0, help="records/s")
     parser.add_argument("--shards", type=int, default=2)
+    common.add_quota_flag(parser)
     args = parser.parse_args(argv)
     run_s = args.minutes * 60
     RESULTS.mkdir(exist_ok=True)
     os.environ.setdefault("AWS_ACCESS_KEY_ID", DUMMY_ACCESS_KEY)  # the generator's client: kinesalite takes any
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", DUMMY_SECRET_KEY)
-    with LocalAws([KINESALITE]) as aws, tempfile.TemporaryDirectory(prefix="soak-") as tmp:
+    with common.local_aws(args, KINESALITE) as aws, tempfile.TemporaryDirectory(prefix="soak-") as tmp:
         server = aws.kinesalite
-        kinesis = server.client("kinesis")
+        kinesis = server.direct.client("kinesis")  # creating the streams and the check: not what is measured
         source = create_stream(kinesis, unique_name("soak-src"), args.shards)
         sink = create_stream(kinesis, unique_name("soak-sink"), args.shards)
         spark = common.spark_session()
@@ -318,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         f"wrote {RESULTS / 'soak.csv'}"
         + (f" and {RESULTS / 'soak.png'}" if plotted else " (no plot: pip install matplotlib)")
     )
+    common.print_quotas(aws)
     lost_nothing = missing == 0 and duplicated == 0 and extra == 0 and error is None
     print("verdict:", "PASS" if lost_nothing and flat else "FAIL")
     return 0 if lost_nothing and flat else 1

@@ -1,6 +1,7 @@
 """Source read throughput from kinesalite: our reader against a hand-written boto3 GetRecords loop, same records.
 
-Run: ``.venv/bin/python -m bench.source_read [--records N] [--size BYTES] [--repeats N]``.
+Run: ``.venv/bin/python -m bench.source_read [--records N] [--size BYTES] [--repeats N] [--no-quotas]`` (ours and
+the baselines read through AWS's Kinesis quotas by default, ``bench.common``; the streams are filled directly).
 
 Two tables, each printed with ratios (measured here, never asserted):
 1. Plain records (default 40,000 x 1 KiB in 4 shards). Baseline: a boto3 loop reading every shard from
@@ -22,8 +23,16 @@ from collections.abc import Callable
 
 from aws_kinesis_agg.aggregator import RecordAggregator
 
-from bench.common import boto3_loop, options, preloaded_stream, spark_session
-from localaws import LocalAws, LocalServer
+from bench.common import (
+    Server,
+    add_quota_flag,
+    boto3_loop,
+    local_aws,
+    options,
+    preloaded_stream,
+    print_quotas,
+    spark_session,
+)
 from localaws.servers import KINESALITE
 from localaws.streams import create_stream, unique_name
 
@@ -31,7 +40,7 @@ SHARDS = 4
 PER_AGGREGATE = 100
 
 
-def executor_path(server: LocalServer, stream: str) -> int:
+def executor_path(server: Server, stream: str) -> int:
     """Our reader without Spark: plan one batch, read every partition, record the metadata."""
     from connector.stream_reader import KinesisStreamReader
 
@@ -42,7 +51,7 @@ def executor_path(server: LocalServer, stream: str) -> int:
         return sum(batch.num_rows for p in reader.partitions(start, end) for batch in reader.read(p))
 
 
-def spark_batch_read(spark, server: LocalServer, stream: str) -> None:
+def spark_batch_read(spark, server: Server, stream: str) -> None:
     frame = spark.read.format("aws-kinesis").options(**options(server, stream, tempfile.mkdtemp())).load()
     frame.write.format("noop").mode("overwrite").save()
 
@@ -93,13 +102,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--records", type=int, default=40_000)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=3, help="runs of each case; the median is shown")
+    add_quota_flag(parser)
     args = parser.parse_args(argv)
-    with LocalAws([KINESALITE]) as aws:
+    with local_aws(args, KINESALITE) as aws:
         server = aws.kinesalite
         kinesis = server.client("kinesis")
-        plain = preloaded_stream(kinesis, "bench-source", SHARDS, args.records, args.size)
-        aggregated = create_stream(kinesis, unique_name("bench-source-kpl"), SHARDS)
-        fill_aggregated(kinesis, aggregated, args.records, min(args.size, 9000))
+        setup = server.direct.client("kinesis")
+        plain = preloaded_stream(setup, "bench-source", SHARDS, args.records, args.size)
+        aggregated = create_stream(setup, unique_name("bench-source-kpl"), SHARDS)
+        fill_aggregated(setup, aggregated, args.records, min(args.size, 9000))
 
         assert boto3_loop(kinesis, plain) == executor_path(server, plain) == args.records
         baseline_s = timed(args.repeats, lambda: boto3_loop(kinesis, plain))
@@ -125,6 +136,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"median of {args.repeats} runs each; kinesalite on 127.0.0.1; Spark local[2]")
         print("\n".join(lines))
         spark.stop()
+    print_quotas(aws)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Source throughput in Spark: AvailableNow into ``noop`` against a raw boto3 GetRecords loop, same records, and
 where the first batch's time goes.
 
-Run: ``.venv/bin/python -m bench.source_throughput [--records 200000] [--size 1024] [--per-batch 50000]``.
+Run: ``.venv/bin/python -m bench.source_throughput [--records 200000] [--size 1024] [--per-batch 50000]
+[--no-quotas]`` (ours, the baseline and the ceiling read through AWS's Kinesis quotas by default, 2 MiB/s and 5
+calls/s per shard: ``bench.common``; the stream is pre-loaded directly).
 
 A 4-shard kinesalite stream is pre-loaded with ``--records`` records of ``--size`` bytes. In the same run:
 - baseline: a boto3 loop reading every shard from TRIM_HORIZON to the tip (GetRecords Limit 10,000), one
@@ -36,17 +38,19 @@ from datetime import datetime
 from pathlib import Path
 
 from bench.common import (
+    add_quota_flag,
     available_now,
     batch_sizes,
     boto3_loop,
+    local_aws,
     options,
     preloaded_stream,
+    print_quotas,
     raw_loop,
     read_seconds,
     spark_session,
     steady_state,
 )
-from localaws import LocalAws
 from localaws.servers import KINESALITE
 
 SHARDS = 4
@@ -171,15 +175,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--per-batch", type=int, default=50_000)
     parser.add_argument("--plot", default=str(PLOT), help="where to write the plot ('' for none)")
     parser.add_argument("--floor", action="store_true", help="internal: print Spark's floor (an empty source)")
+    add_quota_flag(parser)
     args = parser.parse_args(argv)
     if args.floor:
         floor_main(SHARDS)
         return
     floor = spark_floor()
-    with LocalAws([KINESALITE]) as aws, tempfile.TemporaryDirectory() as work:
+    with local_aws(args, KINESALITE) as aws, tempfile.TemporaryDirectory() as work:
         server = aws.kinesalite
         kinesis = server.client("kinesis")
-        stream = preloaded_stream(kinesis, "bench-throughput", SHARDS, args.records, args.size)
+        stream = preloaded_stream(server.direct.client("kinesis"), "bench-throughput", SHARDS, args.records, args.size)
 
         # This host's speed drifts by tens of percent within minutes: baselines before, between and after ours.
         baselines = [read_seconds(boto3_loop, kinesis, stream, args.records)]
@@ -240,6 +245,7 @@ def main(argv: list[str] | None = None) -> None:
     }
     if args.plot and plot(rates, parts, floor, Path(args.plot)):
         print(f"plot: {args.plot}")
+    print_quotas(aws)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,10 @@ the same client, its User-Agent built once by ``connector.aws.build_user_agent_o
 ``kinesis_reader_client`` (what reads use: GetRecords' body left undecoded for ``connector.decode``).
 Measured: this thread's CPU time per call (the server's CPU and the wait are not counted), median of
 ``--rounds`` rounds of ``--calls`` calls, the three clients taking turns in each round. Nothing here is asserted.
+
+Unlike the other benchmarks it talks to kinesalite directly, not through AWS's Kinesis quotas (``bench.common``):
+it makes thousands of calls a second on one idle shard, which the quota of 5 GetRecords a second per shard would
+refuse, and what it measures (this thread's CPU per call) does not depend on them.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 ``LocalAws`` starts kinesis-mock, kinesalite and moto on free 127.0.0.1 ports, waits until each answers,
 and stops them by process group. Nothing here is a mock of boto3: every call crosses a socket.
+``localaws.fault_proxy`` injects faults in front of any of them; ``localaws.quota_proxy`` enforces Kinesis's
+quotas in front of kinesalite or kinesis-mock (``LocalAws(quotas=True)``; docs/localaws.md).
 """
 
 from localaws.servers import (

@@ -25,24 +25,25 @@ import http.client
 import json
 import random
 import re
-import struct
 import threading
 import time
-import zlib
 from collections import Counter
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from botocore.eventstream import EventStreamBuffer
-
+from localaws.event_stream import encode_event, event_messages, shard_end_event
 from localaws.servers import LOOPBACK
+
+__all__ = ["FaultProxy", "Faults", "SignedRequest", "encode_event", "signed_request"]
 
 AMZ_JSON = "application/x-amz-json-1.1"
 # Data-plane calls are throttled per shard; control-plane calls per account.
 SHARD_THROTTLE = "ProvisionedThroughputExceededException"
 ACCOUNT_THROTTLE = "LimitExceededException"
 SHARD_LEVEL_ACTIONS = frozenset({"GetRecords", "PutRecord", "PutRecords", "SubscribeToShard"})
+# (status, headers, payload) for the client, and the server's own PutRecords answer.
+Upstream = tuple[int, list[tuple[str, str]], bytes, dict | None]
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "host"})
 
 
@@ -104,8 +105,18 @@ class Faults:
         return self.actions is None or action in self.actions
 
 
+class ProxyServer(ThreadingHTTPServer):
+    """One thread per client connection. A listen backlog of 128, not socketserver's 5: a Spark query opens
+    dozens of connections at once, and a refused SYN costs the client a 1 s retransmit."""
+
+    request_queue_size = 128
+    daemon_threads = True
+
+
 class FaultProxy:
     """``with FaultProxy(server.endpoint_url, Faults(throttle_rate=0.3)) as proxy: use proxy.endpoint_url``."""
+
+    thread_name = "fault-proxy"
 
     def __init__(self, upstream_url: str, faults: Faults = Faults(), seed: int = 0, record: bool = False):
         upstream = urlsplit(upstream_url)
@@ -128,9 +139,8 @@ class FaultProxy:
         return f"http://{LOOPBACK}:{self._server.server_address[1]}"
 
     def start(self) -> FaultProxy:
-        self._server = ThreadingHTTPServer((LOOPBACK, 0), _handler_class(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True)
+        self._server = ProxyServer((LOOPBACK, 0), self.handler_class())
+        self._thread = threading.Thread(target=self._server.serve_forever, name=self.thread_name, daemon=True)
         self._thread.start()
         return self
 
@@ -180,24 +190,43 @@ class FaultProxy:
         with self._lock:
             return [request for request in self.signed if action is None or request.action == action]
 
-
-def _handler_class(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
-    class Handler(_FaultHandler):
-        pass
-
-    Handler.proxy = proxy
-    return Handler
+    def handler_class(self) -> type[BaseHTTPRequestHandler]:
+        """The request handler class bound to this proxy (a subclass of a proxy names its own handler)."""
+        return type("Handler", (FaultHandler,), {"proxy": self})
 
 
-class _FaultHandler(BaseHTTPRequestHandler):
+class FaultHandler(BaseHTTPRequestHandler):
+    """Handles one client connection of a ``FaultProxy``: its faults, and the forwarding machinery (upstream
+    requests, answers, event-stream relays) that ``localaws.quota_proxy`` builds on."""
+
     protocol_version = "HTTP/1.1"
     proxy: FaultProxy
 
     def log_message(self, format: str, *args) -> None:  # keep test output quiet
         pass
 
+    def handle(self) -> None:
+        """Serve the connection; a client that hangs up mid-answer ends it quietly (socketserver would print a
+        traceback for each), and its upstream connection is closed by the ``finally`` of whoever opened it."""
+        try:
+            super().handle()
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
+            self.close_connection = True
+
+    def read_body(self) -> bytes | None:
+        """The request body, or None when the client hung up before sending all of it (nothing is forwarded:
+        half a request must never reach the server)."""
+        expected = int(self.headers.get("Content-Length", 0))
+        body = self.rfile.read(expected)
+        if len(body) < expected:
+            self.close_connection = True
+            return None
+        return body
+
     def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = self.read_body()
+        if body is None:
+            return
         request = signed_request(self.headers, body)
         self.proxy.note(request)
         action = request.action
@@ -244,7 +273,9 @@ class _FaultHandler(BaseHTTPRequestHandler):
         self._forward(body)
 
     def do_PUT(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = self.read_body()
+        if body is None:
+            return
         conditional = self.headers.get("If-None-Match") is not None
         if conditional and self.proxy.chance(self.proxy.faults.s3_conditional_conflict_rate):
             self.proxy.count("conditional_conflict")
@@ -263,39 +294,45 @@ class _FaultHandler(BaseHTTPRequestHandler):
         self._forward(b"")
 
     def do_DELETE(self) -> None:
-        self._forward(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        body = self.read_body()
+        if body is not None:
+            self._forward(body)
 
     def _put_records_with_failures(self, body: bytes, rate: float) -> None:
         request = json.loads(body)
-        entries = request["Records"]
-        failed = {i for i in range(len(entries)) if self.proxy.chance(rate)}
-        kept = [entry for i, entry in enumerate(entries) if i not in failed]
+        failure = {"ErrorCode": SHARD_THROTTLE, "ErrorMessage": "Rate exceeded for shard (injected by FaultProxy)"}
+        failed = {i: failure for i in range(len(request["Records"])) if self.proxy.chance(rate)}
         self.proxy.count("failed_entries", len(failed))
-        upstream_results: list[dict] = []
-        upstream_failures = 0
+        status, headers, payload, _ = self.put_records_without(body, request, failed)
+        self._reply(status, headers, payload)
+
+    def put_records_without(self, body: bytes, request: dict, failed: dict[int, dict]) -> Upstream:
+        """Forward a PutRecords ``request`` without its entries ``failed`` (index -> the result to answer for that
+        entry), so that they are really not written. Returns the answer for the client (the results merged in
+        order, FailedRecordCount counting both) and, last, the server's own answer (None if nothing was forwarded
+        or the server failed the call, whose answer is then the client's)."""
+        entries = request["Records"]
+        kept = [entry for i, entry in enumerate(entries) if i not in failed]
+        answer: dict | None = None
         if kept:
-            status, headers, payload = self._send_upstream(json.dumps({**request, "Records": kept}).encode())
+            forwarded = body if not failed else json.dumps({**request, "Records": kept}).encode()
+            status, headers, payload = self._send_upstream(forwarded)
             if status != 200:
-                self._reply(status, headers, payload)
-                return
+                return status, headers, payload, None
             answer = json.loads(payload)
-            upstream_results = answer["Records"]
-            upstream_failures = answer.get("FailedRecordCount", 0)
-        results = iter(upstream_results)
-        merged = [
-            {"ErrorCode": SHARD_THROTTLE, "ErrorMessage": "Rate exceeded for shard (injected by FaultProxy)"}
-            if i in failed
-            else next(results)
-            for i in range(len(entries))
-        ]
-        self._answer(200, {"FailedRecordCount": upstream_failures + len(failed), "Records": merged})
+        results = iter(answer["Records"] if answer else [])
+        merged = [failed[i] if i in failed else next(results) for i in range(len(entries))]
+        upstream_failures = answer.get("FailedRecordCount", 0) if answer else 0
+        document = {"FailedRecordCount": upstream_failures + len(failed), "Records": merged}
+        return 200, [("Content-Type", AMZ_JSON)], json.dumps(document).encode(), answer
 
     def _send_upstream(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
         connection = self._open_upstream(body)
-        response = connection.getresponse()
-        payload = response.read()
-        connection.close()
-        return response.status, response.getheaders(), payload
+        try:
+            response = connection.getresponse()
+            return response.status, response.getheaders(), response.read()
+        finally:
+            connection.close()
 
     def _open_upstream(self, body: bytes) -> http.client.HTTPConnection:
         connection = http.client.HTTPConnection(self.proxy.upstream_host, self.proxy.upstream_port, timeout=120)
@@ -308,24 +345,26 @@ class _FaultHandler(BaseHTTPRequestHandler):
         """Pass the request through and stream the answer back as it arrives (SubscribeToShard streams)."""
         self.proxy.count("forwarded")
         connection = self._open_upstream(body)
-        response = connection.getresponse()
-        self.send_response(response.status)
-        for key, value in response.getheaders():
-            if key.lower() not in HOP_BY_HOP:
-                self.send_header(key, value)
-        streamed = response.getheader("Content-Length") is None
-        if streamed:
-            self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        while chunk := response.read1(65536):
+        try:
+            response = connection.getresponse()
+            self.send_response(response.status)
+            for key, value in response.getheaders():
+                if key.lower() not in HOP_BY_HOP:
+                    self.send_header(key, value)
+            streamed = response.getheader("Content-Length") is None
             if streamed:
-                self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-            else:
-                self.wfile.write(chunk)
-            self.wfile.flush()
-        if streamed:
-            self.wfile.write(b"0\r\n\r\n")
-        connection.close()
+                self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            while chunk := response.read1(65536):
+                if streamed:
+                    self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                else:
+                    self.wfile.write(chunk)
+                self.wfile.flush()
+            if streamed:
+                self.wfile.write(b"0\r\n\r\n")
+        finally:  # also when the client hung up mid-answer: the server's side of the relay ends too
+            connection.close()
 
     def _forward_event_stream(self, body: bytes, faults: Faults) -> None:
         """Relay a SubscribeToShard answer message by message: maybe an initial response first, maybe an end
@@ -337,12 +376,7 @@ class _FaultHandler(BaseHTTPRequestHandler):
             if response.status != 200:
                 self._reply(response.status, response.getheaders(), response.read())
                 return
-            self.send_response(200)
-            for key, value in response.getheaders():
-                if key.lower() not in HOP_BY_HOP | {"content-length"}:
-                    self.send_header(key, value)
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
+            self.start_event_stream(response)
             if faults.initial_response:
                 self._write_chunk(encode_event({":message-type": "event", ":event-type": "initial-response"}, b"{}"))
             closed = json.loads(body).get("ShardId") in faults.shard_ends
@@ -354,22 +388,27 @@ class _FaultHandler(BaseHTTPRequestHandler):
             connection.close()
 
     def _relay_events(self, response: http.client.HTTPResponse, limit: int | None, closed: bool = False) -> None:
-        pending, sent = b"", 0
-        while limit is None or sent < limit:
-            chunk = response.read1(65536)
-            if not chunk:
+        if limit == 0:
+            self.proxy.count("ended_event_streams")
+            return
+        for sent, message in enumerate(event_messages(response), start=1):
+            end = shard_end_event(message) if closed else None
+            self._write_chunk(end or message)
+            if end is not None:
+                self.proxy.count("shard_ends")
                 return
-            pending += chunk
-            # An event-stream message starts with its total length (4 bytes, big-endian).
-            while (limit is None or sent < limit) and len(pending) >= max(4, int.from_bytes(pending[:4], "big")):
-                size = int.from_bytes(pending[:4], "big")
-                message, pending, sent = pending[:size], pending[size:], sent + 1
-                end = shard_end_event(message) if closed else None
-                self._write_chunk(end or message)
-                if end is not None:
-                    self.proxy.count("shard_ends")
-                    return
-        self.proxy.count("ended_event_streams")
+            if limit is not None and sent >= limit:
+                self.proxy.count("ended_event_streams")
+                return
+
+    def start_event_stream(self, response: http.client.HTTPResponse) -> None:
+        """Send the status line and headers of a SubscribeToShard answer whose events follow as chunks."""
+        self.send_response(200)
+        for key, value in response.getheaders():
+            if key.lower() not in HOP_BY_HOP | {"content-length"}:
+                self.send_header(key, value)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
 
     def _write_chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
@@ -386,29 +425,3 @@ class _FaultHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
-
-
-def shard_end_event(message: bytes) -> bytes | None:
-    """``message`` as the last event of a closed shard's subscription (no ContinuationSequenceNumber), when it is
-    an event at the tip (no records, MillisBehindLatest 0); else None."""
-    buffer = EventStreamBuffer()
-    buffer.add_data(message)
-    parsed = next(iter(buffer))
-    if parsed.headers.get(":event-type") != "SubscribeToShardEvent":
-        return None
-    event = json.loads(parsed.payload)
-    if event.get("Records") or event.get("MillisBehindLatest"):
-        return None
-    event.pop("ContinuationSequenceNumber", None)
-    return encode_event({key: str(value) for key, value in parsed.headers.items()}, json.dumps(event).encode())
-
-
-def encode_event(headers: dict[str, str], payload: bytes) -> bytes:
-    """One AWS event-stream message (string headers only): prelude + CRC, headers, payload, message CRC."""
-    encoded = b"".join(
-        bytes([len(name.encode())]) + name.encode() + b"\x07" + struct.pack(">H", len(value.encode())) + value.encode()
-        for name, value in headers.items()
-    )
-    prelude = struct.pack(">II", 16 + len(encoded) + len(payload), len(encoded))
-    message = prelude + struct.pack(">I", zlib.crc32(prelude)) + encoded + payload
-    return message + struct.pack(">I", zlib.crc32(message))

@@ -1,16 +1,35 @@
 """Small boto3 helpers over any Kinesis endpoint: create a stream, put records, read a stream back.
 
-Used by tests, the demo and benchmarks to set up and verify, never by the connector itself.
+Used by tests, the demo and benchmarks to set up and verify, never by the connector itself. Behind Kinesis's
+quotas (AWS, or ``localaws.quota_proxy``) they wait and try again when a call is refused for a quota
+(``patiently``), as a polite reader does, instead of failing.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+from botocore.exceptions import ClientError
 
 PUT_RECORDS_MAX_ENTRIES = 500
+QUOTA_REFUSALS = frozenset({"ProvisionedThroughputExceededException", "LimitExceededException"})
+T = TypeVar("T")
+
+
+def patiently(call: Callable[..., T], *args: Any, wait_s: float = 0.5, give_up_s: float = 120.0, **kwargs: Any) -> T:
+    """``call(*args, **kwargs)``, again every ``wait_s`` while it is refused for a quota (botocore's own retries,
+    if any, come first), for up to ``give_up_s``; any other error at once."""
+    deadline = time.monotonic() + give_up_s
+    while True:
+        try:
+            return call(*args, **kwargs)
+        except ClientError as error:
+            if error.response["Error"]["Code"] not in QUOTA_REFUSALS or time.monotonic() > deadline:
+                raise
+        time.sleep(wait_s)
 
 
 def unique_name(prefix: str) -> str:
@@ -20,7 +39,7 @@ def unique_name(prefix: str) -> str:
 def wait_for_stream_active(kinesis, stream_name: str, timeout_s: float = 30.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     while True:
-        summary = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]
+        summary = patiently(kinesis.describe_stream_summary, StreamName=stream_name)["StreamDescriptionSummary"]
         if summary["StreamStatus"] == "ACTIVE":
             return summary
         if time.monotonic() > deadline:
@@ -58,7 +77,7 @@ def _put_batch(kinesis, stream_name: str, batch: list[tuple[bytes, str]], max_at
     pending = list(range(len(batch)))
     for attempt in range(max_attempts):
         entries = [{"Data": batch[i][0], "PartitionKey": batch[i][1]} for i in pending]
-        answer = kinesis.put_records(StreamName=stream_name, Records=entries)
+        answer = patiently(kinesis.put_records, StreamName=stream_name, Records=entries)
         still_pending = []
         for index, outcome in zip(pending, answer["Records"], strict=True):
             if "ErrorCode" in outcome:
@@ -74,11 +93,11 @@ def _put_batch(kinesis, stream_name: str, batch: list[tuple[bytes, str]], max_at
 
 def iterate_shard(kinesis, stream_name: str, shard_id: str, iterator_type: str = "TRIM_HORIZON") -> Iterator[dict]:
     """Every record of one shard now present, oldest first; stops at the tip or the shard's end."""
-    iterator = kinesis.get_shard_iterator(StreamName=stream_name, ShardId=shard_id, ShardIteratorType=iterator_type)[
-        "ShardIterator"
-    ]
+    iterator = patiently(
+        kinesis.get_shard_iterator, StreamName=stream_name, ShardId=shard_id, ShardIteratorType=iterator_type
+    )["ShardIterator"]
     while iterator:
-        answer = kinesis.get_records(ShardIterator=iterator, Limit=10000)
+        answer = patiently(kinesis.get_records, ShardIterator=iterator, Limit=10000)
         yield from answer["Records"]
         if not answer["Records"] and answer.get("MillisBehindLatest", 0) == 0:
             return
@@ -89,7 +108,7 @@ def list_shard_ids(kinesis, stream_name: str) -> list[str]:
     shard_ids: list[str] = []
     kwargs: dict[str, Any] = {"StreamName": stream_name}
     while True:
-        answer = kinesis.list_shards(**kwargs)
+        answer = patiently(kinesis.list_shards, **kwargs)
         shard_ids.extend(shard["ShardId"] for shard in answer["Shards"])
         token = answer.get("NextToken")
         if not token:

@@ -12,6 +12,11 @@
 It ends by itself (``--timeout-seconds``, default 170 s) and stops every process it started. ``--aws`` (or
 ``--endpoint-url``) points the same demo at real Kinesis: it then creates its two streams there, and deletes
 them at the end unless ``--keep-streams``.
+
+The local server sits behind AWS's Kinesis quotas (``localaws.quota_proxy``: 5 GetRecords a second per shard,
+1,000 records a second written per shard, ...) as the job and the generator would meet them on AWS, and the
+demo prints what they were refused; ``--no-quotas`` talks to the server directly. The demo's own setup and its
+verdict's reads bypass the quotas: they are the referee, not a reader being judged.
 """
 
 from __future__ import annotations
@@ -68,6 +73,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--no-live", action="store_true", help="print progress lines instead of a live table")
     where = parser.add_argument_group("where it runs (default: local servers)")
     where.add_argument("--kinesis-server", choices=sorted(SERVERS), default="kinesalite", help="local Kinesis")
+    where.add_argument(
+        "--no-quotas", action="store_true", help="local server without AWS's Kinesis quotas in front (default: with)"
+    )
     where.add_argument("--aws", action="store_true", help="use real AWS (default credential chain) instead")
     where.add_argument("--endpoint-url", help="use this Kinesis endpoint instead of starting a local server")
     where.add_argument("--region", default="us-east-1", help="region of the streams (default: us-east-1)")
@@ -113,6 +121,7 @@ class Target:
     region: str
     kinesis: Any
     local: bool
+    quota_proxy: Any = None  # localaws.quota_proxy.QuotaProxy in front of the local server, if any
 
 
 @contextlib.contextmanager
@@ -127,10 +136,13 @@ def open_target(args: argparse.Namespace, say: Any) -> Iterator[Target]:
         return
     # The connector and the generator use boto3's default chain: give it the local servers' dummy keys.
     os.environ.update(LOCAL_CREDENTIALS)
-    with LocalAws([SERVERS[args.kinesis_server]]) as aws:
+    with LocalAws([SERVERS[args.kinesis_server]], quotas=not args.no_quotas) as aws:
         server = aws[args.kinesis_server]
-        say(f"started {server.name} at {server.endpoint_url}")
-        yield Target(server.endpoint_url, args.region, server.client("kinesis", region=args.region), local=True)
+        say(f"started {server.name} at {server.direct.endpoint_url}")
+        if server.quota_proxy is not None:
+            say(f"AWS's Kinesis quotas enforced at {server.endpoint_url} (--no-quotas: none)")
+        setup = server.direct.client("kinesis", region=args.region)
+        yield Target(server.endpoint_url, args.region, setup, local=True, quota_proxy=server.quota_proxy)
     say(f"stopped {server.name}")
 
 
@@ -356,6 +368,8 @@ def run_pipeline(args: argparse.Namespace, console: Console, deadline: float) ->
             console.print(f"[bold red]VERDICT: FAIL[/] the job failed: {error}")
             return 1
         tail.poll()
+        if target.quota_proxy is not None:
+            console.print(target.quota_proxy.report().summary(key="stream"), soft_wrap=True, markup=False)
         return report(console, generator, expected, tail.final, count_dead_letters(workdir / "dead-letter"), len(bad))
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from localaws import LocalAws, LocalServer
+from localaws.quota_proxy import QuotaProxy
 from localaws.streams import create_stream, unique_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,6 +75,22 @@ def kinesalite(local_aws: LocalAws) -> LocalServer:
 @pytest.fixture(scope="session")
 def moto(local_aws: LocalAws) -> LocalServer:
     return local_aws.moto
+
+
+@pytest.fixture(scope="session")
+def quota_proxy(kinesalite: LocalServer) -> Iterator[QuotaProxy]:
+    """AWS's Kinesis quotas in front of the session's kinesalite (``localaws.quota_proxy``): point a client at
+    ``quota_proxy.endpoint_url``. Shared by the session: a test reads its own counts by its own stream
+    (``quota_proxy.report().tally(stream=...)``) or User-Agent."""
+    with QuotaProxy(kinesalite.endpoint_url) as proxy:
+        yield proxy
+
+
+@pytest.fixture(scope="session")
+def quota_proxy_mock(kinesis_mock: LocalServer) -> Iterator[QuotaProxy]:
+    """AWS's Kinesis quotas in front of the session's kinesis-mock (enhanced fan-out), as ``quota_proxy``."""
+    with QuotaProxy(kinesis_mock.endpoint_url) as proxy:
+        yield proxy
 
 
 StreamFactory = Callable[..., str]

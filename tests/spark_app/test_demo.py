@@ -48,6 +48,8 @@ def test_the_short_demo_counts_every_event_once_and_leaves_no_process_behind():
     assert result.returncode == 0, output[-4000:]
     assert "VERDICT: PASS" in result.stdout, output[-4000:]
     assert "4 dead letters" in result.stdout
+    assert "AWS's Kinesis quotas enforced at http://127.0.0.1:" in result.stdout  # the demo runs behind them
+    assert "quota proxy," in result.stdout and "PutRecords" in result.stdout  # and says what they counted
     assert time.monotonic() - started < 180, "the demo must end within 3 minutes"
     deadline = time.monotonic() + 10  # the JVM notices its parent is gone within a moment
     while (left := processes_tagged(tag)) and time.monotonic() < deadline:
@@ -75,6 +77,7 @@ def test_demo_options_short_mode_and_errors(capsys):
     args = parse_args(["--short"])
     assert (args.seconds, args.rate, args.window_seconds) == (12.0, 25.0, 5)
     assert args.source_stream.startswith("demo-source-") and args.sink_stream.startswith("demo-sink-")
+    assert not args.no_quotas and parse_args(["--no-quotas"]).no_quotas
     for argv, message in (
         (["--malformed", "9"], "--malformed: got 9; allowed: 0 to 4"),
         (["--timeout-seconds", "10"], "--timeout-seconds: got 10; allowed: 60 or more"),
