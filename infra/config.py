@@ -21,8 +21,11 @@ STREAM_NAME_RE = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
 ACCOUNT_RE = re.compile(r"^\d{12}$")
 REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 INSTANCE_TYPE_RE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
-# sts:ExternalId: 2-1224 characters of this set (IAM's own constraint on AssumeRole).
-EXTERNAL_ID_RE = re.compile(r"^[\w+=,.@:/-]{2,1224}$")
+# sts:ExternalId: IAM allows 2-1224 characters of this set. We ask for 16 or more: the ID is what keeps another
+# customer of the consumer account's from pointing it at our role (the confused deputy), and a short or guessable
+# one (a name, an account number) guards nothing. 16 random characters of this set hold ~96 bits.
+EXTERNAL_ID_CHARS_RE = re.compile(r"^[\w+=,.@:/-]+$")
+EXTERNAL_ID_LENGTH = (16, 1224)
 SUBNET_RE = re.compile(r"^subnet-[0-9a-f]{8,17}$")
 S3_ZIP_URI_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/.+\.zip$")
 STACK_PREFIX_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,63}$")
@@ -118,7 +121,7 @@ class InfraConfig:
                 "pythonExecutable", cls.python_executable, re.compile(r"^[\w./-]+$"), "a command or absolute path"
             ),
             consumer_account_id=reader.optional("consumerAccountId", ACCOUNT_RE, "12 digits"),
-            external_id=reader.optional("externalId", EXTERNAL_ID_RE, "2-1224 characters of [A-Za-z0-9_+=,.@:/-]"),
+            external_id=reader.secret("externalId", EXTERNAL_ID_CHARS_RE, EXTERNAL_ID_LENGTH, _EXTERNAL_ID_RULE),
             submit_country_counts=reader.boolean("submitCountryCounts", cls.submit_country_counts),
             cloudwatch_namespace=reader.text(
                 "cloudwatchNamespace",
@@ -137,6 +140,10 @@ class InfraConfig:
 
 _STREAM_NAME_RULE = "1-128 characters of [A-Za-z0-9_.-]"
 _INSTANCE_RULE = "an EC2 instance type such as m7g.xlarge"
+_EXTERNAL_ID_RULE = (
+    f"{EXTERNAL_ID_LENGTH[0]}-{EXTERNAL_ID_LENGTH[1]} characters of [A-Za-z0-9_+=,.@:/-]; make one with "
+    "`python -c 'import secrets; print(secrets.token_urlsafe(24))'`"
+)
 
 
 class _Reader:
@@ -168,6 +175,17 @@ class _Reader:
             return fallback or None
         if not isinstance(value, str) or not pattern.match(value):
             self._error(key, value, allowed)
+            return None
+        return value
+
+    def secret(self, key: str, pattern: re.Pattern[str], length: tuple[int, int], allowed: str) -> str | None:
+        """An optional secret: checked like `optional`, but an error shows its length, never the value."""
+        value = self._raw(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not pattern.match(value) or not length[0] <= len(value) <= length[1]:
+            shown = f"{len(value)} characters" if isinstance(value, str) else type(value).__name__
+            self.errors.append(f"context {key!r}: got {shown} (value not shown); allowed: {allowed}")
             return None
         return value
 

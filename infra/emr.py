@@ -28,6 +28,29 @@ from infra.config import InfraConfig
 JOB = "country_counts"
 # The AWS-managed EMR v2 service policy acts only on resources carrying this tag.
 EMR_MANAGED_TAG = ("for-use-with-amazon-emr-managed-policies", "true")
+# IMDSv2 only (a session token is required, so a request forged through an SSRF cannot read the role's keys),
+# and the token's PUT answer does not leave the instance (hop limit 1: not reachable from a container).
+IMDS_CONFIGURATION = {"MinimumInstanceMetadataServiceVersion": 2, "HttpPutResponseHopLimit": 1}
+# What the nodes call, each through an interface endpoint in the private subnet (no internet route at all):
+# the job's streams; STS for a job that assumes a role (kinesis.stsRoleArn); KMS for the local-disk key; the
+# job's metrics (CloudWatch monitoring); CloudWatch Logs, for the Amazon CloudWatch agent application that
+# emr-spark-8.0.0 offers (add it to the cluster's applications to send logs there); and EMR's API for calls
+# made from inside the VPC. S3 and DynamoDB (the metadata table) use free gateway endpoints.
+INTERFACE_ENDPOINTS = {
+    "Kinesis": ec2.InterfaceVpcEndpointAwsService.KINESIS_STREAMS,
+    "Sts": ec2.InterfaceVpcEndpointAwsService.STS,
+    "Kms": ec2.InterfaceVpcEndpointAwsService.KMS,
+    "Monitoring": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_MONITORING,
+    "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
+    "Emr": ec2.InterfaceVpcEndpointAwsService.EMR,
+}
+# The new VPC's range, written out: the endpoints' security group admits HTTPS from it (a literal rather than
+# the VPC's CidrBlock attribute, which cdk-nag's EC23 check cannot read).
+VPC_CIDR = "10.40.0.0/16"
+GATEWAY_ENDPOINTS = {
+    "S3": ec2.GatewayVpcEndpointAwsService.S3,
+    "DynamoDb": ec2.GatewayVpcEndpointAwsService.DYNAMODB,
+}
 
 
 class EmrStack(Stack):
@@ -56,6 +79,7 @@ class EmrStack(Stack):
         assets = [a for a in (self.pyfiles, self.wheel, self.bootstrap, self.job) if a]
         self._grant_code_read(access.instance_role, assets)
         self.security_configuration = self._security_configuration(disk_key)
+        self.vpc: ec2.Vpc | None = None
         self.cluster = self._cluster(access, self._subnet_id())
         self._accept_findings()
         self.step = self._step(source, sink, table) if self.job is not None and config.submit_country_counts else None
@@ -93,8 +117,10 @@ class EmrStack(Stack):
         nag.accept(
             self.cluster,
             "AwsSolutions-EMR6",
-            "No SSH at all: no key pair, so no login; work reaches the cluster only as EMR steps, and operators "
-            "use SSM Session Manager. Kerberos is out of scope for a single-tenant pipeline cluster.",
+            "No interactive login at all: no key pair (so no SSH), private subnets without an internet route, and "
+            "no Session Manager permissions on the instance role; work reaches the cluster only as EMR steps, "
+            "which EMR authorizes with IAM. Kerberos would authenticate users of a shared cluster; this one runs "
+            "one pipeline's steps only.",
         )
 
     def _grant_code_read(self, role: iam.IRole, assets: list[s3_assets.Asset]) -> None:
@@ -127,23 +153,58 @@ class EmrStack(Stack):
             },
         }
         return emr.CfnSecurityConfiguration(
-            self, "SecurityConfiguration", security_configuration={"EncryptionConfiguration": encryption}
+            self,
+            "SecurityConfiguration",
+            security_configuration={
+                "EncryptionConfiguration": encryption,
+                "InstanceMetadataServiceConfiguration": IMDS_CONFIGURATION,
+            },
         )
 
     def _subnet_id(self) -> str:
-        """The configured subnet, or a public subnet of a small new VPC (no NAT gateway, S3 gateway endpoint)."""
+        """The configured subnet (its VPC must offer what `_vpc` builds, docs/infra.md), or the private subnet
+        of a new VPC."""
         if self.config.subnet_id:
             return self.config.subnet_id
+        self.vpc = self._vpc()
+        return self.vpc.isolated_subnets[0].subnet_id
+
+    def _vpc(self) -> ec2.Vpc:
+        """One AZ, one private subnet without any route to the internet (no internet or NAT gateway, so no
+        public IPs), the VPC endpoints in INTERFACE_ENDPOINTS and GATEWAY_ENDPOINTS, and a flow log."""
         vpc = ec2.Vpc(
             self,
             "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(VPC_CIDR),
             max_azs=1,
             nat_gateways=0,
-            subnet_configuration=[ec2.SubnetConfiguration(name="emr", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24)],
-            gateway_endpoints={"S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3)},
+            subnet_configuration=[
+                ec2.SubnetConfiguration(name="emr", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED, cidr_mask=24)
+            ],
+            gateway_endpoints={
+                name: ec2.GatewayVpcEndpointOptions(service=service) for name, service in GATEWAY_ENDPOINTS.items()
+            },
         )
+        endpoints_group = ec2.SecurityGroup(
+            self,
+            "EndpointsSecurityGroup",
+            vpc=vpc,
+            description="HTTPS from inside the VPC to its interface endpoints",
+            allow_all_outbound=False,
+        )
+        endpoints_group.add_ingress_rule(ec2.Peer.ipv4(VPC_CIDR), ec2.Port.tcp(443), "HTTPS from the VPC")
+        self.endpoints_security_group = endpoints_group
+        for name, service in INTERFACE_ENDPOINTS.items():
+            # Private DNS: the SDKs' default endpoint names resolve to the endpoint inside the VPC.
+            vpc.add_interface_endpoint(
+                f"{name}Endpoint",
+                service=service,
+                private_dns_enabled=True,
+                open=False,
+                security_groups=[endpoints_group],
+            )
         vpc.add_flow_log("FlowLog")
-        return vpc.public_subnets[0].subnet_id
+        return vpc
 
     def _cluster(self, access: AccessStack, subnet_id: str) -> emr.CfnCluster:
         config = self.config

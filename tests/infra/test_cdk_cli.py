@@ -34,7 +34,7 @@ def run_synth(out_dir: Path, *context: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def cloud_assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("synth") / "cdk.out"
-    result = run_synth(out, "consumerAccountId=210987654321", "externalId=ci-external-id")
+    result = run_synth(out, "consumerAccountId=210987654321", "externalId=ci-external-id-0123")
     assert result.returncode == 0, result.stderr[-3000:]
     return out
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_s3 as s3
@@ -71,11 +73,22 @@ def test_acknowledgements_are_the_known_few_each_with_a_reason(unsynthesized):
         "AwsSolutions-KDS3",
         "AwsSolutions-S1",
     ]
-    # IAM5 only for resource paths below our own ARNs (2 stream consumer paths + 6 bucket prefixes) and for
-    # PutMetricData, which has no resources (scoped by its namespace condition instead).
-    assert sum("AwsSolutions-IAM5[" in key for key in acknowledged) == 9
+    # IAM5 only for resource paths below our own ARNs (2 stream consumer paths, 2 more under the cross-account
+    # role's consumer name prefix, 6 bucket prefixes) and for PutMetricData, which has no resources (scoped by its
+    # namespace condition instead).
+    assert sum("AwsSolutions-IAM5[" in key for key in acknowledged) == 11
     assert sum("AwsSolutions-IAM5[Resource::*]" in key for key in acknowledged) == 1
     assert all(len(reason) > 60 for reason in acknowledged.values()), acknowledged
+
+
+def test_no_reason_names_a_way_in_that_the_stacks_do_not_give(unsynthesized, cfn):
+    """Reasons must be true. EMR6's says nobody logs in: no key pair, no SSM permission or endpoint anywhere."""
+    reasons = _acknowledged(unsynthesized[0].stacks)
+    (emr6,) = [reason for key, reason in reasons.items() if "AwsSolutions-EMR6" in key]
+    assert "no key pair" in emr6 and "no Session Manager permissions" in emr6
+    assert not [reason for reason in reasons.values() if "use SSM" in reason or "operators use" in reason]
+    templates = json.dumps(cfn)
+    assert '"ssm:' not in templates and ".ssm" not in templates and "Ec2KeyName" not in templates
 
 
 def test_check_fails_on_an_unacknowledged_finding():
