@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # Tests that run the connector and jobs; the compat target runs them on EMR's pyspark 4.0.2.
 COMPAT_TESTS := tests/connector tests/spark_app
 
-.PHONY: setup demo demo-short test lint test-main test-compat bench clean synth
+.PHONY: setup demo demo-short test lint test-main test-compat bench clean synth emr-lock
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -67,6 +67,11 @@ bench: setup
 # The CDK app (docs/infra.md): offline, with the pinned CLI, telemetry and notices off.
 synth: setup
 	CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 npx cdk synth --no-notices --quiet
+
+# What EMR installs (infra/emr-lock.txt): the connector's dependencies at requirements.txt's versions, one wheel
+# each for the nodes (CPython 3.11, aarch64), with hashes. Needs PyPI; run it after changing requirements.txt.
+emr-lock: $(VENV)/.installed
+	$(PY) -m infra.wheelhouse lock
 
 clean:
 	rm -rf $(VENV) $(VENV_COMPAT) node_modules .pytest_cache

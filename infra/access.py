@@ -133,8 +133,16 @@ class AccessStack(Stack):
 
         # The metadata table lives with the job: the connector reaches it with the job's own credentials, never
         # through the cross-account role, so only the instance role may use it.
-        table_statement = iam.PolicyStatement(sid="MetadataTable", actions=TABLE_ACTIONS, resources=[table.table_arn])
-        self.instance_role = self._instance_role([*connector(), table_statement], bucket, disk_key)
+        def table_statement() -> iam.PolicyStatement:
+            return iam.PolicyStatement(sid="MetadataTable", actions=TABLE_ACTIONS, resources=[table.table_arn])
+
+        self.instance_role = self._instance_role([*connector(), table_statement()], bucket, disk_key)
+        # EMR Serverless's job role: the same statements as the instance role, less the cluster's disk key.
+        self.serverless_job_role = (
+            self._serverless_job_role([*connector(), table_statement(), *self._job_extras(bucket)])
+            if config.serverless
+            else None
+        )
         self.instance_profile = iam.InstanceProfile(self, "InstanceProfile", role=self.instance_role)
         self.service_role = self._service_role()
         self.cross_account_role = (
@@ -146,6 +154,8 @@ class AccessStack(Stack):
         CfnOutput(self, "EmrInstanceProfileArn", value=self.instance_profile.instance_profile_arn)
         if self.cross_account_role is not None:
             CfnOutput(self, "CrossAccountRoleArn", value=self.cross_account_role.role_arn)
+        if self.serverless_job_role is not None:
+            CfnOutput(self, "ServerlessJobRoleArn", value=self.serverless_job_role.role_arn)
 
     def _accept_findings(self, config: InfraConfig, streams: list[kinesis.IStream], bucket: s3.IBucket) -> None:
         """The only wildcards are in resource paths below our own ARNs, never in actions."""
@@ -174,9 +184,10 @@ class AccessStack(Stack):
             "for-use-with-amazon-emr-managed-policies=true, and an inline copy would drift from EMR's needs.",
         )
 
-    def _instance_role(self, connector: list[iam.PolicyStatement], bucket: s3.IBucket, disk_key: kms.IKey) -> iam.Role:
-        """The role of the cluster's EC2 instances: the connector's needs, EMR logs, uploads, disk key."""
-        emr_extra = [
+    @staticmethod
+    def _job_extras(bucket: s3.IBucket) -> list[iam.PolicyStatement]:
+        """What a job's runtime needs beside the connector: write its logs, read the operator's uploads."""
+        return [
             iam.PolicyStatement(
                 sid="EmrLogs", actions=["s3:PutObject"], resources=[bucket.arn_for_objects(f"{layout.LOGS_PREFIX}*")]
             ),
@@ -185,6 +196,12 @@ class AccessStack(Stack):
                 actions=["s3:GetObject"],
                 resources=[bucket.arn_for_objects(f"{prefix}*") for prefix in OPERATOR_PREFIXES],
             ),
+        ]
+
+    def _instance_role(self, connector: list[iam.PolicyStatement], bucket: s3.IBucket, disk_key: kms.IKey) -> iam.Role:
+        """The role of the cluster's EC2 instances: the connector's needs, EMR logs, uploads, disk key."""
+        emr_extra = [
+            *self._job_extras(bucket),
             iam.PolicyStatement(sid="ClusterDiskKey", actions=DISK_KEY_ACTIONS, resources=[disk_key.key_arn]),
         ]
         return iam.Role(
@@ -193,6 +210,28 @@ class AccessStack(Stack):
             description="EC2 instances of the pipeline's EMR cluster",
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             inline_policies={"pipeline": iam.PolicyDocument(statements=[*connector, *emr_extra])},
+        )
+
+    def _serverless_job_role(self, statements: list[iam.PolicyStatement]) -> iam.Role:
+        """The runtime role of the pipeline's EMR Serverless job runs (infra.serverless). Only EMR Serverless may
+        assume it, only for an application of this account and region (confused-deputy guard: the application
+        is created after this stack, so its ARN is matched by pattern)."""
+        stack = Stack.of(self)
+        return iam.Role(
+            self,
+            "ServerlessJobRole",
+            description="Runtime role of the pipeline's EMR Serverless job runs",
+            assumed_by=iam.ServicePrincipal(
+                "emr-serverless.amazonaws.com",
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {
+                        "aws:SourceArn": f"arn:{stack.partition}:emr-serverless:{stack.region}:{stack.account}"
+                        ":/applications/*"
+                    },
+                },
+            ),
+            inline_policies={"pipeline": iam.PolicyDocument(statements=statements)},
         )
 
     def _service_role(self) -> iam.Role:

@@ -68,6 +68,10 @@ class InfraConfig:
     iterator_age_alarm_ms: int = 300000
     lag_alarm_ms: int = 300000
     alarm_email: str | None = None
+    serverless: bool = False
+    serverless_max_vcpu: int = 16
+    # Where synth keeps the EMR lock's wheels (infra.wheelhouse): $KINESIS_WHEEL_CACHE, else ~/.cache/...
+    wheel_cache: str | None = None
     tags: dict[str, str] = field(default_factory=lambda: {"project": "kinesis-spark-python"})
 
     @property
@@ -132,6 +136,9 @@ class InfraConfig:
             iterator_age_alarm_ms=reader.integer("iteratorAgeAlarmMs", cls.iterator_age_alarm_ms, *ALARM_MS_RANGE),
             lag_alarm_ms=reader.integer("lagAlarmMs", cls.lag_alarm_ms, *ALARM_MS_RANGE),
             alarm_email=reader.optional("alarmEmail", EMAIL_RE, "an e-mail address such as ops@example.com"),
+            serverless=reader.boolean("serverless", cls.serverless),
+            serverless_max_vcpu=reader.integer("serverlessMaxVcpu", cls.serverless_max_vcpu, 4, 400),
+            wheel_cache=env.get("KINESIS_WHEEL_CACHE") or None,
         )
         reader.check_pairing(config)
         reader.raise_if_errors()

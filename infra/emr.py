@@ -53,6 +53,17 @@ GATEWAY_ENDPOINTS = {
 }
 
 
+def grant_asset_read(scope: Construct, role: iam.IRole, assets: list[s3_assets.Asset]) -> iam.Policy:
+    """GetObject on exactly the asset objects (they live in the CDK bootstrap bucket, not ours), for `role`."""
+    resources = [f"arn:{Aws.PARTITION}:s3:::{asset.s3_bucket_name}/{asset.s3_object_key}" for asset in assets]
+    return iam.Policy(
+        scope,
+        "CodeAssetsRead",
+        roles=[role],
+        statements=[iam.PolicyStatement(sid="ReadCodeAssets", actions=["s3:GetObject"], resources=resources)],
+    )
+
+
 class EmrStack(Stack):
     """One long-running cluster that terminates itself when idle, plus the country_counts step."""
 
@@ -77,7 +88,7 @@ class EmrStack(Stack):
         self.bucket = bucket
         self.pyfiles, self.wheel, self.bootstrap, self.job = self._code_assets(project_root)
         assets = [a for a in (self.pyfiles, self.wheel, self.bootstrap, self.job) if a]
-        self._grant_code_read(access.instance_role, assets)
+        grant_asset_read(self, access.instance_role, assets)
         self.security_configuration = self._security_configuration(disk_key)
         self.vpc: ec2.Vpc | None = None
         self.cluster = self._cluster(access, self._subnet_id())
@@ -121,16 +132,6 @@ class EmrStack(Stack):
             "no Session Manager permissions on the instance role; work reaches the cluster only as EMR steps, "
             "which EMR authorizes with IAM. Kerberos would authenticate users of a shared cluster; this one runs "
             "one pipeline's steps only.",
-        )
-
-    def _grant_code_read(self, role: iam.IRole, assets: list[s3_assets.Asset]) -> None:
-        """GetObject on exactly the asset objects (they live in the CDK bootstrap bucket, not ours)."""
-        resources = [f"arn:{Aws.PARTITION}:s3:::{asset.s3_bucket_name}/{asset.s3_object_key}" for asset in assets]
-        iam.Policy(
-            self,
-            "CodeAssetsRead",
-            roles=[role],
-            statements=[iam.PolicyStatement(sid="ReadCodeAssets", actions=["s3:GetObject"], resources=resources)],
         )
 
     def _tls_uri(self) -> str:

@@ -196,3 +196,28 @@ def spark_submit_command(*, job_uri: str, pyfiles_uri: str, python: str, job_arg
         job_uri,
         *job_args,
     ]
+
+
+# EMR Serverless unpacks `spark.archives` entries into each container's working directory under the name after
+# `#`; the packed environment's interpreter is then ./environment/bin/python on the driver and the executors.
+SERVERLESS_ENV = "environment"
+SERVERLESS_PYTHON = f"./{SERVERLESS_ENV}/bin/python"
+
+
+def serverless_job_driver(*, job_uri: str, pyfiles_uri: str, venv_uri: str, job_args: list[str]) -> dict:
+    """StartJobRun's `jobDriver` for EMR Serverless: the same job and arguments as the cluster's step, with the
+    packed environment (infra.wheelhouse.build_venv_archive) as Python on the driver and the executors."""
+    conf = {
+        "spark.archives": f"{venv_uri}#{SERVERLESS_ENV}",
+        "spark.emr-serverless.driverEnv.PYSPARK_DRIVER_PYTHON": SERVERLESS_PYTHON,
+        "spark.emr-serverless.driverEnv.PYSPARK_PYTHON": SERVERLESS_PYTHON,
+        "spark.executorEnv.PYSPARK_PYTHON": SERVERLESS_PYTHON,
+        "spark.submit.pyFiles": pyfiles_uri,
+    }
+    return {
+        "sparkSubmit": {
+            "entryPoint": job_uri,
+            "entryPointArguments": job_args,
+            "sparkSubmitParameters": " ".join(f"--conf {key}={value}" for key, value in conf.items()),
+        }
+    }

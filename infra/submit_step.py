@@ -14,7 +14,8 @@ connector is the wheel the cluster's bootstrap action installed: a new connector
 Exit codes: 0 step completed (or submitted, with --no-wait), 1 step failed/cancelled or cluster gone,
 2 a flag's value is wrong (unknown region, profile, job, bucket or cluster), 3 timed out while the step was still
 pending or running, 4 AWS cannot be used (no or refused credentials, access denied, endpoint unreachable).
-Every error is one line on stderr.
+Every error is one line on stderr. With `--serverless` it starts a streaming job run on the EMR Serverless
+application instead (`infra.submit_serverless`, which documents its flags).
 """
 
 from __future__ import annotations
@@ -201,6 +202,11 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--serverless" in argv[: argv.index("--") if "--" in argv else len(argv)]:
+        from infra import submit_serverless  # imports this module: loaded only when asked for
+
+        return submit_serverless.main(argv)
     args, extra = parse_args(argv)
     try:
         return _run(args, extra)

@@ -11,26 +11,31 @@ from cdk_nag import AwsSolutionsChecks
 
 from infra import nag
 
-STACKS = ["streams", "metadata", "storage", "access", "emr", "monitoring"]
+STACKS = ["streams", "metadata", "storage", "access", "emr", "monitoring", "serverless"]
 
 
 @pytest.fixture(scope="module")
-def unsynthesized(project_root, root_without_job):
+def unsynthesized(project_root, root_without_job, infra_environ):
     """Fresh apps, checked before any synth: afterwards cross-stack references read as export names, and the
     IAM5 findings get other ids than the ones acknowledged (build_app checks before synth for that reason)."""
     from infra.app import build_app
     from tests.infra.conftest import ALARM_EMAIL, CONSUMER_ACCOUNT, EXTERNAL_ID
 
     main = build_app(
-        context={"consumerAccountId": CONSUMER_ACCOUNT, "externalId": EXTERNAL_ID, "alarmEmail": ALARM_EMAIL},
+        context={
+            "consumerAccountId": CONSUMER_ACCOUNT,
+            "externalId": EXTERNAL_ID,
+            "alarmEmail": ALARM_EMAIL,
+            "serverless": True,
+        },
         project_root=project_root,
-        environ={},
+        environ=infra_environ,
         run_nag=False,
     )
     other = build_app(
         context={"streamMode": "ON_DEMAND", "subnetId": "subnet-0123456789abcdef0", "coreInstanceCount": 0},
         project_root=root_without_job,
-        environ={},
+        environ=infra_environ,
         run_nag=False,
     )
     return main, other
@@ -74,9 +79,9 @@ def test_acknowledgements_are_the_known_few_each_with_a_reason(unsynthesized):
         "AwsSolutions-S1",
     ]
     # IAM5 only for resource paths below our own ARNs (2 stream consumer paths, 2 more under the cross-account
-    # role's consumer name prefix, 6 bucket prefixes) and for PutMetricData, which has no resources (scoped by its
-    # namespace condition instead).
-    assert sum("AwsSolutions-IAM5[" in key for key in acknowledged) == 11
+    # role's consumer name prefix, 6 bucket prefixes), for PutMetricData, which has no resources (scoped by its
+    # namespace condition instead), and for logs:DescribeLogGroups of the Serverless job role (account-wide only).
+    assert sum("AwsSolutions-IAM5[" in key for key in acknowledged) == 12
     assert sum("AwsSolutions-IAM5[Resource::*]" in key for key in acknowledged) == 1
     assert all(len(reason) > 60 for reason in acknowledged.values()), acknowledged
 

@@ -284,7 +284,7 @@ def test_every_arn_a_user_needs_is_an_output(cfn):
         assert outputs <= set(cfn[stack]["Outputs"]), (stack, set(cfn[stack]["Outputs"]))
 
 
-@pytest.mark.parametrize("stack", ["streams", "metadata", "storage", "access", "emr"])
+@pytest.mark.parametrize("stack", ["streams", "metadata", "storage", "access", "emr", "serverless"])
 def test_no_policy_statement_has_a_wildcard_action_or_resource(cfn, stack):
     for lid, statement in policy_statements(cfn[stack]):
         for action in as_list(statement["Action"]):
@@ -461,11 +461,13 @@ def test_without_the_job_file_there_is_no_step_and_synth_warns(variant):
     Annotations.from_stack(variant.emr).has_warning("*", Match.string_like_regexp("country_counts.py does not exist"))
 
 
-def test_submit_country_counts_false_leaves_out_the_step(project_root):
+def test_submit_country_counts_false_leaves_out_the_step(project_root, infra_environ):
     from aws_cdk.assertions import Template
 
     from infra.app import build_app
 
-    pipeline = build_app(context={"submitCountryCounts": "false"}, project_root=project_root, environ={}, run_nag=False)
+    pipeline = build_app(
+        context={"submitCountryCounts": "false"}, project_root=project_root, environ=infra_environ, run_nag=False
+    )
     assert pipeline.emr.job is not None
     Template.from_stack(pipeline.emr).resource_count_is("AWS::EMR::Step", 0)
