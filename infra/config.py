@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.wheelhouse import TARGET
+
 STREAM_MODES = ("PROVISIONED", "ON_DEMAND")
 # EMR 7.x ships Spark 3.5, which has no Python streaming data sources; the emr-spark-8 line has Spark 4.
 RELEASE_LABEL_RE = re.compile(r"^emr-spark-(\d+)\.(\d+)\.(\d+)$")
@@ -32,6 +34,8 @@ STACK_PREFIX_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,63}$")
 # A CloudWatch namespace the job may publish to (connector.metrics checks the same; "AWS/" is reserved).
 CLOUDWATCH_NAMESPACE_RE = re.compile(r"^(?!AWS/)[0-9A-Za-z.\-_/#:]{1,255}$")
 EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+# The cluster's Python must be the one the locked wheels are built for (infra/emr-lock.txt, infra.wheelhouse.TARGET).
+PYTHON_EXECUTABLE_RE = re.compile(rf"^(/[\w.-]+)*/?{re.escape(TARGET.interpreter)}$")
 ALARM_MS_RANGE = (1000, 7 * 24 * 3600 * 1000)  # 1 s to the stream's shortest retention
 
 
@@ -60,7 +64,7 @@ class InfraConfig:
     idle_timeout_seconds: int = 3600
     subnet_id: str | None = None
     tls_certificates_s3_uri: str | None = None
-    python_executable: str = "python3"
+    python_executable: str = TARGET.interpreter
     consumer_account_id: str | None = None
     external_id: str | None = None
     submit_country_counts: bool = True
@@ -122,7 +126,7 @@ class InfraConfig:
                 "tlsCertificatesS3Uri", S3_ZIP_URI_RE, "s3://<bucket>/<key>.zip (a zip of PEM files)"
             ),
             python_executable=reader.text(
-                "pythonExecutable", cls.python_executable, re.compile(r"^[\w./-]+$"), "a command or absolute path"
+                "pythonExecutable", cls.python_executable, PYTHON_EXECUTABLE_RE, _PYTHON_RULE
             ),
             consumer_account_id=reader.optional("consumerAccountId", ACCOUNT_RE, "12 digits"),
             external_id=reader.secret("externalId", EXTERNAL_ID_CHARS_RE, EXTERNAL_ID_LENGTH, _EXTERNAL_ID_RULE),
@@ -147,6 +151,10 @@ class InfraConfig:
 
 _STREAM_NAME_RULE = "1-128 characters of [A-Za-z0-9_.-]"
 _INSTANCE_RULE = "an EC2 instance type such as m7g.xlarge"
+_PYTHON_RULE = (
+    f"{TARGET.interpreter} or an absolute path ending in /{TARGET.interpreter}: the interpreter infra/emr-lock.txt's "
+    f"wheels are for (another version: change infra.wheelhouse.TARGET and run `make emr-lock`)"
+)
 _EXTERNAL_ID_RULE = (
     f"{EXTERNAL_ID_LENGTH[0]}-{EXTERNAL_ID_LENGTH[1]} characters of [A-Za-z0-9_+=,.@:/-]; make one with "
     "`python -c 'import secrets; print(secrets.token_urlsafe(24))'`"

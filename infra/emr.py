@@ -1,6 +1,7 @@
 """The EMR cluster (emr-spark-8.x, Spark 4), its security configuration, the code it runs as S3 assets (the
-connector's wheel, installed by a bootstrap action; the jobs' zip), and the step that `spark-submit`s the
-`country_counts` job (source metadata in the metadata stack's DynamoDB table).
+wheelhouse of the connector's wheel and its hash-locked dependencies, installed offline by a bootstrap action;
+the jobs' zip), and the step that `spark-submit`s the `country_counts` job (source metadata in the metadata
+stack's DynamoDB table).
 
 Built by `infra.app.build_app` after the data and access stacks, whose resources it references.
 """
@@ -21,7 +22,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
-from infra import layout, nag, packaging
+from infra import layout, nag, packaging, wheelhouse
 from infra.access import AccessStack
 from infra.config import InfraConfig
 
@@ -86,8 +87,8 @@ class EmrStack(Stack):
         Tags.of(self).add(*EMR_MANAGED_TAG)
         self.config = config
         self.bucket = bucket
-        self.pyfiles, self.wheel, self.bootstrap, self.job = self._code_assets(project_root)
-        assets = [a for a in (self.pyfiles, self.wheel, self.bootstrap, self.job) if a]
+        self.pyfiles, self.wheelhouse, self.bootstrap, self.job = self._code_assets(project_root)
+        assets = [a for a in (self.pyfiles, self.wheelhouse, self.bootstrap, self.job) if a]
         grant_asset_read(self, access.instance_role, assets)
         self.security_configuration = self._security_configuration(disk_key)
         self.vpc: ec2.Vpc | None = None
@@ -96,26 +97,28 @@ class EmrStack(Stack):
         self.step = self._step(source, sink, table) if self.job is not None and config.submit_country_counts else None
         CfnOutput(self, "ClusterId", value=self.cluster.ref, description="infra.submit_step --cluster-id")
         CfnOutput(self, "PyFilesUri", value=self.pyfiles.s3_object_url)
-        CfnOutput(self, "ConnectorWheelUri", value=self.wheel.s3_object_url)
+        CfnOutput(self, "WheelhouseUri", value=self.wheelhouse.s3_object_url)
         CfnOutput(self, "LogUri", value=f"s3://{bucket.bucket_name}/{layout.LOGS_PREFIX}emr/")
 
     def _code_assets(
         self, root: Path
     ) -> tuple[s3_assets.Asset, s3_assets.Asset, s3_assets.Asset, s3_assets.Asset | None]:
-        """The jobs' --py-files zip, the connector's wheel (built offline now) and the bootstrap script that
-        installs it, all uploaded as-is, and the job's entry file."""
+        """The jobs' --py-files zip; the wheelhouse (the connector's wheel, built offline now, and the wheels of
+        infra/emr-lock.txt, every one pinned by hash; a folder, which CDK uploads as a zip) and the bootstrap
+        script that installs it; and the job's entry file."""
         build_dir = Path(tempfile.mkdtemp(prefix="infra-build-"))
         pyfiles = s3_assets.Asset(self, "PyFiles", path=str(packaging.build_pyfiles_zip(build_dir, root)))
         wheel_file = packaging.build_wheel(build_dir / "dist", root)
-        wheel = s3_assets.Asset(self, "ConnectorWheel", path=str(wheel_file))
-        script = packaging.write_bootstrap_script(build_dir, wheel_file, root / "requirements.txt")
-        bootstrap = s3_assets.Asset(self, "BootstrapScript", path=str(script))
+        cache = Path(self.config.wheel_cache) if self.config.wheel_cache else None
+        house = wheelhouse.build_wheelhouse(build_dir, wheel_file, root / wheelhouse.LOCK_PATH, cache=cache)
+        wheels = s3_assets.Asset(self, "Wheelhouse", path=str(house))
+        bootstrap = s3_assets.Asset(self, "BootstrapScript", path=str(packaging.write_bootstrap_script(build_dir)))
         job_file = packaging.job_entry(JOB, root)
         if not job_file.is_file():
             # The sample jobs land separately: without the entry file, synth still works and says so.
             Annotations.of(self).add_warning(f"{job_file} does not exist: the {JOB} step is not created")
-            return pyfiles, wheel, bootstrap, None
-        return pyfiles, wheel, bootstrap, s3_assets.Asset(self, "CountryCountsJob", path=str(job_file))
+            return pyfiles, wheels, bootstrap, None
+        return pyfiles, wheels, bootstrap, s3_assets.Asset(self, "CountryCountsJob", path=str(job_file))
 
     def _accept_findings(self) -> None:
         reason = (
@@ -233,9 +236,10 @@ class EmrStack(Stack):
             ),
             bootstrap_actions=[
                 emr.CfnCluster.BootstrapActionConfigProperty(
-                    name="install-connector-wheel",
+                    name="install-connector-wheelhouse",
                     script_bootstrap_action=emr.CfnCluster.ScriptBootstrapActionConfigProperty(
-                        path=self.bootstrap.s3_object_url, args=[config.python_executable, self.wheel.s3_object_url]
+                        path=self.bootstrap.s3_object_url,
+                        args=[config.python_executable, self.wheelhouse.s3_object_url],
                     ),
                 )
             ],

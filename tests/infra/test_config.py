@@ -86,6 +86,10 @@ def test_newer_emr_spark_releases_are_accepted():
         ({"lagAlarmMs": "5"}, "'lagAlarmMs': got '5'; allowed: an integer from 1000 to 604800000"),
         ({"iteratorAgeAlarmMs": "soon"}, "'iteratorAgeAlarmMs': got 'soon'"),
         ({"alarmEmail": "ops"}, "'alarmEmail': got 'ops'; allowed: an e-mail address"),
+        ({"pythonExecutable": "python3"}, "'pythonExecutable': got 'python3'; allowed: python3.11 or an absolute path"),
+        ({"pythonExecutable": "/usr/bin/python3.12"}, "'pythonExecutable': got '/usr/bin/python3.12'"),
+        ({"serverless": "maybe"}, "'serverless': got 'maybe'; allowed: true or false"),
+        ({"serverlessMaxVcpu": "2"}, "'serverlessMaxVcpu': got '2'; allowed: an integer from 4 to 400"),
     ],
 )
 def test_bad_values_are_named(context, expected):

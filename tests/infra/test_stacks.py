@@ -312,11 +312,26 @@ def test_cluster_runs_spark_4_with_security_configuration_logs_and_idle_timeout(
     assert instances["KeepJobFlowAliveWhenNoSteps"] is True
     assert "Ec2KeyName" not in instances
     (bootstrap,) = props["BootstrapActions"]
-    python, wheel_uri = (render(arg) for arg in bootstrap["ScriptBootstrapAction"]["Args"])
-    assert python == "python3"
-    assert wheel_uri.startswith("s3://") and wheel_uri.endswith(".whl")
-    assert wheel_uri.endswith(pipeline.emr.wheel.s3_object_key)
+    python, wheelhouse_uri = (render(arg) for arg in bootstrap["ScriptBootstrapAction"]["Args"])
+    assert python == "python3.11"  # the interpreter the locked wheels are for
+    assert wheelhouse_uri.startswith("s3://") and wheelhouse_uri.endswith(".zip")
+    assert wheelhouse_uri.endswith(pipeline.emr.wheelhouse.s3_object_key)
     assert render(bootstrap["ScriptBootstrapAction"]["Path"]).endswith(".sh")
+
+
+def test_wheelhouse_asset_holds_the_wheel_and_every_locked_wheel_pinned_by_hash(pipeline, templates, stand_in_wheels):
+    """What the bootstrap action installs, as staged into the cloud assembly."""
+    from pathlib import Path
+
+    from infra import wheelhouse
+
+    staged = Path(pipeline.app.outdir) / pipeline.emr.wheelhouse.asset_path
+    pins = wheelhouse.parse_lock(stand_in_wheels)
+    (own,) = staged.glob("pyspark_aws_kinesis-*.whl")
+    assert sorted(p.name for p in staged.glob("*.whl")) == sorted([*(pin.filename for pin in pins), own.name])
+    lines = (staged / "requirements.txt").read_text().splitlines()[1:]
+    assert lines[:-1] == [pin.line() for pin in pins]
+    assert lines[-1] == f"pyspark-aws-kinesis==0.1.0 --hash=sha256:{wheelhouse.sha256_of(own)}  # {own.name}"
 
 
 def logical_id_of_cfn(cfn_resource) -> str:
@@ -408,9 +423,9 @@ def test_step_spark_submits_country_counts_with_the_jobs_zip(cfn, pipeline, name
         "--deploy-mode",
         "cluster",
         "--conf",
-        "spark.pyspark.python=python3",
+        "spark.pyspark.python=python3.11",
         "--conf",
-        "spark.pyspark.driver.python=python3",
+        "spark.pyspark.driver.python=python3.11",
     ]
     assert args[7] == "--py-files" and args[8].startswith("s3://") and args[8].endswith(".zip")
     assert args[9].startswith("s3://") and args[9].endswith(".py")
@@ -435,7 +450,7 @@ def test_instance_role_may_read_exactly_the_code_assets(cfn, pipeline):
     (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
     assert statement["Action"] == "s3:GetObject"
     keys = sorted(render(r).rsplit("/", 1)[1] for r in statement["Resource"])
-    assets = [pipeline.emr.pyfiles, pipeline.emr.wheel, pipeline.emr.bootstrap, pipeline.emr.job]
+    assets = [pipeline.emr.pyfiles, pipeline.emr.wheelhouse, pipeline.emr.bootstrap, pipeline.emr.job]
     assert keys == sorted(asset.s3_object_key for asset in assets)
     assert f"ExportsOutputRef{logical_id(pipeline.access.instance_role)}" in render(policy["Properties"]["Roles"][0])
 
