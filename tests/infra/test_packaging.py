@@ -4,6 +4,7 @@ spark-submit command."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -104,11 +105,18 @@ def _run_bootstrap(tmp_path: Path, wheelhouse_zip: Path) -> tuple[subprocess.Com
     return result, target
 
 
-def test_bootstrap_script_installs_the_wheelhouse_that_synth_builds(tmp_path, stand_in_wheels, wheel_cache):
-    """The real connector wheel and a stand-in for every locked dependency (aarch64 ones included), installed
-    for the nodes' platform from the zip alone: no index, every hash checked."""
-    wheel = packaging.build_wheel(tmp_path / "dist")
-    house = wheelhouse.build_wheelhouse(tmp_path / "build", wheel, stand_in_wheels, cache=wheel_cache)
+@pytest.fixture(scope="module")
+def built_wheelhouse(tmp_path_factory, stand_in_wheels, wheel_cache) -> Path:
+    """The wheelhouse synth builds: the real connector wheel and a stand-in for every locked dependency."""
+    out = tmp_path_factory.mktemp("wheelhouse")
+    wheel = packaging.build_wheel(out / "dist")
+    return wheelhouse.build_wheelhouse(out / "build", wheel, stand_in_wheels, cache=wheel_cache)
+
+
+def test_bootstrap_script_installs_the_wheelhouse_that_synth_builds(tmp_path, built_wheelhouse, stand_in_wheels):
+    """Every wheel (aarch64 ones included) installed for the nodes' platform from the zip alone: no index,
+    every hash checked."""
+    house = built_wheelhouse
     result, target = _run_bootstrap(tmp_path, _zip_folder(house, tmp_path / "0123abcd.zip"))
     assert result.returncode == 0, result.stderr
     assert (target / "pyspark_aws_kinesis.py").is_file() and (target / "connector" / "options.py").is_file()
@@ -116,9 +124,9 @@ def test_bootstrap_script_installs_the_wheelhouse_that_synth_builds(tmp_path, st
     assert installed == {pin.name for pin in wheelhouse.parse_lock(stand_in_wheels)} | {"pyspark-aws-kinesis"}
 
 
-def test_bootstrap_script_refuses_a_wheel_whose_hash_changed(tmp_path, stand_in_wheels, wheel_cache):
-    wheel = packaging.build_wheel(tmp_path / "dist")
-    house = wheelhouse.build_wheelhouse(tmp_path / "build", wheel, stand_in_wheels, cache=wheel_cache)
+def test_bootstrap_script_refuses_a_wheel_whose_hash_changed(tmp_path, built_wheelhouse):
+    house = tmp_path / "wheelhouse"
+    shutil.copytree(built_wheelhouse, house)
     (six,) = house.glob("six-*.whl")
     with zipfile.ZipFile(six, "a") as archive:  # still a valid wheel, but not the one the lock names
         archive.writestr("six_extra.py", "X = 1\n")

@@ -50,6 +50,20 @@ def test_lock_names_one_wheel_per_package_for_the_nodes_platform():
     assert "cp311" in pyarrow.filename and "aarch64" in pyarrow.filename
 
 
+@pytest.mark.parametrize("name", ["requirements.txt", "requirements-compat.txt"])
+def test_requirements_files_pin_every_package_by_hash(name):
+    """`pip install -r` then runs in hash-checking mode: a file that is not the one locked is refused. And every
+    pin of the .in is in the .txt at the same version (the .txt was compiled from it)."""
+    text = (ROOT / name).read_text().replace("\\\n", " ")
+    requirements = [line.split("#")[0].split() for line in text.splitlines() if line.split("#")[0].strip()]
+    assert len(requirements) > 50
+    for words in requirements:
+        assert "==" in words[0] and any(w.startswith("--hash=sha256:") for w in words[1:]), words[0]
+    locked = wheelhouse.requirement_pins(ROOT / name)
+    for key, pin in wheelhouse.requirement_pins(ROOT / name.replace(".txt", ".in")).items():
+        assert locked[key].split("==")[1] == pin.split("==")[1], pin
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
