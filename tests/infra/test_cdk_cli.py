@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CDK = ROOT / "node_modules" / ".bin" / "cdk"
-STACKS = ["Streams", "Metadata", "Storage", "Access", "Emr", "Monitoring"]
+STACKS = ["Streams", "Metadata", "Storage", "Access", "Emr", "Monitoring", "Serverless"]
 
 
 def run_synth(root: Path, cache: Path, out_dir: Path, *context: str) -> subprocess.CompletedProcess:
@@ -53,7 +53,8 @@ def checkout(project_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 @pytest.fixture(scope="module")
 def cloud_assembly(checkout: Path, wheel_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("synth") / "cdk.out"
-    result = run_synth(checkout, wheel_cache, out, "consumerAccountId=210987654321", "externalId=ci-external-id-0123")
+    context = ["consumerAccountId=210987654321", "externalId=ci-external-id-0123", "serverless=true"]
+    result = run_synth(checkout, wheel_cache, out, *context)
     assert result.returncode == 0, result.stderr[-3000:]
     return out
 
