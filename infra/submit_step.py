@@ -31,6 +31,7 @@ from pathlib import Path
 
 from infra import layout, packaging, preflight
 from infra.preflight import EXIT_AWS, EXIT_USAGE, PreflightError
+from infra.wheelhouse import TARGET
 
 DONE_STATES = {"COMPLETED"}
 FAILED_STATES = {"FAILED", "CANCELLED", "INTERRUPTED"}
@@ -186,7 +187,11 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
         "--allow-unknown-region", action="store_true", help="accept a --region that this botocore does not list yet"
     )
     parser.add_argument("--job", default="country_counts", help="module under spark_app/ (default: %(default)s)")
-    parser.add_argument("--python", default="python3", help="Python that Spark runs on the cluster")
+    parser.add_argument(
+        "--python",
+        default=TARGET.interpreter,
+        help="Python that Spark runs on the cluster: the one the bootstrap action installed into (%(default)s)",
+    )
     parser.add_argument("--endpoint-url", help="AWS endpoint for EMR and S3 (tests: a local moto server)")
     parser.add_argument("--timeout-seconds", type=float, default=3600.0)
     parser.add_argument("--poll-seconds", type=float, default=15.0)

@@ -120,6 +120,8 @@ def test_cli_uploads_submits_and_exits_3_on_timeout(moto, cluster, bucket, proje
     args = step["Config"]["Args"]
     assert args[args.index("--checkpoint-location") + 1] == f"s3://{bucket}/checkpoints/country_counts"
     assert args[-2:] == ["--trigger-seconds", "30"]
+    # The interpreter the bootstrap action installed the wheelhouse into.
+    assert "spark.pyspark.python=python3.11" in args and "spark.pyspark.driver.python=python3.11" in args
 
 
 def test_cli_rejects_a_non_positive_timeout(capsys):
