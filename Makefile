@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # Tests that run the connector and jobs; the compat target runs them on EMR's pyspark 4.0.2.
 COMPAT_TESTS := tests/connector tests/spark_app
 
-.PHONY: setup demo demo-short test lint test-main test-compat bench clean synth
+.PHONY: setup demo demo-short test lint test-main test-compat bench clean synth emr-lock requirements
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -68,5 +68,22 @@ bench: setup
 synth: setup
 	CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 npx cdk synth --no-notices --quiet
 
+# requirements*.txt pin every package with the hashes of its files (pip-compile --generate-hashes), so that
+# `pip install -r` (setup, above) refuses a file that is not the one locked. After editing requirements*.in, this
+# writes them again; pip-compile keeps the versions already pinned unless a .in line asks for another. pip-tools
+# runs from a venv of its own. Then run `make emr-lock` if a connector dependency changed.
+PIP_TOOLS := pip-tools==7.6.2
+PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make requirements" .venv-tools/bin/pip-compile --quiet --generate-hashes \
+	--allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links --annotation-style=line
+requirements:
+	@test -x .venv-tools/bin/pip-compile || ($(PYTHON) -m venv .venv-tools && .venv-tools/bin/pip install --quiet $(PIP_TOOLS))
+	$(PIP_COMPILE) -o requirements.txt requirements.in
+	$(PIP_COMPILE) -o requirements-compat.txt requirements-compat.in
+
+# What EMR installs (infra/emr-lock.txt): the connector's dependencies at requirements.txt's versions, one wheel
+# each for the nodes (CPython 3.11, aarch64), with hashes. Needs PyPI; run it after changing requirements.txt.
+emr-lock: $(VENV)/.installed
+	$(PY) -m infra.wheelhouse lock
+
 clean:
-	rm -rf $(VENV) $(VENV_COMPAT) node_modules .pytest_cache
+	rm -rf $(VENV) $(VENV_COMPAT) .venv-tools node_modules .pytest_cache

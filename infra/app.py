@@ -1,7 +1,7 @@
 """Wires the stacks of the pipeline into a CDK app: the entry point `app.py` and the tests call `build_app`.
 
 Stack order follows the references: streams, metadata, storage -> access (roles scoped to them) -> monitoring
-(dashboard, alarms, the job's PutMetricData permission) -> EMR.
+(dashboard, alarms, the job's PutMetricData permission) -> EMR, and with `serverless=true` EMR Serverless.
 cdk-nag's AwsSolutions checks run on every stack at synth; findings we accept are acknowledged, with the
 reason, next to the resource they are about (`infra.nag.accept`).
 """
@@ -22,6 +22,7 @@ from infra.emr import JOB as EMR_JOB
 from infra.emr import EmrStack
 from infra.metadata import MetadataStack
 from infra.monitoring import MonitoringStack
+from infra.serverless import ServerlessStack
 from infra.storage import StorageStack
 from infra.streams import StreamsStack
 
@@ -38,10 +39,12 @@ class Pipeline:
     access: AccessStack
     emr: EmrStack
     monitoring: MonitoringStack
+    serverless: ServerlessStack | None = None
 
     @property
     def stacks(self) -> list[cdk.Stack]:
-        return [self.streams, self.metadata, self.storage, self.access, self.emr, self.monitoring]
+        stacks = [self.streams, self.metadata, self.storage, self.access, self.emr, self.monitoring]
+        return stacks + ([self.serverless] if self.serverless else [])
 
 
 def build_app(
@@ -81,7 +84,7 @@ def build_app(
         config=config,
         source=streams.source,
         sink=streams.sink,
-        instance_role=access.instance_role,
+        job_roles=[role for role in (access.instance_role, access.serverless_job_role) if role],
         job=EMR_JOB,
         **stack_kwargs("Monitoring", "Dashboard, alarms and the job's metrics permission"),
     )
@@ -99,7 +102,18 @@ def build_app(
         **stack_kwargs("Emr", "EMR cluster and steps"),
     )
     emr_stack.add_stack_dependency(monitoring, "the job publishes metrics as soon as its step runs")
-    pipeline = Pipeline(app, config, streams, metadata, storage, access, emr_stack, monitoring)
+    serverless = None
+    if access.serverless_job_role is not None:
+        serverless = ServerlessStack(
+            app,
+            f"{prefix}Serverless",
+            config=config,
+            job_role=access.serverless_job_role,
+            bucket=storage.bucket,
+            project_root=project_root,
+            **stack_kwargs("Serverless", "EMR Serverless application for the streaming job"),
+        )
+    pipeline = Pipeline(app, config, streams, metadata, storage, access, emr_stack, monitoring, serverless)
     for stack in pipeline.stacks:
         cdk.Tags.of(stack).add("project", config.tags["project"])
         if run_nag:

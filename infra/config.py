@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.wheelhouse import TARGET
+
 STREAM_MODES = ("PROVISIONED", "ON_DEMAND")
 # EMR 7.x ships Spark 3.5, which has no Python streaming data sources; the emr-spark-8 line has Spark 4.
 RELEASE_LABEL_RE = re.compile(r"^emr-spark-(\d+)\.(\d+)\.(\d+)$")
@@ -21,14 +23,19 @@ STREAM_NAME_RE = re.compile(r"^[a-zA-Z0-9_.-]{1,128}$")
 ACCOUNT_RE = re.compile(r"^\d{12}$")
 REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 INSTANCE_TYPE_RE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
-# sts:ExternalId: 2-1224 characters of this set (IAM's own constraint on AssumeRole).
-EXTERNAL_ID_RE = re.compile(r"^[\w+=,.@:/-]{2,1224}$")
+# sts:ExternalId: IAM allows 2-1224 characters of this set. We ask for 16 or more: the ID is what keeps another
+# customer of the consumer account's from pointing it at our role (the confused deputy), and a short or guessable
+# one (a name, an account number) guards nothing. 16 random characters of this set hold ~96 bits.
+EXTERNAL_ID_CHARS_RE = re.compile(r"^[\w+=,.@:/-]+$")
+EXTERNAL_ID_LENGTH = (16, 1224)
 SUBNET_RE = re.compile(r"^subnet-[0-9a-f]{8,17}$")
 S3_ZIP_URI_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/.+\.zip$")
 STACK_PREFIX_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,63}$")
 # A CloudWatch namespace the job may publish to (connector.metrics checks the same; "AWS/" is reserved).
 CLOUDWATCH_NAMESPACE_RE = re.compile(r"^(?!AWS/)[0-9A-Za-z.\-_/#:]{1,255}$")
 EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+# The cluster's Python must be the one the locked wheels are built for (infra/emr-lock.txt, infra.wheelhouse.TARGET).
+PYTHON_EXECUTABLE_RE = re.compile(rf"^(/[\w.-]+)*/?{re.escape(TARGET.interpreter)}$")
 ALARM_MS_RANGE = (1000, 7 * 24 * 3600 * 1000)  # 1 s to the stream's shortest retention
 
 
@@ -57,7 +64,7 @@ class InfraConfig:
     idle_timeout_seconds: int = 3600
     subnet_id: str | None = None
     tls_certificates_s3_uri: str | None = None
-    python_executable: str = "python3"
+    python_executable: str = TARGET.interpreter
     consumer_account_id: str | None = None
     external_id: str | None = None
     submit_country_counts: bool = True
@@ -65,6 +72,10 @@ class InfraConfig:
     iterator_age_alarm_ms: int = 300000
     lag_alarm_ms: int = 300000
     alarm_email: str | None = None
+    serverless: bool = False
+    serverless_max_vcpu: int = 16
+    # Where synth keeps the EMR lock's wheels (infra.wheelhouse): $KINESIS_WHEEL_CACHE, else ~/.cache/...
+    wheel_cache: str | None = None
     tags: dict[str, str] = field(default_factory=lambda: {"project": "kinesis-spark-python"})
 
     @property
@@ -115,10 +126,10 @@ class InfraConfig:
                 "tlsCertificatesS3Uri", S3_ZIP_URI_RE, "s3://<bucket>/<key>.zip (a zip of PEM files)"
             ),
             python_executable=reader.text(
-                "pythonExecutable", cls.python_executable, re.compile(r"^[\w./-]+$"), "a command or absolute path"
+                "pythonExecutable", cls.python_executable, PYTHON_EXECUTABLE_RE, _PYTHON_RULE
             ),
             consumer_account_id=reader.optional("consumerAccountId", ACCOUNT_RE, "12 digits"),
-            external_id=reader.optional("externalId", EXTERNAL_ID_RE, "2-1224 characters of [A-Za-z0-9_+=,.@:/-]"),
+            external_id=reader.secret("externalId", EXTERNAL_ID_CHARS_RE, EXTERNAL_ID_LENGTH, _EXTERNAL_ID_RULE),
             submit_country_counts=reader.boolean("submitCountryCounts", cls.submit_country_counts),
             cloudwatch_namespace=reader.text(
                 "cloudwatchNamespace",
@@ -129,6 +140,9 @@ class InfraConfig:
             iterator_age_alarm_ms=reader.integer("iteratorAgeAlarmMs", cls.iterator_age_alarm_ms, *ALARM_MS_RANGE),
             lag_alarm_ms=reader.integer("lagAlarmMs", cls.lag_alarm_ms, *ALARM_MS_RANGE),
             alarm_email=reader.optional("alarmEmail", EMAIL_RE, "an e-mail address such as ops@example.com"),
+            serverless=reader.boolean("serverless", cls.serverless),
+            serverless_max_vcpu=reader.integer("serverlessMaxVcpu", cls.serverless_max_vcpu, 4, 400),
+            wheel_cache=env.get("KINESIS_WHEEL_CACHE") or None,
         )
         reader.check_pairing(config)
         reader.raise_if_errors()
@@ -137,6 +151,14 @@ class InfraConfig:
 
 _STREAM_NAME_RULE = "1-128 characters of [A-Za-z0-9_.-]"
 _INSTANCE_RULE = "an EC2 instance type such as m7g.xlarge"
+_PYTHON_RULE = (
+    f"{TARGET.interpreter} or an absolute path ending in /{TARGET.interpreter}: the interpreter infra/emr-lock.txt's "
+    f"wheels are for (another version: change infra.wheelhouse.TARGET and run `make emr-lock`)"
+)
+_EXTERNAL_ID_RULE = (
+    f"{EXTERNAL_ID_LENGTH[0]}-{EXTERNAL_ID_LENGTH[1]} characters of [A-Za-z0-9_+=,.@:/-]; make one with "
+    "`python -c 'import secrets; print(secrets.token_urlsafe(24))'`"
+)
 
 
 class _Reader:
@@ -168,6 +190,17 @@ class _Reader:
             return fallback or None
         if not isinstance(value, str) or not pattern.match(value):
             self._error(key, value, allowed)
+            return None
+        return value
+
+    def secret(self, key: str, pattern: re.Pattern[str], length: tuple[int, int], allowed: str) -> str | None:
+        """An optional secret: checked like `optional`, but an error shows its length, never the value."""
+        value = self._raw(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not pattern.match(value) or not length[0] <= len(value) <= length[1]:
+            shown = f"{len(value)} characters" if isinstance(value, str) else type(value).__name__
+            self.errors.append(f"context {key!r}: got {shown} (value not shown); allowed: {allowed}")
             return None
         return value
 

@@ -1,5 +1,5 @@
-"""Watching the pipeline: a CloudWatch dashboard, alarms, an optional SNS topic for them, and the instance
-role's permission to publish the job's own metrics (``connector.metrics``, turned on by the EMR step's
+"""Watching the pipeline: a CloudWatch dashboard, alarms, an optional SNS topic for them, and the job roles'
+permission to publish the job's own metrics (``connector.metrics``, turned on by the EMR step's
 ``--cloudwatch-namespace``).
 
 Built by `infra.app.build_app` after the streams and access stacks and before the EMR stack (the job must be
@@ -43,14 +43,14 @@ class MonitoringStack(Stack):
         config: InfraConfig,
         source: kinesis.IStream,
         sink: kinesis.IStream,
-        instance_role: iam.IRole,
+        job_roles: list[iam.IRole],
         job: str,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
         self.job = job
-        self.publish_policy = self._publish_policy(instance_role)
+        self.publish_policy = self._publish_policy(job_roles)
         self.topic = self._topic() if config.alarm_email else None
         self.alarms = self._alarms(source, sink)
         self.dashboard = self._dashboard(source, sink)
@@ -81,13 +81,14 @@ class MonitoringStack(Stack):
             period=ONE_MINUTE,
         )
 
-    def _publish_policy(self, role: iam.IRole) -> iam.Policy:
-        """PutMetricData in the job's namespace only; the action has no resources, so the namespace condition
-        is the whole scope (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatch.html)."""
+    def _publish_policy(self, roles: list[iam.IRole]) -> iam.Policy:
+        """PutMetricData in the job's namespace only, for the roles the job runs as (the cluster's instance role,
+        the Serverless job role); the action has no resources, so the namespace condition is the whole scope
+        (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatch.html)."""
         policy = iam.Policy(
             self,
             "PublishJobMetrics",
-            roles=[role],
+            roles=roles,
             statements=[
                 iam.PolicyStatement(
                     sid="PutJobMetrics",

@@ -15,9 +15,15 @@ from infra import nag
 from infra.config import InfraConfig
 from infra.layout import LOGS_PREFIX
 
+# How long an overwritten or deleted object stays recoverable: long enough to notice a deleted stop marker or a
+# clobbered checkpoint file over a weekend, short enough that Spark's constant checkpoint rewrites (each a new
+# noncurrent version) cost at most a week of them.
+NONCURRENT_VERSION_DAYS = 7
+
 
 class StorageStack(Stack):
-    """An SSL-only, private, S3-encrypted bucket whose logs expire, plus the cluster disk key."""
+    """An SSL-only, private, S3-encrypted, versioned bucket whose logs and old versions expire, plus the cluster
+    disk key."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: InfraConfig, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -28,7 +34,8 @@ class StorageStack(Stack):
             encryption=s3.BucketEncryption.S3_MANAGED,
             enforce_ssl=True,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            versioned=False,
+            # Versioned: a deleted or overwritten checkpoint, offset or stop marker can be restored.
+            versioned=True,
             lifecycle_rules=[
                 s3.LifecycleRule(
                     id="expire-logs", prefix=LOGS_PREFIX, expiration=Duration.days(config.log_retention_days)
@@ -36,6 +43,12 @@ class StorageStack(Stack):
                 s3.LifecycleRule(
                     id="abort-incomplete-uploads", abort_incomplete_multipart_upload_after=Duration.days(1)
                 ),
+                s3.LifecycleRule(
+                    id="expire-noncurrent-versions",
+                    noncurrent_version_expiration=Duration.days(NONCURRENT_VERSION_DAYS),
+                ),
+                # Once its noncurrent versions are gone, a delete marker alone is clutter (and a LIST cost).
+                s3.LifecycleRule(id="remove-expired-delete-markers", expired_object_delete_marker=True),
             ],
             # Checkpoints outlive a stack update; `cdk destroy` leaves the bucket, docs/infra.md says how to empty it.
             removal_policy=RemovalPolicy.RETAIN,
@@ -43,7 +56,7 @@ class StorageStack(Stack):
         nag.accept(
             self.bucket,
             "AwsSolutions-S1",
-            "Holds code, checkpoints and logs of one pipeline, no user data; object-level audit is CloudTrail data "
+            "Holds the pipeline's code, logs, checkpoints and stop markers; object-level audit is CloudTrail data "
             "events' job, and a separate access-log bucket would raise the same finding in turn.",
         )
         self.disk_key = kms.Key(

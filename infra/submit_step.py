@@ -2,14 +2,20 @@
 
     python -m infra.submit_step --cluster-id j-XXXX --bucket <BucketName output> \\
         --source-stream kinesis-spark-source --sink-stream kinesis-spark-sink --region eu-west-1 \\
-        [--job country_counts] [--timeout-seconds 3600] [--no-wait] [-- extra job arguments]
+        [--profile dev] [--job country_counts] [--timeout-seconds 3600] [--no-wait] [-- extra job arguments]
 
-It zips `spark_app/` (the jobs' own code) and uploads the zip and the job's entry file under
+Before it uploads anything it checks what a user can get wrong (`infra.preflight`): the job name, the region
+(botocore's partition data; `--allow-unknown-region` for a region newer than botocore), the profile and the
+credentials, the bucket (exists, reachable, in that region) and the cluster (exists, not terminating). Then it
+zips `spark_app/` (the jobs' own code) and uploads the zip and the job's entry file under
 `s3://<bucket>/code/<content hash>/` (so a re-submit never replaces code a running step uses), then adds a
 command-runner.jar step with the same `spark-submit` command as the stack's own step (`infra.packaging`). The
 connector is the wheel the cluster's bootstrap action installed: a new connector version needs a new cluster.
 Exit codes: 0 step completed (or submitted, with --no-wait), 1 step failed/cancelled or cluster gone,
-2 bad arguments, 3 timed out while the step was still pending or running.
+2 a flag's value is wrong (unknown region, profile, job, bucket or cluster), 3 timed out while the step was still
+pending or running, 4 AWS cannot be used (no or refused credentials, access denied, endpoint unreachable).
+Every error is one line on stderr. With `--serverless` it starts a streaming job run on the EMR Serverless
+application instead (`infra.submit_serverless`, which documents its flags).
 """
 
 from __future__ import annotations
@@ -23,14 +29,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import boto3
-
-from infra import layout, packaging
+from infra import layout, packaging, preflight
+from infra.preflight import EXIT_AWS, EXIT_USAGE, PreflightError
+from infra.wheelhouse import TARGET
 
 DONE_STATES = {"COMPLETED"}
 FAILED_STATES = {"FAILED", "CANCELLED", "INTERRUPTED"}
 CLUSTER_GONE_STATES = {"TERMINATING", "TERMINATED", "TERMINATED_WITH_ERRORS"}
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_TIMEOUT = 0, 1, 3
+__all__ = ["EXIT_AWS", "EXIT_FAILED", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_USAGE"]
 
 
 class StepFailedError(RuntimeError):
@@ -49,8 +56,10 @@ class CodeLocation:
     job_uri: str
 
 
-def upload_code(s3, bucket: str, job: str, root: Path = packaging.PROJECT_ROOT) -> CodeLocation:
-    """Build the jobs' --py-files zip and upload it with the job's entry file under a content-addressed prefix."""
+def upload_code(s3, bucket: str, job: str, root: Path | None = None) -> CodeLocation:
+    """Build the jobs' --py-files zip and upload it with the job's entry file under a content-addressed prefix
+    (`root`: the checkout, packaging.PROJECT_ROOT unless given)."""
+    root = root or packaging.PROJECT_ROOT
     entry = packaging.job_entry(job, root)
     if not entry.is_file():
         raise FileNotFoundError(f"job {job!r}: {entry} does not exist")
@@ -61,6 +70,38 @@ def upload_code(s3, bucket: str, job: str, root: Path = packaging.PROJECT_ROOT) 
         s3.upload_file(str(zip_path), bucket, prefix + packaging.PYFILES_ZIP)
         s3.upload_file(str(entry), bucket, prefix + entry.name)
     return CodeLocation(f"s3://{bucket}/{prefix}{packaging.PYFILES_ZIP}", f"s3://{bucket}/{prefix}{entry.name}")
+
+
+def check_job(job: str, root: Path | None = None) -> Path:
+    """The job's entry file, or a PreflightError naming --job and the jobs that exist."""
+    try:
+        entry = packaging.job_entry(job, root or packaging.PROJECT_ROOT)
+    except ValueError as error:
+        raise PreflightError(f"--job: {error}") from None
+    if not entry.is_file():
+        jobs = sorted(p.stem for p in entry.parent.glob("*.py") if not p.stem.startswith("_"))
+        raise PreflightError(f"--job {job!r}: no spark_app/{job}.py; the jobs are: {', '.join(jobs) or 'none'}")
+    return entry
+
+
+def check_cluster(emr, cluster_id: str, region: str) -> str:
+    """The cluster exists in `region` and still takes steps; returns its state."""
+    if not preflight.CLUSTER_ID_RE.match(cluster_id):
+        raise PreflightError(f"--cluster-id {cluster_id!r}: not a cluster id; use the stack output ClusterId (j-...)")
+    with preflight.aws_errors(f"--cluster-id {cluster_id!r}"):
+        try:
+            state = emr.describe_cluster(ClusterId=cluster_id)["Cluster"]["Status"]["State"]
+        except emr.exceptions.InvalidRequestException:
+            raise PreflightError(
+                f"--cluster-id {cluster_id!r}: no such cluster in {region}; use the stack output ClusterId "
+                "(`aws emr list-clusters --active` lists the running ones)"
+            ) from None
+    if state in CLUSTER_GONE_STATES:
+        raise PreflightError(
+            f"--cluster-id {cluster_id!r}: the cluster is {state} and takes no more steps; deploy the Emr stack "
+            "again (`npx cdk deploy KinesisSparkEmr`) and use its new ClusterId"
+        )
+    return state
 
 
 def submit_step(emr, cluster_id: str, name: str, command: list[str], action_on_failure: str = "CONTINUE") -> str:
@@ -141,8 +182,16 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--source-stream", required=True)
     parser.add_argument("--sink-stream", required=True)
     parser.add_argument("--region", required=True, help="region of the cluster and the streams")
+    parser.add_argument("--profile", help="AWS profile to use (default: the default credential chain)")
+    parser.add_argument(
+        "--allow-unknown-region", action="store_true", help="accept a --region that this botocore does not list yet"
+    )
     parser.add_argument("--job", default="country_counts", help="module under spark_app/ (default: %(default)s)")
-    parser.add_argument("--python", default="python3", help="Python that Spark runs on the cluster")
+    parser.add_argument(
+        "--python",
+        default=TARGET.interpreter,
+        help="Python that Spark runs on the cluster: the one the bootstrap action installed into (%(default)s)",
+    )
     parser.add_argument("--endpoint-url", help="AWS endpoint for EMR and S3 (tests: a local moto server)")
     parser.add_argument("--timeout-seconds", type=float, default=3600.0)
     parser.add_argument("--poll-seconds", type=float, default=15.0)
@@ -158,15 +207,32 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--serverless" in argv[: argv.index("--") if "--" in argv else len(argv)]:
+        from infra import submit_serverless  # imports this module: loaded only when asked for
+
+        return submit_serverless.main(argv)
     args, extra = parse_args(argv)
-    session = boto3.session.Session(region_name=args.region)
+    try:
+        return _run(args, extra)
+    except PreflightError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return error.exit_code
+
+
+def _run(args: argparse.Namespace, extra: list[str]) -> int:
+    """Check everything that can be checked, then upload, submit and (unless --no-wait) wait."""
+    check_job(args.job)
+    session = preflight.open_session(
+        args.region, args.profile, service="emr", allow_unknown_region=args.allow_unknown_region
+    )
+    preflight.check_credentials(session)
     s3 = session.client("s3", endpoint_url=args.endpoint_url)
     emr = session.client("emr", endpoint_url=args.endpoint_url)
-    try:
+    preflight.check_bucket(s3, args.bucket, args.region)
+    check_cluster(emr, args.cluster_id, args.region)
+    with preflight.aws_errors(f"--bucket {args.bucket!r}"):
         code = upload_code(s3, args.bucket, args.job)
-    except (FileNotFoundError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_USAGE
     command = packaging.spark_submit_command(
         job_uri=code.job_uri,
         pyfiles_uri=code.pyfiles_uri,
@@ -180,12 +246,16 @@ def main(argv: list[str] | None = None) -> int:
             extra=extra,
         ),
     )
-    step_id = submit_step(emr, args.cluster_id, args.job, command)
+    with preflight.aws_errors(f"--cluster-id {args.cluster_id!r}"):
+        step_id = submit_step(emr, args.cluster_id, args.job, command)
     print(f"submitted step {step_id} ({args.job}) to {args.cluster_id}; code at {code.pyfiles_uri}")
     if args.no_wait:
         return EXIT_OK
     try:
-        state = wait_for_step(emr, args.cluster_id, step_id, timeout_s=args.timeout_seconds, poll_s=args.poll_seconds)
+        with preflight.aws_errors(f"step {step_id}"):
+            state = wait_for_step(
+                emr, args.cluster_id, step_id, timeout_s=args.timeout_seconds, poll_s=args.poll_seconds
+            )
     except StepFailedError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_FAILED

@@ -2,6 +2,9 @@
 
 `project_root` is a copy of what the EMR stack ships (the wheel's sources and the jobs); when the sample job
 `country_counts` has not landed yet, the copy gets a small stand-in entry file so the step can be synthesized.
+Its `infra/emr-lock.txt` is a stand-in lock (tests/infra/wheels.py) whose wheels are already in the wheel cache
+`wheel_cache`, so the stacks build their wheelhouse and Serverless environment offline, as a synth with a
+filled cache does.
 """
 
 from __future__ import annotations
@@ -23,8 +26,31 @@ EXTERNAL_ID = "pipeline-external-id-42"
 ALARM_EMAIL = "ops@example.com"
 
 
-def _copy_root(target: Path, with_job: bool) -> Path:
+@pytest.fixture(scope="session")
+def wheel_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("wheel-cache")
+
+
+@pytest.fixture(scope="session")
+def stand_in_wheels(tmp_path_factory: pytest.TempPathFactory, wheel_cache: Path) -> Path:
+    """A lock of stand-ins for every pin of the real infra/emr-lock.txt, its wheels in `wheel_cache`."""
+    from infra.wheelhouse import LOCK_PATH
+    from tests.infra.wheels import stand_in_lock
+
+    folder = tmp_path_factory.mktemp("stand-in-wheels")
+    stand_in_lock(ROOT / LOCK_PATH, folder / "emr-lock.txt", wheel_cache, folder / "wheels")
+    return folder / "emr-lock.txt"
+
+
+@pytest.fixture(scope="session")
+def infra_environ(wheel_cache: Path) -> dict[str, str]:
+    """What build_app sees of the environment: no CDK_DEFAULT_* (no account from a profile), the test cache."""
+    return {"KINESIS_WHEEL_CACHE": str(wheel_cache)}
+
+
+def _copy_root(target: Path, with_job: bool, lock: Path) -> Path:
     from infra.packaging import WHEEL_SOURCES
+    from infra.wheelhouse import LOCK_PATH
 
     for name in {*WHEEL_SOURCES, "spark_app"}:
         if (ROOT / name).is_dir():
@@ -32,6 +58,8 @@ def _copy_root(target: Path, with_job: bool) -> Path:
         elif (ROOT / name).is_file():
             shutil.copy(ROOT / name, target / name)
     shutil.copy(ROOT / "requirements.txt", target / "requirements.txt")
+    (target / LOCK_PATH).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(lock, target / LOCK_PATH)
     job = target / "spark_app" / "country_counts.py"
     job.parent.mkdir(parents=True, exist_ok=True)
     if with_job and not job.exists():
@@ -42,13 +70,13 @@ def _copy_root(target: Path, with_job: bool) -> Path:
 
 
 @pytest.fixture(scope="session")
-def project_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _copy_root(tmp_path_factory.mktemp("root"), with_job=True)
+def project_root(tmp_path_factory: pytest.TempPathFactory, stand_in_wheels: Path) -> Path:
+    return _copy_root(tmp_path_factory.mktemp("root"), with_job=True, lock=stand_in_wheels)
 
 
 @pytest.fixture(scope="session")
-def root_without_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _copy_root(tmp_path_factory.mktemp("root-nojob"), with_job=False)
+def root_without_job(tmp_path_factory: pytest.TempPathFactory, stand_in_wheels: Path) -> Path:
+    return _copy_root(tmp_path_factory.mktemp("root-nojob"), with_job=False, lock=stand_in_wheels)
 
 
 @pytest.fixture(scope="session")
@@ -59,8 +87,9 @@ def names() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def pipeline(project_root: Path, names: dict[str, str]):
-    """The default deployment plus a cross-account consumer, nag checks on (a finding fails the build)."""
+def pipeline(project_root: Path, names: dict[str, str], infra_environ: dict[str, str]):
+    """The default deployment plus a cross-account consumer and EMR Serverless, nag checks on (a finding fails
+    the build)."""
     from infra.app import build_app
 
     context = {
@@ -70,12 +99,13 @@ def pipeline(project_root: Path, names: dict[str, str]):
         "consumerAccountId": CONSUMER_ACCOUNT,
         "externalId": EXTERNAL_ID,
         "alarmEmail": ALARM_EMAIL,
+        "serverless": True,
     }
-    return build_app(context=context, project_root=project_root, environ={})
+    return build_app(context=context, project_root=project_root, environ=infra_environ)
 
 
 @pytest.fixture(scope="session")
-def variant(root_without_job: Path):
+def variant(root_without_job: Path, infra_environ: dict[str, str]):
     """The other branches: on-demand streams, an existing subnet, no core nodes, no consumer, no job file, no
     alarm e-mail, alarm thresholds from context."""
     from infra.app import build_app
@@ -90,7 +120,7 @@ def variant(root_without_job: Path):
         "lagAlarmMs": "60000",
         "cloudwatchNamespace": "Team/Jobs",
     }
-    return build_app(context=context, project_root=root_without_job, environ={})
+    return build_app(context=context, project_root=root_without_job, environ=infra_environ)
 
 
 @pytest.fixture(scope="session")
@@ -99,7 +129,7 @@ def templates(pipeline) -> dict:
 
     return {
         name: Template.from_stack(getattr(pipeline, name))
-        for name in ("streams", "metadata", "storage", "access", "emr", "monitoring")
+        for name in ("streams", "metadata", "storage", "access", "emr", "monitoring", "serverless")
     }
 
 

@@ -30,7 +30,7 @@ def test_cli_strings_are_parsed():
             "streamMode": "on-demand",
             "submitCountryCounts": "false",
             "consumerAccountId": "210987654321",
-            "externalId": "secret-42",
+            "externalId": "0123456789abcdef",
         }
     )
     assert (config.source_shards, config.core_instance_count, config.stream_mode) == (4, 0, "ON_DEMAND")
@@ -73,8 +73,8 @@ def test_newer_emr_spark_releases_are_accepted():
     ("context", "expected"),
     [
         ({"consumerAccountId": "210987654321"}, "'externalId' is required when 'consumerAccountId' is set"),
-        ({"externalId": "secret-42"}, "'consumerAccountId' is required when 'externalId' is set"),
-        ({"consumerAccountId": "2109", "externalId": "x"}, "'consumerAccountId': got '2109'"),
+        ({"externalId": "0123456789abcdef"}, "'consumerAccountId' is required when 'externalId' is set"),
+        ({"consumerAccountId": "2109", "externalId": "0123456789abcdef"}, "'consumerAccountId': got '2109'"),
         ({"sourceStreamName": "same", "sinkStreamName": "same"}, "they must differ"),
         ({"sourceShards": True}, "'sourceShards': got True"),
         ({"submitCountryCounts": "yes"}, "'submitCountryCounts': got 'yes'; allowed: true or false"),
@@ -86,11 +86,29 @@ def test_newer_emr_spark_releases_are_accepted():
         ({"lagAlarmMs": "5"}, "'lagAlarmMs': got '5'; allowed: an integer from 1000 to 604800000"),
         ({"iteratorAgeAlarmMs": "soon"}, "'iteratorAgeAlarmMs': got 'soon'"),
         ({"alarmEmail": "ops"}, "'alarmEmail': got 'ops'; allowed: an e-mail address"),
+        ({"pythonExecutable": "python3"}, "'pythonExecutable': got 'python3'; allowed: python3.11 or an absolute path"),
+        ({"pythonExecutable": "/usr/bin/python3.12"}, "'pythonExecutable': got '/usr/bin/python3.12'"),
+        ({"serverless": "maybe"}, "'serverless': got 'maybe'; allowed: true or false"),
+        ({"serverlessMaxVcpu": "2"}, "'serverlessMaxVcpu': got '2'; allowed: an integer from 4 to 400"),
     ],
 )
 def test_bad_values_are_named(context, expected):
     with pytest.raises(ConfigError, match=expected.replace("(", r"\(").replace(")", r"\)")):
         load(context)
+
+
+@pytest.mark.parametrize("external_id", ["secret-42", "x" * 15, "x" * 1225, "sixteen chars ok"])
+def test_external_ids_need_16_to_1224_safe_characters_and_are_never_echoed(external_id):
+    with pytest.raises(ConfigError) as error:
+        load({"consumerAccountId": "210987654321", "externalId": external_id})
+    message = str(error.value)
+    assert f"context 'externalId': got {len(external_id)} characters (value not shown); allowed: 16-1224" in message
+    assert external_id not in message
+
+
+def test_external_id_of_16_characters_is_accepted():
+    config = load({"consumerAccountId": "210987654321", "externalId": "AbC_-+=,.@:/0123"})
+    assert config.external_id == "AbC_-+=,.@:/0123"
 
 
 def test_app_reports_config_errors_and_exits_2(capsys):

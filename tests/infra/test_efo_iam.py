@@ -3,7 +3,8 @@
 lifecycle (register at start, a batch read through SubscribeToShard, deregistration when it ends, with
 ``requireConsumerDeregistration``) and the clean-up command (``python -m connector consumers
 list|register|deregister``). Every Kinesis action seen there must be granted by infra.access, and every action
-the roles grant beyond polling and the sink must be among them."""
+the roles grant beyond polling and the sink must be among them; the cross-account role, which may not write,
+must still allow every one of these calls."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.access import CONSUMER_ACTIONS, STREAM_ACTIONS
+from infra.access import CONSUMER_ACTIONS, STREAM_ACTIONS, STREAM_READ_ACTIONS
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy
 
@@ -47,3 +48,5 @@ def test_the_roles_allow_exactly_the_efo_actions_the_connector_calls(
     efo_granted = {action for action in granted if action.split(":")[1] not in NOT_EFO}
     assert efo_granted <= called, f"granted but never called: {sorted(efo_granted - called)}"
     assert {"kinesis:SubscribeToShard", "kinesis:DeregisterStreamConsumer"} <= called
+    # The cross-account role grants no writes, yet everything an enhanced fan-out reader calls.
+    assert called <= set(STREAM_READ_ACTIONS + CONSUMER_ACTIONS), sorted(called - set(STREAM_READ_ACTIONS))

@@ -101,13 +101,15 @@ def test_without_an_address_there_is_no_topic_and_thresholds_come_from_context(v
     assert all("AlarmActions" not in alarm for alarm in alarms.values())
 
 
-def test_instance_role_may_put_metrics_only_in_the_jobs_namespace(cfn, pipeline):
+def test_job_roles_may_put_metrics_only_in_the_jobs_namespace(cfn, pipeline):
+    """The cluster's instance role and (with serverless=true) the Serverless job role, nobody else."""
     (policy,) = resources_of_type(cfn["monitoring"], "AWS::IAM::Policy").values()
     properties = policy["Properties"]
-    (role,) = [render(role) for role in properties["Roles"]]
-    assert role.startswith(
-        f"<import {pipeline.access.stack_name}:ExportsOutputRef{logical_id(pipeline.access.instance_role)}"
-    )
+    roles = [render(role) for role in properties["Roles"]]
+    expected = [pipeline.access.instance_role, pipeline.access.serverless_job_role]
+    assert len(roles) == len(expected)
+    for role, construct in zip(roles, expected, strict=True):
+        assert role.startswith(f"<import {pipeline.access.stack_name}:ExportsOutputRef{logical_id(construct)}")
     (statement,) = properties["PolicyDocument"]["Statement"]
     assert statement == {
         "Sid": "PutJobMetrics",

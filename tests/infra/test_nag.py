@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_s3 as s3
@@ -9,26 +11,31 @@ from cdk_nag import AwsSolutionsChecks
 
 from infra import nag
 
-STACKS = ["streams", "metadata", "storage", "access", "emr", "monitoring"]
+STACKS = ["streams", "metadata", "storage", "access", "emr", "monitoring", "serverless"]
 
 
 @pytest.fixture(scope="module")
-def unsynthesized(project_root, root_without_job):
+def unsynthesized(project_root, root_without_job, infra_environ):
     """Fresh apps, checked before any synth: afterwards cross-stack references read as export names, and the
     IAM5 findings get other ids than the ones acknowledged (build_app checks before synth for that reason)."""
     from infra.app import build_app
     from tests.infra.conftest import ALARM_EMAIL, CONSUMER_ACCOUNT, EXTERNAL_ID
 
     main = build_app(
-        context={"consumerAccountId": CONSUMER_ACCOUNT, "externalId": EXTERNAL_ID, "alarmEmail": ALARM_EMAIL},
+        context={
+            "consumerAccountId": CONSUMER_ACCOUNT,
+            "externalId": EXTERNAL_ID,
+            "alarmEmail": ALARM_EMAIL,
+            "serverless": True,
+        },
         project_root=project_root,
-        environ={},
+        environ=infra_environ,
         run_nag=False,
     )
     other = build_app(
         context={"streamMode": "ON_DEMAND", "subnetId": "subnet-0123456789abcdef0", "coreInstanceCount": 0},
         project_root=root_without_job,
-        environ={},
+        environ=infra_environ,
         run_nag=False,
     )
     return main, other
@@ -71,11 +78,22 @@ def test_acknowledgements_are_the_known_few_each_with_a_reason(unsynthesized):
         "AwsSolutions-KDS3",
         "AwsSolutions-S1",
     ]
-    # IAM5 only for resource paths below our own ARNs (2 stream consumer paths + 6 bucket prefixes) and for
-    # PutMetricData, which has no resources (scoped by its namespace condition instead).
-    assert sum("AwsSolutions-IAM5[" in key for key in acknowledged) == 9
+    # IAM5 only for resource paths below our own ARNs (2 stream consumer paths, 2 more under the cross-account
+    # role's consumer name prefix, 6 bucket prefixes), for PutMetricData, which has no resources (scoped by its
+    # namespace condition instead), and for logs:DescribeLogGroups of the Serverless job role (account-wide only).
+    assert sum("AwsSolutions-IAM5[" in key for key in acknowledged) == 12
     assert sum("AwsSolutions-IAM5[Resource::*]" in key for key in acknowledged) == 1
     assert all(len(reason) > 60 for reason in acknowledged.values()), acknowledged
+
+
+def test_no_reason_names_a_way_in_that_the_stacks_do_not_give(unsynthesized, cfn):
+    """Reasons must be true. EMR6's says nobody logs in: no key pair, no SSM permission or endpoint anywhere."""
+    reasons = _acknowledged(unsynthesized[0].stacks)
+    (emr6,) = [reason for key, reason in reasons.items() if "AwsSolutions-EMR6" in key]
+    assert "no key pair" in emr6 and "no Session Manager permissions" in emr6
+    assert not [reason for reason in reasons.values() if "use SSM" in reason or "operators use" in reason]
+    templates = json.dumps(cfn)
+    assert '"ssm:' not in templates and ".ssm" not in templates and "Ec2KeyName" not in templates
 
 
 def test_check_fails_on_an_unacknowledged_finding():

@@ -1,8 +1,10 @@
-"""The code shipped to EMR: the jobs' --py-files zip, the bootstrap script that installs the connector's wheel
-(built offline: tests/package/test_wheel.py), its pins, and the spark-submit command."""
+"""The code shipped to EMR: the jobs' --py-files zip, the bootstrap script that installs the wheelhouse (the
+connector's wheel, built offline: tests/package/test_wheel.py, and its hash-locked dependencies), and the
+spark-submit command."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -10,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import packaging
+from infra import packaging, wheelhouse
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,57 +62,78 @@ def test_zip_without_any_package_is_an_error(tmp_path):
         packaging.build_pyfiles_zip(tmp_path / "out", tmp_path)
 
 
-def test_pins_come_from_requirements_txt():
-    pins = packaging.dependency_pins(ROOT / "requirements.txt")
-    required = {line.split("==")[0].lower(): line for line in (ROOT / "requirements.txt").read_text().split()}
-    assert pins == [required[name] for name in ("pyarrow", "boto3", "botocore", "aws-kinesis-agg", "protobuf", "six")]
+def test_bootstrap_script_installs_the_wheelhouse_offline_by_hash_and_is_valid_bash(tmp_path):
+    text = packaging.write_bootstrap_script(tmp_path).read_text()
+    assert 'PYTHON="${1:?' in text and 'WHEELHOUSE_URI="${2:?' in text
+    assert 'aws s3 cp --only-show-errors "$WHEELHOUSE_URI" "$WORK/wheelhouse.zip"' in text
+    install = " ".join(text.split("sudo ", 1)[1].split("\n")[0:2]).replace("\\", "").split()
+    assert install[:5] == ['"$PYTHON"', "-m", "pip", "install", "--quiet"]
+    assert {"--no-index", "--require-hashes"} <= set(install)
+    assert install[-2:] == ["-r", '"$WORK/wheelhouse/requirements.txt"']
+    subprocess.run(["bash", "-n", str(tmp_path / packaging.BOOTSTRAP_SCRIPT)], check=True)
 
 
-def test_missing_pin_is_named(tmp_path):
-    requirements = tmp_path / "requirements.txt"
-    requirements.write_text("pyarrow==26.0.1\nboto3>=1\nbotocore==1.44.5\naws_kinesis_agg==1.2.3\nprotobuf==7.36.2\n")
-    with pytest.raises(ValueError, match="does not pin boto3, six with '=='"):
-        packaging.dependency_pins(requirements)
+def _zip_folder(folder: Path, target: Path) -> Path:
+    """What CDK uploads for a folder asset: a zip of its files, at the zip's root."""
+    with zipfile.ZipFile(target, "w") as archive:
+        for path in sorted(folder.iterdir()):
+            archive.write(path, path.name)
+    return target
 
 
-def test_bootstrap_script_installs_the_wheel_with_the_pins_as_constraints_and_is_valid_bash(tmp_path):
-    wheel = tmp_path / "pyspark_aws_kinesis-0.1.0-py3-none-any.whl"
-    script = packaging.write_bootstrap_script(tmp_path, wheel, ROOT / "requirements.txt")
-    text = script.read_text()
-    constraints = text.split("<<'PINS'\n", 1)[1].split("\nPINS\n", 1)[0].splitlines()
-    assert constraints == packaging.dependency_pins(ROOT / "requirements.txt")
-    assert 'PYTHON="${1:-python3}"' in text and 'WHEEL_URI="${2:?' in text
-    assert f'aws s3 cp --only-show-errors "$WHEEL_URI" "$WORK/{wheel.name}"' in text
-    assert f'pip install --quiet --no-cache-dir -c "$WORK/constraints.txt" "$WORK/{wheel.name}"' in text
-    subprocess.run(["bash", "-n", str(script)], check=True)
-
-
-def test_bootstrap_script_installs_a_wheel_that_pip_accepts(tmp_path):
-    """Run the script with stand-ins for `aws` and `sudo` and this venv's Python into a scratch target: the
-    wheel copied under its real name installs with the pinned constraints, offline."""
-    wheel = packaging.build_wheel(tmp_path / "dist")
-    hashed = tmp_path / "0123abcd.whl"  # a CDK asset's object key is a hash, not a wheel file name
-    hashed.write_bytes(wheel.read_bytes())
-    script = packaging.write_bootstrap_script(tmp_path, wheel, ROOT / "requirements.txt")
+def _run_bootstrap(tmp_path: Path, wheelhouse_zip: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    """Run the script with stand-ins for `aws` and `sudo`, and this venv's Python installing into a scratch
+    target for the nodes' platform (pip never touches this venv); the check imports from that target first."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "aws").write_text('#!/bin/bash\n# aws s3 cp --only-show-errors SRC DST\ncp "$4" "$5"\n')
     (bin_dir / "sudo").write_text('#!/bin/bash\nexec "$@"\n')
     target = tmp_path / "target"
     python = bin_dir / "python-under-test"
-    # pip installs into --target (never this venv); the check imports from there.
+    platform = " ".join(wheelhouse.TARGET.pip_platform_args())
     python.write_text(
-        f'#!/bin/bash\nif [ "$1" = "-m" ]; then exec {sys.executable} "$@" --no-index --no-deps --target {target}; fi\n'
+        f'#!/bin/bash\nif [ "$1 $2" = "-m pip" ]; then exec {sys.executable} "$@" --target {target} {platform}; fi\n'
         f'PYTHONPATH={target} exec {sys.executable} "$@"\n'
     )
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
+    script = packaging.write_bootstrap_script(tmp_path)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "PIP_CONFIG_FILE": "/dev/null"}
     result = subprocess.run(
-        ["bash", str(script), str(python), str(hashed)], capture_output=True, text=True, env=env, cwd=tmp_path
+        ["bash", str(script), str(python), str(wheelhouse_zip)], capture_output=True, text=True, env=env, cwd=tmp_path
     )
+    return result, target
+
+
+@pytest.fixture(scope="module")
+def built_wheelhouse(tmp_path_factory, stand_in_wheels, wheel_cache) -> Path:
+    """The wheelhouse synth builds: the real connector wheel and a stand-in for every locked dependency."""
+    out = tmp_path_factory.mktemp("wheelhouse")
+    wheel = packaging.build_wheel(out / "dist")
+    return wheelhouse.build_wheelhouse(out / "build", wheel, stand_in_wheels, cache=wheel_cache)
+
+
+def test_bootstrap_script_installs_the_wheelhouse_that_synth_builds(tmp_path, built_wheelhouse, stand_in_wheels):
+    """Every wheel (aarch64 ones included) installed for the nodes' platform from the zip alone: no index,
+    every hash checked."""
+    house = built_wheelhouse
+    result, target = _run_bootstrap(tmp_path, _zip_folder(house, tmp_path / "0123abcd.zip"))
     assert result.returncode == 0, result.stderr
     assert (target / "pyspark_aws_kinesis.py").is_file() and (target / "connector" / "options.py").is_file()
+    installed = {p.name.split("-")[0].lower().replace("_", "-") for p in target.glob("*.dist-info")}
+    assert installed == {pin.name for pin in wheelhouse.parse_lock(stand_in_wheels)} | {"pyspark-aws-kinesis"}
+
+
+def test_bootstrap_script_refuses_a_wheel_whose_hash_changed(tmp_path, built_wheelhouse):
+    house = tmp_path / "wheelhouse"
+    shutil.copytree(built_wheelhouse, house)
+    (six,) = house.glob("six-*.whl")
+    with zipfile.ZipFile(six, "a") as archive:  # still a valid wheel, but not the one the lock names
+        archive.writestr("six_extra.py", "X = 1\n")
+    result, target = _run_bootstrap(tmp_path, _zip_folder(house, tmp_path / "0123abcd.zip"))
+    assert result.returncode != 0
+    assert "THESE PACKAGES DO NOT MATCH THE HASHES" in result.stderr
+    assert not (target / "connector").exists()
 
 
 @pytest.mark.parametrize("job", ["../etc/passwd", "Country", "a-b", ""])

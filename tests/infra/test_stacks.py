@@ -94,6 +94,19 @@ def test_bucket_is_private_encrypted_and_expires_logs(templates):
     )
 
 
+def test_bucket_is_versioned_and_old_versions_expire(cfn):
+    """A deleted or overwritten checkpoint or stop marker can be restored for a week; after that the noncurrent
+    versions (Spark rewrites checkpoint files all the time) and the bare delete markers go, so cost stays bounded."""
+    (bucket,) = resources_of_type(cfn["storage"], "AWS::S3::Bucket").values()
+    props = bucket["Properties"]
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    rules = {rule["Id"]: rule for rule in props["LifecycleConfiguration"]["Rules"]}
+    noncurrent = rules["expire-noncurrent-versions"]
+    assert noncurrent["Status"] == "Enabled" and "Prefix" not in noncurrent  # every prefix
+    assert noncurrent["NoncurrentVersionExpiration"] == {"NoncurrentDays": 7}
+    assert rules["remove-expired-delete-markers"]["ExpiredObjectDeleteMarker"] is True
+
+
 def test_bucket_policy_denies_plain_http(templates):
     templates["storage"].has_resource_properties(
         "AWS::S3::BucketPolicy",
@@ -134,10 +147,10 @@ def _expected_connector(pipeline) -> dict[str, tuple[list[str], list[str]]]:
                 "kinesis:ListShards",
                 "kinesis:GetShardIterator",
                 "kinesis:GetRecords",
-                "kinesis:PutRecord",
-                "kinesis:PutRecords",
                 "kinesis:RegisterStreamConsumer",
                 "kinesis:ListStreamConsumers",
+                "kinesis:PutRecord",
+                "kinesis:PutRecords",
             ],
             [source, sink],
         ),
@@ -213,19 +226,44 @@ def test_service_role_is_emr_only_and_passes_only_the_instance_role(cfn, pipelin
     assert statements["PassInstanceRole"]["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
 
 
-def test_cross_account_role_needs_the_external_id_and_gets_only_the_connector_statements(cfn, pipeline):
-    """Not the metadata table: the connector reaches it with the job's own credentials, never the role's."""
+def test_cross_account_role_needs_the_external_id_and_may_only_read_the_streams(cfn, pipeline):
+    """Read by polling and enhanced fan-out, decrypt; no PutRecord(s), nothing of the owner's bucket (so no forged
+    offsets or stop markers), not the metadata table (the connector reaches it with the job's own credentials),
+    and consumer-ARN actions only on consumers named with the consumer account's prefix (it can neither take
+    over the owner's subscriptions nor deregister the owner's consumers)."""
     role_construct = pipeline.access.cross_account_role
     role = cfn["access"]["Resources"][logical_id(role_construct)]["Properties"]
     (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
     assert render(trust["Principal"]["AWS"]) == f"arn:<AWS::Partition>:iam::{CONSUMER_ACCOUNT}:root"
     assert trust["Condition"] == {"StringEquals": {"sts:ExternalId": EXTERNAL_ID}}
     assert role["MaxSessionDuration"] == 3600
+    source, sink = (f"FnGetAtt{logical_id(s)}Arn" for s in (pipeline.streams.source, pipeline.streams.sink))
+    key = f"FnGetAtt{logical_id(pipeline.streams.key)}Arn"
+    prefix = f"{CONSUMER_ACCOUNT}-"
+    expected = {
+        "ReadStreams": (
+            [
+                "kinesis:DescribeStreamSummary",
+                "kinesis:ListShards",
+                "kinesis:GetShardIterator",
+                "kinesis:GetRecords",
+                "kinesis:RegisterStreamConsumer",
+                "kinesis:ListStreamConsumers",
+            ],
+            [source, sink],
+        ),
+        "OwnConsumers": (
+            ["kinesis:DescribeStreamConsumer", "kinesis:SubscribeToShard", "kinesis:DeregisterStreamConsumer"],
+            [f"{source}/consumer/{prefix}*", f"{sink}/consumer/{prefix}*"],
+        ),
+        "DecryptStreams": (["kms:Decrypt"], [key]),
+    }
     statements = _statements_by_sid(cfn["access"], role_construct)
-    expected = _expected_connector(pipeline)
     assert sorted(statements) == sorted(expected)
     for sid, (actions, resources) in expected.items():
         _assert_statement(statements[sid], actions, resources)
+    granted = [a for s in statements.values() for a in as_list(s["Action"])]
+    assert not [a for a in granted if a.startswith("s3:") or a.startswith("dynamodb:") or "Put" in a]
 
 
 def test_no_cross_account_role_without_a_consumer(variant):
@@ -246,7 +284,7 @@ def test_every_arn_a_user_needs_is_an_output(cfn):
         assert outputs <= set(cfn[stack]["Outputs"]), (stack, set(cfn[stack]["Outputs"]))
 
 
-@pytest.mark.parametrize("stack", ["streams", "metadata", "storage", "access", "emr"])
+@pytest.mark.parametrize("stack", ["streams", "metadata", "storage", "access", "emr", "serverless"])
 def test_no_policy_statement_has_a_wildcard_action_or_resource(cfn, stack):
     for lid, statement in policy_statements(cfn[stack]):
         for action in as_list(statement["Action"]):
@@ -274,11 +312,26 @@ def test_cluster_runs_spark_4_with_security_configuration_logs_and_idle_timeout(
     assert instances["KeepJobFlowAliveWhenNoSteps"] is True
     assert "Ec2KeyName" not in instances
     (bootstrap,) = props["BootstrapActions"]
-    python, wheel_uri = (render(arg) for arg in bootstrap["ScriptBootstrapAction"]["Args"])
-    assert python == "python3"
-    assert wheel_uri.startswith("s3://") and wheel_uri.endswith(".whl")
-    assert wheel_uri.endswith(pipeline.emr.wheel.s3_object_key)
+    python, wheelhouse_uri = (render(arg) for arg in bootstrap["ScriptBootstrapAction"]["Args"])
+    assert python == "python3.11"  # the interpreter the locked wheels are for
+    assert wheelhouse_uri.startswith("s3://") and wheelhouse_uri.endswith(".zip")
+    assert wheelhouse_uri.endswith(pipeline.emr.wheelhouse.s3_object_key)
     assert render(bootstrap["ScriptBootstrapAction"]["Path"]).endswith(".sh")
+
+
+def test_wheelhouse_asset_holds_the_wheel_and_every_locked_wheel_pinned_by_hash(pipeline, templates, stand_in_wheels):
+    """What the bootstrap action installs, as staged into the cloud assembly."""
+    from pathlib import Path
+
+    from infra import wheelhouse
+
+    staged = Path(pipeline.app.outdir) / pipeline.emr.wheelhouse.asset_path
+    pins = wheelhouse.parse_lock(stand_in_wheels)
+    (own,) = staged.glob("pyspark_aws_kinesis-*.whl")
+    assert sorted(p.name for p in staged.glob("*.whl")) == sorted([*(pin.filename for pin in pins), own.name])
+    lines = (staged / "requirements.txt").read_text().splitlines()[1:]
+    assert lines[:-1] == [pin.line() for pin in pins]
+    assert lines[-1] == f"pyspark-aws-kinesis==0.1.0 --hash=sha256:{wheelhouse.sha256_of(own)}  # {own.name}"
 
 
 def logical_id_of_cfn(cfn_resource) -> str:
@@ -288,15 +341,57 @@ def logical_id_of_cfn(cfn_resource) -> str:
     return stack.resolve(stack.get_logical_id(cfn_resource))
 
 
-def test_cluster_sits_in_a_new_public_subnet_without_nat(templates):
-    templates["emr"].resource_count_is("AWS::EC2::VPC", 1)
-    templates["emr"].resource_count_is("AWS::EC2::NatGateway", 0)
-    templates["emr"].resource_count_is("AWS::EC2::FlowLog", 1)
-    templates["emr"].has_resource_properties("AWS::EC2::VPCEndpoint", {"VpcEndpointType": "Gateway"})
-    templates["emr"].has_resource_properties(
-        "AWS::EMR::Cluster",
-        {"Instances": Match.object_like({"Ec2SubnetId": {"Ref": Match.string_like_regexp("Vpc.*Subnet")}})},
+def test_cluster_sits_in_a_private_subnet_without_any_internet_route(cfn, pipeline):
+    """No internet or NAT gateway, no route to 0.0.0.0/0, no public IPs on launch: the nodes reach AWS only
+    through the VPC endpoints (next test)."""
+    emr = cfn["emr"]
+    assert len(resources_of_type(emr, "AWS::EC2::VPC")) == 1
+    for absent in ("AWS::EC2::InternetGateway", "AWS::EC2::NatGateway", "AWS::EC2::EgressOnlyInternetGateway"):
+        assert not resources_of_type(emr, absent), absent
+    assert not [
+        r for r in resources_of_type(emr, "AWS::EC2::Route").values() if "DestinationCidrBlock" in r["Properties"]
+    ]
+    (subnet_id, subnet), *others = resources_of_type(emr, "AWS::EC2::Subnet").items()
+    assert not others
+    assert subnet["Properties"].get("MapPublicIpOnLaunch") is False
+    assert len(resources_of_type(emr, "AWS::EC2::FlowLog")) == 1
+    (cluster,) = resources_of_type(emr, "AWS::EMR::Cluster").values()
+    assert cluster["Properties"]["Instances"]["Ec2SubnetId"] == {"Ref": subnet_id}
+
+
+def test_vpc_endpoints_cover_every_service_the_nodes_call(cfn):
+    """Gateway: S3 and DynamoDB (the metadata table). Interface, with private DNS, in the cluster's subnet, behind
+    a group that admits only HTTPS from the VPC: Kinesis, STS, KMS, CloudWatch metrics and Logs, EMR."""
+    emr = cfn["emr"]
+    endpoints = resources_of_type(emr, "AWS::EC2::VPCEndpoint").values()
+
+    def service(endpoint) -> str:
+        return render(endpoint["Properties"]["ServiceName"]).rsplit(".", 1)[1]
+
+    gateways = sorted(service(e) for e in endpoints if e["Properties"]["VpcEndpointType"] == "Gateway")
+    interfaces = [e for e in endpoints if e["Properties"]["VpcEndpointType"] == "Interface"]
+    assert gateways == ["dynamodb", "s3"]
+    assert sorted(service(e) for e in interfaces) == sorted(
+        ["kinesis-streams", "sts", "kms", "monitoring", "logs", "elasticmapreduce"]
     )
+    (group_id,) = resources_of_type(emr, "AWS::EC2::SecurityGroup")
+    for endpoint in interfaces:
+        assert endpoint["Properties"]["PrivateDnsEnabled"] is True
+        assert endpoint["Properties"]["SecurityGroupIds"] == [{"Fn::GetAtt": [group_id, "GroupId"]}]
+    group = resources_of_type(emr, "AWS::EC2::SecurityGroup")[group_id]["Properties"]
+    (ingress,) = group["SecurityGroupIngress"]
+    assert (ingress["CidrIp"], ingress["FromPort"], ingress["ToPort"]) == ("10.40.0.0/16", 443, 443)
+    (vpc,) = resources_of_type(emr, "AWS::EC2::VPC").values()
+    assert vpc["Properties"]["CidrBlock"] == "10.40.0.0/16"
+    assert vpc["Properties"]["EnableDnsSupport"] is True and vpc["Properties"]["EnableDnsHostnames"] is True
+
+
+def test_security_configuration_requires_imdsv2_with_hop_limit_1(cfn):
+    (config,) = resources_of_type(cfn["emr"], "AWS::EMR::SecurityConfiguration").values()
+    assert config["Properties"]["SecurityConfiguration"]["InstanceMetadataServiceConfiguration"] == {
+        "MinimumInstanceMetadataServiceVersion": 2,
+        "HttpPutResponseHopLimit": 1,
+    }
 
 
 def test_security_configuration_encrypts_at_rest_and_in_transit(cfn, pipeline):
@@ -328,9 +423,9 @@ def test_step_spark_submits_country_counts_with_the_jobs_zip(cfn, pipeline, name
         "--deploy-mode",
         "cluster",
         "--conf",
-        "spark.pyspark.python=python3",
+        "spark.pyspark.python=python3.11",
         "--conf",
-        "spark.pyspark.driver.python=python3",
+        "spark.pyspark.driver.python=python3.11",
     ]
     assert args[7] == "--py-files" and args[8].startswith("s3://") and args[8].endswith(".zip")
     assert args[9].startswith("s3://") and args[9].endswith(".py")
@@ -355,7 +450,7 @@ def test_instance_role_may_read_exactly_the_code_assets(cfn, pipeline):
     (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
     assert statement["Action"] == "s3:GetObject"
     keys = sorted(render(r).rsplit("/", 1)[1] for r in statement["Resource"])
-    assets = [pipeline.emr.pyfiles, pipeline.emr.wheel, pipeline.emr.bootstrap, pipeline.emr.job]
+    assets = [pipeline.emr.pyfiles, pipeline.emr.wheelhouse, pipeline.emr.bootstrap, pipeline.emr.job]
     assert keys == sorted(asset.s3_object_key for asset in assets)
     assert f"ExportsOutputRef{logical_id(pipeline.access.instance_role)}" in render(policy["Properties"]["Roles"][0])
 
@@ -365,6 +460,7 @@ def test_variant_uses_the_given_subnet_no_core_group_and_external_certificates(v
 
     template = Template.from_stack(variant.emr)
     template.resource_count_is("AWS::EC2::VPC", 0)
+    template.resource_count_is("AWS::EC2::VPCEndpoint", 0)
     (cluster,) = template.find_resources("AWS::EMR::Cluster").values()
     assert cluster["Properties"]["Instances"]["Ec2SubnetId"] == "subnet-0123456789abcdef0"
     assert "CoreInstanceGroup" not in cluster["Properties"]["Instances"]
@@ -380,11 +476,13 @@ def test_without_the_job_file_there_is_no_step_and_synth_warns(variant):
     Annotations.from_stack(variant.emr).has_warning("*", Match.string_like_regexp("country_counts.py does not exist"))
 
 
-def test_submit_country_counts_false_leaves_out_the_step(project_root):
+def test_submit_country_counts_false_leaves_out_the_step(project_root, infra_environ):
     from aws_cdk.assertions import Template
 
     from infra.app import build_app
 
-    pipeline = build_app(context={"submitCountryCounts": "false"}, project_root=project_root, environ={}, run_nag=False)
+    pipeline = build_app(
+        context={"submitCountryCounts": "false"}, project_root=project_root, environ=infra_environ, run_nag=False
+    )
     assert pipeline.emr.job is not None
     Template.from_stack(pipeline.emr).resource_count_is("AWS::EMR::Step", 0)

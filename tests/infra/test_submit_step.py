@@ -1,6 +1,7 @@
 """infra.submit_step against moto's EMR and S3 APIs (moto keeps a step RUNNING forever and never completes it).
 
-Covered on moto: the upload, the step's command, progress output, the timeout path and the cluster-gone path.
+Covered on moto: the upload, the step's command, progress output, the timeout path and the cluster-gone path,
+and every user mistake the CLI checks before it uploads anything (one line each, with its exit code).
 The COMPLETED and FAILED paths are covered by `step_outcome` on DescribeStep-shaped answers, since moto has
 no way to move a step to those states.
 """
@@ -104,7 +105,6 @@ def test_step_outcome_completed_pending_and_failed():
 
 def test_cli_uploads_submits_and_exits_3_on_timeout(moto, cluster, bucket, project_root, monkeypatch, capsys):
     monkeypatch.setattr(packaging, "PROJECT_ROOT", project_root)
-    monkeypatch.setattr(submit_step.upload_code, "__defaults__", (project_root,))
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(name, "testing")
     argv = [
@@ -120,6 +120,8 @@ def test_cli_uploads_submits_and_exits_3_on_timeout(moto, cluster, bucket, proje
     args = step["Config"]["Args"]
     assert args[args.index("--checkpoint-location") + 1] == f"s3://{bucket}/checkpoints/country_counts"
     assert args[-2:] == ["--trigger-seconds", "30"]
+    # The interpreter the bootstrap action installed the wheelhouse into.
+    assert "spark.pyspark.python=python3.11" in args and "spark.pyspark.driver.python=python3.11" in args
 
 
 def test_cli_rejects_a_non_positive_timeout(capsys):
@@ -138,3 +140,142 @@ def test_module_runs_without_loading_the_cdk():
     root = Path(__file__).resolve().parents[2]
     result = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+# --- user mistakes: one line, a documented exit code, nothing uploaded -----------------------------------------
+
+
+@pytest.fixture
+def aws_env(monkeypatch, tmp_path) -> dict[str, str]:
+    """Test keys, and nothing else that could supply credentials or a profile (no config files, no IMDS)."""
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-credentials"),
+        "AWS_CONFIG_FILE": str(tmp_path / "no-config"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_MAX_ATTEMPTS": "1",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env
+
+
+def _argv(moto, cluster: str, bucket: str, *extra: str, region: str = REGION) -> list[str]:
+    return [
+        "--cluster-id", cluster, "--bucket", bucket, "--source-stream", "src", "--sink-stream", "snk",
+        "--region", region, "--endpoint-url", moto.endpoint_url, "--no-wait", *extra,
+    ]  # fmt: skip
+
+
+def _mistake(argv: list[str], capsys, code: int) -> str:
+    """Run the CLI, expect exit `code` and exactly one line on stderr; return that line."""
+    assert submit_step.main(argv) == code
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, err
+    return err.strip()
+
+
+def _uploaded(moto, bucket: str) -> list[str]:
+    return [o["Key"] for o in moto.client("s3", region=REGION).list_objects_v2(Bucket=bucket).get("Contents", [])]
+
+
+def test_no_credentials_is_one_line_before_anything_is_sent(moto, cluster, bucket, aws_env, monkeypatch, capsys):
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    line = _mistake(_argv(moto, cluster, bucket), capsys, submit_step.EXIT_AWS)
+    assert line.startswith("error: no AWS credentials found: set AWS_PROFILE (or --profile)"), line
+    assert _uploaded(moto, bucket) == []
+
+
+def test_no_credentials_from_the_command_line_prints_no_traceback(moto, cluster, bucket, aws_env):
+    """The same, as a user runs it: `python -m infra.submit_step`, one line, exit 4."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-m", "infra.submit_step", *_argv(moto, cluster, bucket)],
+        cwd=root, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 4
+    assert result.stderr.splitlines() == [result.stderr.strip()] and "no AWS credentials found" in result.stderr
+
+
+def test_misspelled_region_names_the_flag_and_the_close_match(moto, cluster, bucket, aws_env, capsys):
+    line = _mistake(_argv(moto, cluster, bucket, region="eu-wset-1"), capsys, submit_step.EXIT_USAGE)
+    assert line == (
+        "error: --region 'eu-wset-1': not a region where botocore knows emr; did you mean 'eu-west-1'? "
+        "(a region newer than this botocore: add --allow-unknown-region)"
+    )
+    assert _uploaded(moto, bucket) == []
+
+
+def test_allow_unknown_region_passes_the_region_check_and_the_bucket_must_then_be_in_it(
+    moto, cluster, bucket, aws_env, capsys
+):
+    argv = _argv(moto, cluster, bucket, "--allow-unknown-region", region="xx-newregion-1")
+    line = _mistake(argv, capsys, submit_step.EXIT_USAGE)
+    assert line.startswith(f"error: --bucket '{bucket}' is in region {REGION}, not --region 'xx-newregion-1'"), line
+
+
+def test_unknown_profile_is_named(moto, cluster, bucket, aws_env, capsys):
+    line = _mistake(_argv(moto, cluster, bucket, "--profile", "dev"), capsys, submit_step.EXIT_USAGE)
+    assert line.startswith("error: --profile 'dev': no such profile in the AWS config files"), line
+
+
+def test_missing_bucket_is_named(moto, cluster, aws_env, capsys):
+    line = _mistake(_argv(moto, cluster, "no-such-bucket-4711"), capsys, submit_step.EXIT_USAGE)
+    assert (
+        line == "error: --bucket 'no-such-bucket-4711': no such bucket; use the stack output BucketName of the "
+        "Storage stack"
+    )
+
+
+@pytest.mark.parametrize(
+    ("cluster_id", "expected"),
+    [
+        ("j-BOGUS0123", f"--cluster-id 'j-BOGUS0123': no such cluster in {REGION}; use the stack output ClusterId"),
+        ("cluster-1", "--cluster-id 'cluster-1': not a cluster id; use the stack output ClusterId (j-...)"),
+    ],
+)
+def test_bogus_cluster_id_is_found_before_the_code_is_uploaded(moto, bucket, aws_env, capsys, cluster_id, expected):
+    line = _mistake(_argv(moto, cluster_id, bucket), capsys, submit_step.EXIT_USAGE)
+    assert line.startswith(f"error: {expected}"), line
+    assert _uploaded(moto, bucket) == []
+
+
+def test_terminated_cluster_is_refused_before_the_upload(moto, cluster, bucket, aws_env, capsys):
+    moto.client("emr", region=REGION).terminate_job_flows(JobFlowIds=[cluster])
+    line = _mistake(_argv(moto, cluster, bucket), capsys, submit_step.EXIT_USAGE)
+    assert f"--cluster-id '{cluster}': the cluster is TERMINATED and takes no more steps" in line
+    assert _uploaded(moto, bucket) == []
+
+
+def test_unknown_job_lists_the_jobs(moto, cluster, bucket, aws_env, capsys):
+    line = _mistake(_argv(moto, cluster, bucket, "--job", "country_count"), capsys, submit_step.EXIT_USAGE)
+    assert line.startswith("error: --job 'country_count': no spark_app/country_count.py; the jobs are: ")
+    assert "country_counts" in line
+
+
+def test_unreachable_endpoint_is_one_line(cluster, bucket, aws_env, capsys):
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    argv = ["--cluster-id", cluster, "--bucket", bucket, "--source-stream", "s", "--sink-stream", "k",
+            "--region", REGION, "--endpoint-url", f"http://127.0.0.1:{port}"]  # fmt: skip
+    line = _mistake(argv, capsys, submit_step.EXIT_AWS)
+    assert line.startswith(f"error: --bucket '{bucket}': AWS could not be reached"), line
+
+
+def test_a_good_submission_passes_every_check(moto, cluster, bucket, aws_env, capsys):
+    assert submit_step.main(_argv(moto, cluster, bucket)) == submit_step.EXIT_OK
+    assert "submitted step s-" in capsys.readouterr().out
+    assert len(_uploaded(moto, bucket)) == 2
