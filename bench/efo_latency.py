@@ -30,7 +30,7 @@ from connector.aws import kinesis_reader_client
 from connector.consumers import ensure_consumer
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask
 from connector.offsets import TRIM_HORIZON, Position
-from connector.source_settings import SourceSettings
+from connector.source.settings import SourceSettings
 from localaws import LocalAws, LocalServer
 from localaws.servers import KINESIS_MOCK
 from localaws.streams import create_stream, list_shard_ids, put_records, unique_name

@@ -23,7 +23,7 @@ from typing import Any
 from bench.common import options
 from connector.offsets import parse_offset, split_shard_key
 from connector.shards import list_shards
-from connector.stream_reader import KinesisStreamReader
+from connector.source.stream_reader import KinesisStreamReader
 from localaws import LocalAws
 from localaws.servers import KINESALITE, MOTO
 from localaws.streams import create_stream, unique_name

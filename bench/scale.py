@@ -46,7 +46,7 @@ from bench.common import options
 from connector.aws import kinesis_client, kinesis_reader_client
 from connector.offsets import parse_offset
 from connector.shards import MAX_HASH_KEY, list_shards
-from connector.stream_reader import KinesisStreamReader
+from connector.source.stream_reader import KinesisStreamReader
 from localaws import LocalAws
 from localaws.servers import KINESALITE
 from localaws.streams import create_stream, unique_name

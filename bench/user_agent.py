@@ -6,7 +6,7 @@ What a driver's idle probe does at 1,000+ shards: GetRecords (Limit 1) on a shar
 empty by kinesalite. Baseline: the client as botocore builds it (``connector.aws._new_client``, our config),
 which rebuilds the User-Agent header twice per call. Ours: ``kinesis_client`` (what the driver's probes use:
 the same client, its User-Agent built once by ``connector.aws.build_user_agent_once``), and
-``kinesis_reader_client`` (what reads use: GetRecords' body left undecoded for ``connector.decode``).
+``kinesis_reader_client`` (what reads use: GetRecords' body left undecoded for ``connector.fetch.decode``).
 Measured: this thread's CPU time per call (the server's CPU and the wait are not counted), median of
 ``--rounds`` rounds of ``--calls`` calls, the three clients taking turns in each round. Nothing here is asserted.
 """

@@ -29,7 +29,7 @@ def register(spark: Any) -> None:
     # Imported here so that `import connector` (e.g. for connector.options) does not import pyspark.
     from pyspark.errors import AnalysisException
 
-    from connector.source import KinesisDataSource
+    from .datasource import KinesisDataSource
 
     try:
         spark.dataSource.register(KinesisDataSource)

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from connector import aws
-from connector import options as opts
-from connector.consumers import (
+from . import aws
+from . import options as opts
+from .consumers import (
     ConsumerError,
     WaitPolicy,
     deregister_consumer,
@@ -23,7 +23,7 @@ from connector.consumers import (
     list_consumers,
     stream_arn,
 )
-from connector.options import OptionError
+from .options import OptionError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
 

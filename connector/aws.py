@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from connector import options as opts
-from connector.options import OptionError, ParsedOptions
-from connector.retry import RetryPolicy
+from . import options as opts
+from .options import OptionError, ParsedOptions
+from .retry import RetryPolicy
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 LOOPBACK_REGION = "us-east-1"
@@ -326,7 +326,7 @@ _ASSUME_ROLE_HINTS = {
 
 def explain_assume_role_failure(settings: ClientSettings, exc: BaseException) -> str:
     """One line naming the role, what failed and why it may have, with AWS's message redacted."""
-    from connector.retry import error_code
+    from .retry import error_code
 
     assert settings.role is not None
     code = error_code(exc)
@@ -382,7 +382,7 @@ def client(service: str, settings: ClientSettings, raw_get_records: bool = False
 def _keep_raw_body(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_: Any) -> None:
     """botocore's ``before-parse`` hook: a successful GetRecords answer skips botocore's parser.
 
-    The body moves to ``RAW_BODY`` for ``connector.decode`` and botocore parses an empty object instead. Errors
+    The body moves to ``RAW_BODY`` for ``connector.fetch.decode`` and botocore parses an empty object instead. Errors
     keep their body, so botocore still raises ClientError with the AWS error code.
     """
     if response_dict.get("status_code") == 200:
@@ -461,5 +461,5 @@ def kinesis_client(settings: ClientSettings) -> Any:
 
 def kinesis_reader_client(settings: ClientSettings) -> Any:
     """The process's Kinesis client for reading records: its ``get_records`` answers ``{RAW_BODY: bytes}``
-    (decoded by ``connector.decode``, ~4x faster than botocore's parser); every other call is as usual."""
+    (decoded by ``connector.fetch.decode``, ~4x faster than botocore's parser); every other call is as usual."""
     return client("kinesis", settings, raw_get_records=True)

@@ -32,10 +32,10 @@ from typing import Any, BinaryIO
 
 from botocore.exceptions import ClientError
 
-from connector import aws
-from connector.aws import ClientSettings
-from connector.detached import spawn_detached
-from connector.retry import RetriesExhaustedError, RetryPolicy, error_code
+from . import aws
+from .aws import ClientSettings
+from .detached import spawn_detached
+from .retry import RetriesExhaustedError, RetryPolicy, error_code
 
 log = logging.getLogger(__name__)
 
@@ -296,7 +296,7 @@ def _start_watcher(settings: ClientSettings, streams: tuple[str, ...], name: str
     """``python -m connector.consumers`` in its own session (a kill of this process group spares it), fed the
     consumers to deregister through its stdin, which stays open for as long as this process lives."""
     # Not this process's stdout/stderr (Spark may wait for their end): the watcher logs to WATCHER_LOG.
-    watcher = spawn_detached("connector.consumers", stdin=subprocess.PIPE)
+    watcher = spawn_detached(__name__, stdin=subprocess.PIPE)  # this module, whatever its package is called
     assert watcher.stdin is not None
     message = pickle.dumps((settings, streams, name))
     watcher.stdin.write(len(message).to_bytes(8, "big") + message)

@@ -34,7 +34,7 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from connector import aws
+from . import aws
 
 log = logging.getLogger(__name__)
 

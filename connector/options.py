@@ -1,7 +1,7 @@
 """Every option of the ``aws-kinesis`` source and sink: name, type, default, unit, doc and validation, in one place.
 
 Who uses it:
-- ``connector.source`` parses the source options on the driver (``source_settings`` in ``stream_reader`` /
+- ``connector.datasource`` parses the source options on the driver (``source_settings`` in ``stream_reader`` /
   ``batch_reader``) when the query is defined, so bad values fail before any batch runs.
 - ``connector.sink`` parses its options with ``parse_options(raw, Side.SINK)``.
 - ``connector.aws.ClientSettings.from_options`` reads the endpoint, region and credential options.
@@ -375,7 +375,7 @@ CLIENT_MAX_RETRY_INTERVAL_MS = _add(
 def _position_kind(name: str, allowed: str) -> Kind:
     def parse(raw: str) -> str:
         # Imported here: offsets is a lower-level module that must stay importable without the registry.
-        from connector.offsets import parse_starting_position
+        from .offsets import parse_starting_position
 
         parse_starting_position(raw)
         return raw.strip()

@@ -17,8 +17,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from connector.offsets import Position, shard_key, split_shard_key
-from connector.retry import RetryPolicy, error_code
+from .offsets import Position, shard_key, split_shard_key
+from .retry import RetryPolicy, error_code
 
 MAX_HASH_KEY = 2**128 - 1
 FULL_LISTING_S = 60.0  # ShardCatalog lists every shard at least this often, only new ones in between

@@ -44,16 +44,20 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
-from connector.aws import ClientSettings
-from connector.decode import Page, ShardContext
-from connector.fetch.efo import ShardSubscriber, subscription_client
-from connector.fetch.range import skipped_rows
-from connector.offsets import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, WHOLE_RECORD, Position
-from connector.retry import RetryPolicy
+from ..aws import ClientSettings
+from ..offsets import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, WHOLE_RECORD, Position
+from ..retry import RetryPolicy
+from .decode import Page, ShardContext
+from .efo import ShardSubscriber, subscription_client
+from .range import skipped_rows
 
 log = logging.getLogger(__name__)
 
-PROTOCOL = 1
+# The version of what client and broker pickle to each other: a request names the module paths of its classes
+# (ClientSettings, ShardContext, Position, ...), a page those of Page. It names the socket (``socket_path``), so a
+# broker of another version, still running from an earlier install, is never spoken to: bump it whenever one of
+# those classes changes or moves (2: the modules moved into packages, e.g. ``decode`` under ``fetch``).
+PROTOCOL = 2
 NEXT = b"n"
 ENV_DIR = "AWS_KINESIS_EFO_BROKER_DIR"
 ENV_IDLE_CLOSE = "AWS_KINESIS_EFO_BROKER_IDLE_CLOSE_S"
@@ -408,6 +412,6 @@ def main(directory: str, watch_pid: str) -> None:
 
 if __name__ == "__main__":
     # Through the module's own name, so that requests unpickle to the classes checked in serve().
-    from connector.fetch import efo_broker
+    from . import efo_broker
 
     efo_broker.main(*sys.argv[1:3])

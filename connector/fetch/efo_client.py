@@ -30,15 +30,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from connector.aws import ClientSettings
-from connector.decode import Page, ShardContext
-from connector.detached import spawn_detached
-from connector.fetch import efo_broker
-from connector.fetch.efo import ShardSubscriber, SubscriptionError, subscription_client
-from connector.fetch.efo_broker import NEXT, Request, receive, send, socket_path
-from connector.fetch.iterators import PositionGoneError, ShardGoneError
-from connector.offsets import AFTER_SEQUENCE_NUMBER, Position
-from connector.retry import RetryPolicy
+from ..aws import ClientSettings
+from ..detached import spawn_detached
+from ..offsets import AFTER_SEQUENCE_NUMBER, Position
+from ..retry import RetryPolicy
+from . import efo_broker
+from .decode import Page, ShardContext
+from .efo import ShardSubscriber, SubscriptionError, subscription_client
+from .efo_broker import NEXT, Request, receive, send, socket_path
+from .iterators import PositionGoneError, ShardGoneError
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ def _start_broker(directory: str) -> subprocess.Popen:
     """``python -m connector.fetch.efo_broker`` in its own session (a kill of this process group spares it),
     watching this process's parent (in a Spark worker: the Python daemon, which lives as long as the executor)."""
     log.info("starting the enhanced fan-out subscription broker in %s", directory)
-    broker = spawn_detached("connector.fetch.efo_broker", directory, str(os.getppid()))
+    broker = spawn_detached(efo_broker.__name__, directory, str(os.getppid()))
     threading.Thread(target=broker.wait, name="efo broker reaper", daemon=True).start()  # no zombie when it exits
     return broker
 

@@ -27,11 +27,11 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from connector.aws import RAW_BODY
-from connector.decode import Page, ShardContext, decode_get_records
-from connector.fetch.iterators import Handoff, open_iterator, refused_iterator
-from connector.offsets import AFTER_SEQUENCE_NUMBER, WHOLE_RECORD, Position, shard_label
-from connector.retry import RetryPolicy
+from ..aws import RAW_BODY
+from ..offsets import AFTER_SEQUENCE_NUMBER, WHOLE_RECORD, Position, shard_label
+from ..retry import RetryPolicy
+from .decode import Page, ShardContext, decode_get_records
+from .iterators import Handoff, open_iterator, refused_iterator
 
 
 @dataclass(frozen=True)

@@ -49,9 +49,7 @@ from typing import Protocol
 
 import pyarrow as pa
 
-from connector.decode import Page, ShardContext
-from connector.fetch.iterators import Handoff, PositionGoneError, ShardGoneError, data_loss, wall_ms
-from connector.metadata.store import (
+from ..metadata.store import (
     STOP_BOUND,
     STOP_CAUGHT_UP,
     STOP_END,
@@ -61,7 +59,7 @@ from connector.metadata.store import (
     DataLossEvent,
     ShardRead,
 )
-from connector.offsets import (
+from ..offsets import (
     AFTER_SEQUENCE_NUMBER,
     AT_SEQUENCE_NUMBER,
     TRIM_HORIZON,
@@ -69,6 +67,8 @@ from connector.offsets import (
     Position,
     shard_label,
 )
+from .decode import Page, ShardContext
+from .iterators import Handoff, PositionGoneError, ShardGoneError, data_loss, wall_ms
 
 
 class ReplayError(RuntimeError):

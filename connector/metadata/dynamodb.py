@@ -32,9 +32,9 @@ from urllib.parse import parse_qs, urlparse
 
 from botocore.exceptions import ClientError
 
-from connector.aws import ClientSettings, client
-from connector.metadata.store import BATCH_DIGITS, MetadataStore, ShardRead, batch_shard_key, check_id
-from connector.retry import RetriesExhaustedError, RetryPolicy, error_code
+from ..aws import ClientSettings, client
+from ..retry import RetriesExhaustedError, RetryPolicy, error_code
+from .store import BATCH_DIGITS, MetadataStore, ShardRead, batch_shard_key, check_id
 
 SCHEME = "dynamodb://"
 PARTITION_KEY = "sourceId"
@@ -221,7 +221,7 @@ class DynamoDBStore(MetadataStore):
         self, source_id: str, batch_id: int, shards: list[tuple[str, str]]
     ) -> dict[tuple[str, str], ShardRead | None]:
         """BatchGetItem, 100 keys per call (strongly consistent), unprocessed keys retried with backoff."""
-        from connector.parallel import parallel_map
+        from ..parallel import parallel_map
 
         by_sort_key = {batch_shard_key(batch_id, *shard): shard for shard in shards}
         keys = [self._shard_key(source_id, batch_id, *shard) for shard in shards]

@@ -17,9 +17,9 @@ from urllib.parse import urlparse
 
 from botocore.exceptions import ClientError
 
-from connector.aws import ClientSettings, client
-from connector.metadata.store import PathStore
-from connector.retry import RetryPolicy, error_code
+from ..aws import ClientSettings, client
+from ..retry import RetryPolicy, error_code
+from .store import PathStore
 
 
 class S3Store(PathStore):

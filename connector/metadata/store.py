@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
-from connector.offsets import AFTER_SEQUENCE_NUMBER, SHARD_END, WHOLE_RECORD, Position
+from ..offsets import AFTER_SEQUENCE_NUMBER, SHARD_END, WHOLE_RECORD, Position
 
 BATCH_DIGITS = 20
 PENDING = "pending"
@@ -175,7 +175,7 @@ class MetadataStore(ABC):
 
         The default asks per shard on the driver's thread pool; stores with a batch read (DynamoDB) override it.
         """
-        from connector.parallel import parallel_map
+        from ..parallel import parallel_map
 
         found = parallel_map(lambda shard: self.get_shard_read(source_id, batch_id, *shard), shards)
         return dict(zip(shards, found, strict=True))
@@ -276,14 +276,14 @@ def open_store(
     filesystem pyarrow knows (``hdfs://``, ``viewfs://``). ``client_settings`` are the application's own
     credentials; ``retry`` (a ``RetryPolicy``) governs the AWS stores' calls. Cheap: no I/O until used."""
     if path.startswith("dynamodb://"):
-        from connector.metadata.dynamodb import DynamoDBStore
+        from .dynamodb import DynamoDBStore
 
         return DynamoDBStore.from_uri(path, client_settings, dynamodb_endpoint_url, retry)
     if path.startswith(("s3://", "s3a://", "s3n://")):
-        from connector.metadata.s3 import S3Store
+        from .s3 import S3Store
 
         return S3Store(path, client_settings, s3_endpoint_url, retry)
-    from connector.metadata.filesystem import ArrowFileSystemStore, LocalStore
+    from .filesystem import ArrowFileSystemStore, LocalStore
 
     if "://" not in path or path.startswith("file://"):
         return LocalStore(path.removeprefix("file://"))

@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from connector import aws
-from connector import options as opts
-from connector.aws import ClientSettings
-from connector.retry import RetryPolicy
+from .. import aws
+from .. import options as opts
+from ..aws import ClientSettings
+from ..retry import RetryPolicy
 
 
 @dataclass(frozen=True)

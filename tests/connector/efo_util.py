@@ -13,7 +13,7 @@ from source_util import source_options
 
 from connector import aws
 from connector.consumers import Consumer, WaitPolicy, ensure_consumer
-from connector.decode import Page, ShardContext
+from connector.fetch.decode import Page, ShardContext
 from connector.fetch.efo import ShardSubscriber, subscription_client
 from connector.offsets import Position
 from connector.retry import RetryPolicy

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from connector.aws import ClientSettings, kinesis_client
 from connector.offsets import KinesisOffset
-from connector.stream_reader import KinesisStreamReader
+from connector.source.stream_reader import KinesisStreamReader
 from localaws import LocalServer
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import pickle
+import pickletools
 import signal
 import tempfile
 import time
@@ -20,8 +22,9 @@ from source_util import FORMAT, put_numbered, wait_for
 from test_efo_source import efo_options
 from test_source_spark import _committed
 
-from connector.decode import Page, ShardContext
+from connector.aws import AssumeRole, ClientSettings
 from connector.fetch import efo_broker
+from connector.fetch.decode import Page, ShardContext
 from connector.fetch.efo_broker import locate
 from connector.fetch.efo_client import ENV_ENABLED, BrokeredSubscriber, broker_dir, broker_stats
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask
@@ -107,6 +110,41 @@ def _page(*records: tuple[str, int]) -> Page:
         last_sequence=records[-1][0],
         next_iterator=records[-1][0],
     )
+
+
+# The module paths the broker's messages name, per protocol (``efo_broker.PROTOCOL`` names the socket). A broker
+# still running from an earlier install unpickles these with its own code: when a class of a request or a page
+# moves, it could not, so the protocol must change with them.
+PICKLED_MODULES = {
+    1: {"connector.aws", "connector.decode", "connector.fetch.efo_broker", "connector.offsets", "connector.retry"},
+    2: {
+        "connector.aws",
+        "connector.fetch.decode",
+        "connector.fetch.efo_broker",
+        "connector.offsets",
+        "connector.retry",
+    },
+}
+
+
+def _pickled_modules(message: object) -> set[str]:
+    """The connector's modules that ``message`` names when pickled (protocol 2 spells each class out)."""
+    package = efo_broker.__name__.split(".")[0]
+    names = {arg.split(" ")[0] for op, arg, _ in pickletools.genops(pickle.dumps(message, 2)) if op.name == "GLOBAL"}
+    return {name for name in names if name.split(".")[0] == package}
+
+
+def test_the_protocol_changes_when_the_pickled_classes_move() -> None:
+    """No server: a request and a page name exactly the modules recorded for this protocol."""
+    role = AssumeRole("arn:aws:iam::123456789012:role/reader", "session")
+    client = ClientSettings("us-east-1", role=role)
+    context = ShardContext("s", "shardId-000000000000", *FULL)
+    request = efo_broker.Request(client, 60.0, RetryPolicy(), "arn", "name", context, Position(TRIM_HORIZON))
+    found = _pickled_modules(request) | _pickled_modules(("page", _page(("10", 0))))
+    assert found == PICKLED_MODULES[efo_broker.PROTOCOL], (
+        f"the broker's messages name {sorted(found)}: bump efo_broker.PROTOCOL and record them here"
+    )
+    assert efo_broker.socket_path("d") == f"d/broker-{efo_broker.PROTOCOL}.sock"  # a new protocol, a new socket
 
 
 def test_which_positions_the_buffer_covers() -> None:

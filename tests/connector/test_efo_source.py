@@ -27,7 +27,7 @@ from connector.fetch.range import FetchLimits, ShardRange, ShardTask
 from connector.kpl import Aggregator
 from connector.offsets import AFTER_SEQUENCE_NUMBER, Position
 from connector.retry import RetryPolicy
-from connector.stream_reader import KinesisPartition
+from connector.source.stream_reader import KinesisPartition
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.streams import put_records

@@ -19,7 +19,7 @@ from connector.metadata.store import ShardRead
 from connector.offsets import TRIM_HORIZON, Position, parse_offset
 from connector.options import OptionError
 from connector.retry import RetryPolicy
-from connector.source_settings import SourceSettings
+from connector.source.settings import SourceSettings
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY

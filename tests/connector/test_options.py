@@ -218,7 +218,7 @@ def test_every_problem_including_pasted_names_is_reported_at_once() -> None:
 
 
 def test_check_new_record_threads_is_parsed_into_the_settings() -> None:
-    from connector.source_settings import SourceSettings
+    from connector.source.settings import SourceSettings
 
     def settings(**extra: str) -> SourceSettings:
         return SourceSettings.from_options({"kinesis.streamName": "s", "kinesis.region": "us-east-1", **extra})

@@ -19,7 +19,7 @@ import pytest
 from source_util import client_settings
 
 from connector.aws import kinesis_reader_client
-from connector.decode import ShardContext
+from connector.fetch.decode import ShardContext
 from connector.fetch.polling import CallPacer, GetRecordsTransport, PollingSettings
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask
 from connector.metadata.store import STOP_CAUGHT_UP, STOP_END, STOP_LIMIT

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from connector.offsets import LATEST, SHARD_END, TRIM_HORIZON, KinesisOffset, Position
-from connector.planner import fair_shares
 from connector.retry import RetryPolicy
 from connector.shards import (
     MAX_HASH_KEY,
@@ -17,6 +16,7 @@ from connector.shards import (
     shard_for_hash_key,
     track_listing,
 )
+from connector.source.planner import fair_shares
 from localaws import LocalServer
 from localaws.streams import list_shard_ids
 

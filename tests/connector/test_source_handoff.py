@@ -23,7 +23,7 @@ from connector.offsets import (
     parse_offset,
     shard_key,
 )
-from connector.probe import Found
+from connector.source.probe import Found
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy, Faults
 

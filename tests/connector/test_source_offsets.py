@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 from source_util import format_1_json, payloads, read_all, reader, roundtrip, source_options
 
 from connector.aws import kinesis_client
-from connector.decode import Page
+from connector.fetch.decode import Page
 from connector.fetch.iterators import is_future_timestamp, iterator_request
 from connector.fetch.range import skipped_rows
 from connector.offsets import (
@@ -31,7 +31,7 @@ from connector.offsets import (
     parse_starting_position,
 )
 from connector.shards import ShardCatalog
-from connector.source_settings import SourceSettings
+from connector.source.settings import SourceSettings
 from localaws import LocalServer
 from localaws.streams import put_records
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from connector.decode import Page, ShardContext
+from connector.fetch.decode import Page, ShardContext
 from connector.fetch.iterators import PositionGoneError
 from connector.fetch.range import FetchLimits, ReplayError, ShardRange, ShardTask
 from connector.metadata.store import STOP_CAUGHT_UP, STOP_LIMIT, STOP_SHARD_END, DataLossEvent, ShardRead

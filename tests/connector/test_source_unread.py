@@ -22,7 +22,7 @@ from source_util import (
 
 from connector.metadata.store import batch_shard_key, open_store
 from connector.offsets import parse_offset
-from connector.planner import MissingMetadataError, source_document_name
+from connector.source.planner import MissingMetadataError, source_document_name
 from localaws import LocalServer
 
 

@@ -6,8 +6,8 @@ Who calls what (see docs/source.md for the full story):
   with ``Trigger.AvailableNow`` first ``prepareForTriggerAvailableNow``; ``reportLatestOffset`` for progress.
 - Executors: ``read(partition)`` on an unpickled copy of the reader; everything it needs is in the partition.
 
-The driver's calls only forward to ``connector.query_offsets`` (the offsets Spark hands over, including pyspark
-4.0.2's pending offsets) and ``connector.planner`` (the plans). Offsets (``connector.offsets``): batch ``k``'s
+The driver's calls only forward to ``connector.source.query_offsets`` (the offsets Spark hands over, including pyspark
+4.0.2's pending offsets) and ``connector.source.planner`` (the plans). Offsets (``connector.offsets``): batch ``k``'s
 offset holds the position each shard starts at in batch ``k`` and which shards it reads. Executors record where
 they stopped in the metadata store under (source id, batch id, shard); the planner builds batch ``k+1``'s offset
 from batch ``k``'s records, and answers "no new batch" (the start offset itself) while no shard has records
@@ -26,14 +26,14 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from connector import options as opts
-from connector.aws import kinesis_reader_client
-from connector.compat import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
-from connector.fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
-from connector.metadata.store import MetadataStore
-from connector.planner import INITIAL_BATCH, MissingMetadataError, source_document_name
-from connector.query_offsets import QueryOffsets, as_dict
-from connector.source_settings import SourceSettings
+from .. import options as opts
+from ..aws import kinesis_reader_client
+from ..compat import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+from ..fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
+from ..metadata.store import MetadataStore
+from .planner import INITIAL_BATCH, MissingMetadataError, source_document_name
+from .query_offsets import QueryOffsets, as_dict
+from .settings import SourceSettings
 
 log = logging.getLogger(__name__)
 

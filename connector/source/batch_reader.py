@@ -18,10 +18,10 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from connector import options as opts
-from connector.aws import kinesis_client, kinesis_reader_client
-from connector.fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
-from connector.offsets import (
+from .. import options as opts
+from ..aws import kinesis_client, kinesis_reader_client
+from ..fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
+from ..offsets import (
     AFTER_SEQUENCE_NUMBER,
     AT_SEQUENCE_NUMBER,
     LATEST,
@@ -29,9 +29,9 @@ from connector.offsets import (
     Position,
     PositionSpec,
 )
-from connector.options import OptionError
-from connector.shards import ShardCatalog
-from connector.source_settings import SourceSettings
+from ..options import OptionError
+from ..shards import ShardCatalog
+from .settings import SourceSettings
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.kpl import MAGIC, KplFormatError, deaggregate, is_aggregated
+from ..kpl import MAGIC, KplFormatError, deaggregate, is_aggregated
 
 SCHEMA_DDL = (
     "data BINARY, streamName STRING, partitionKey STRING, sequenceNumber STRING, subSequenceNumber BIGINT, "

@@ -29,13 +29,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from connector import options as opts
-from connector.aws import kinesis_client, kinesis_reader_client
-from connector.consumers import QueryConsumers
-from connector.fetch.iterators import Handoff, PositionGoneError, ShardGoneError, data_loss, freshest
-from connector.fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
-from connector.metadata.store import MORE_WAITING, MetadataStore, ShardRead
-from connector.offsets import (
+from .. import options as opts
+from ..aws import kinesis_client, kinesis_reader_client
+from ..consumers import QueryConsumers
+from ..fetch.iterators import Handoff, PositionGoneError, ShardGoneError, data_loss, freshest
+from ..fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
+from ..metadata.store import MORE_WAITING, MetadataStore, ShardRead
+from ..offsets import (
     AT_TIMESTAMP,
     LATEST,
     SHARD_END,
@@ -46,11 +46,11 @@ from connector.offsets import (
     key_label,
     split_shard_key,
 )
-from connector.options import OptionError
-from connector.parallel import parallel_map
-from connector.probe import Found, ProbeResult, ShardProber
-from connector.shards import Shard, ShardCatalog, track_listing
-from connector.source_settings import SourceSettings
+from ..options import OptionError
+from ..parallel import parallel_map
+from ..shards import Shard, ShardCatalog, track_listing
+from .probe import Found, ProbeResult, ShardProber
+from .settings import SourceSettings
 
 log = logging.getLogger(__name__)
 INITIAL_BATCH = -1  # the initial offset's batch id: no batch reads it, batch 0 starts at its positions

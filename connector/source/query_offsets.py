@@ -2,7 +2,7 @@
 
 Who calls it: ``stream_reader.KinesisStreamReader``, whose Spark calls forward here: ``initialOffset`` ->
 ``initial``, ``latestOffset`` -> ``latest``, ``partitions`` -> ``batch`` (then ``BatchPlanner.tasks``),
-``commit`` -> ``committed``. ``BatchPlanner`` (``connector.planner``) makes each plan; this class keeps what the
+``commit`` -> ``committed``. ``BatchPlanner`` (``connector.source.planner``) makes each plan; this class keeps what the
 two pyspark calling conventions need between calls:
 
 - pyspark 4.2+ passes ``latestOffset(start, limit)``: the next plan comes from ``start``.
@@ -17,9 +17,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from connector.offsets import KinesisOffset, PendingOffset, parse_offset
-from connector.planner import BatchPlanner, MissingMetadataError, check_pinned, lost_store_message
-from connector.source_settings import SourceSettings
+from ..offsets import KinesisOffset, PendingOffset, parse_offset
+from .planner import BatchPlanner, MissingMetadataError, check_pinned, lost_store_message
+from .settings import SourceSettings
 
 
 def as_dict(offset: KinesisOffset | PendingOffset) -> dict[str, Any]:

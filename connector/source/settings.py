@@ -13,17 +13,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from connector import options as opts
-from connector.aws import ClientSettings
-from connector.decode import ShardContext
-from connector.fetch.efo_client import BrokeredSubscriber
-from connector.fetch.polling import GetRecordsTransport, PollingSettings
-from connector.fetch.range import ShardTask, ShardTransport
-from connector.metadata.dynamodb import store_uri
-from connector.metadata.store import MetadataStore, open_store
-from connector.offsets import PositionSpec, parse_starting_position
-from connector.options import OptionError, ParsedOptions, Side, parse_options
-from connector.retry import RetryPolicy
+from .. import options as opts
+from ..aws import ClientSettings
+from ..fetch.decode import ShardContext
+from ..fetch.efo_client import BrokeredSubscriber
+from ..fetch.polling import GetRecordsTransport, PollingSettings
+from ..fetch.range import ShardTask, ShardTransport
+from ..metadata.dynamodb import store_uri
+from ..metadata.store import MetadataStore, open_store
+from ..offsets import PositionSpec, parse_starting_position
+from ..options import OptionError, ParsedOptions, Side, parse_options
+from ..retry import RetryPolicy
 
 _STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.\-]{1,128}$")
 DEFAULT_METADATA_DIR = "aws-kinesis-metadata"
