@@ -29,7 +29,7 @@ from bench.latency import percentiles, produce
 from connector.aws import kinesis_reader_client
 from connector.consumers import ensure_consumer
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask
-from connector.offsets import TRIM_HORIZON, Position
+from connector.positions import TRIM_HORIZON, Position
 from connector.source.settings import SourceSettings
 from localaws import LocalAws, LocalServer
 from localaws.servers import KINESIS_MOCK

@@ -21,8 +21,9 @@ import time
 from typing import Any
 
 from bench.common import options
-from connector.offsets import parse_offset, split_shard_key
+from connector.positions import split_shard_key
 from connector.shards import list_shards
+from connector.source.offsets import parse_offset
 from connector.source.stream_reader import KinesisStreamReader
 from localaws import LocalAws
 from localaws.servers import KINESALITE, MOTO

@@ -44,8 +44,8 @@ from botocore.awsrequest import AWSResponse
 
 from bench.common import options
 from connector.aws import kinesis_client, kinesis_reader_client
-from connector.offsets import parse_offset
 from connector.shards import MAX_HASH_KEY, list_shards
+from connector.source.offsets import parse_offset
 from connector.source.stream_reader import KinesisStreamReader
 from localaws import LocalAws
 from localaws.servers import KINESALITE

@@ -58,8 +58,6 @@ def validate_source_options(options: Mapping[str, Any]) -> SourceSettings:
     """Every check of the source options that needs no AWS call: each option's value, the stream names, the
     credentials pair, the region, the retry intervals, the consumer type and ``kinesis.endingPosition``. Raises
     OptionError naming the option and what is allowed."""
-    from .source.batch_reader import parse_ending_position  # lazy, like the readers
-
     settings = SourceSettings.from_options(options)
-    parse_ending_position(settings.ending)
+    settings.ends()
     return settings

@@ -375,7 +375,7 @@ CLIENT_MAX_RETRY_INTERVAL_MS = _add(
 def _position_kind(name: str, allowed: str) -> Kind:
     def parse(raw: str) -> str:
         # Imported here: offsets is a lower-level module that must stay importable without the registry.
-        from .offsets import parse_starting_position
+        from .positions import parse_starting_position
 
         parse_starting_position(raw)
         return raw.strip()

@@ -3,7 +3,7 @@
 Who calls it: the source's driver side when planning a batch (``planner`` / ``batch_reader``) and the sink when
 it routes aggregates to shards. ``track_listing`` folds a new listing into the shards a query tracks: new shards
 (the children of a split or merge) are tracked with their tracked parents, so that they are read only after
-their parents are read to their end (``offsets.is_readable``); finished shards that ListShards no longer shows
+their parents are read to their end (``source.offsets.is_readable``); finished shards that ListShards no longer shows
 are forgotten; unfinished ones that vanished are reported (``kinesis.failOnDataLoss``).
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .offsets import Position, shard_key, split_shard_key
+from .positions import Position, shard_key, split_shard_key
 from .retry import RetryPolicy, error_code
 
 MAX_HASH_KEY = 2**128 - 1

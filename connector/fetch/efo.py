@@ -47,7 +47,7 @@ from botocore.eventstream import EventStreamBuffer
 from botocore.exceptions import ClientError
 
 from .. import aws
-from ..offsets import AFTER_SEQUENCE_NUMBER, Position
+from ..positions import AFTER_SEQUENCE_NUMBER, Position
 from ..retry import RetryPolicy, error_code, error_message, is_retryable
 from .decode import Page, ShardContext, decode_subscribe_event
 from .iterators import (

@@ -45,7 +45,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..aws import ClientSettings
-from ..offsets import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, WHOLE_RECORD, Position
+from ..positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, WHOLE_RECORD, Position
 from ..retry import RetryPolicy
 from .decode import Page, ShardContext
 from .efo import ShardSubscriber, subscription_client

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from ..aws import ClientSettings
 from ..detached import spawn_detached
-from ..offsets import AFTER_SEQUENCE_NUMBER, Position
+from ..positions import AFTER_SEQUENCE_NUMBER, Position
 from ..retry import RetryPolicy
 from . import efo_broker
 from .decode import Page, ShardContext

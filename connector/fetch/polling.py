@@ -28,7 +28,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..aws import RAW_BODY
-from ..offsets import AFTER_SEQUENCE_NUMBER, WHOLE_RECORD, Position, shard_label
+from ..positions import AFTER_SEQUENCE_NUMBER, WHOLE_RECORD, Position, shard_label
 from ..retry import RetryPolicy
 from .decode import Page, ShardContext, decode_get_records
 from .iterators import Handoff, open_iterator, refused_iterator

@@ -59,14 +59,7 @@ from ..metadata.store import (
     DataLossEvent,
     ShardRead,
 )
-from ..offsets import (
-    AFTER_SEQUENCE_NUMBER,
-    AT_SEQUENCE_NUMBER,
-    TRIM_HORIZON,
-    WHOLE_RECORD,
-    Position,
-    shard_label,
-)
+from ..positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, TRIM_HORIZON, WHOLE_RECORD, Position, shard_label
 from .decode import Page, ShardContext
 from .iterators import Handoff, PositionGoneError, ShardGoneError, data_loss, wall_ms
 

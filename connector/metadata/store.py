@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
-from ..offsets import AFTER_SEQUENCE_NUMBER, SHARD_END, WHOLE_RECORD, Position
+from ..positions import AFTER_SEQUENCE_NUMBER, SHARD_END, WHOLE_RECORD, Position
 
 BATCH_DIGITS = 20
 PENDING = "pending"

@@ -10,7 +10,6 @@ A task that runs again reads the same range: nothing in it depends on when it ru
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -21,25 +20,10 @@ from pyspark.sql.types import StructType
 from .. import options as opts
 from ..aws import kinesis_client, kinesis_reader_client
 from ..fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
-from ..offsets import (
-    AFTER_SEQUENCE_NUMBER,
-    AT_SEQUENCE_NUMBER,
-    LATEST,
-    TRIM_HORIZON,
-    Position,
-    PositionSpec,
-)
 from ..options import OptionError
+from ..positions import LATEST, TRIM_HORIZON, Position, PositionSpec, ShardEnd, shard_entry
 from ..shards import ShardCatalog
 from .settings import SourceSettings
-
-
-@dataclass(frozen=True)
-class ShardEnd:
-    """An inclusive end: stop after user record (sequence_number, sub_sequence_number)."""
-
-    sequence_number: str
-    sub_sequence_number: int
 
 
 @dataclass(frozen=True)
@@ -50,32 +34,12 @@ class BatchPartition(InputPartition):
     stop_after_ms: int | None
 
 
-def parse_ending_position(text: str) -> dict[str, ShardEnd] | None:
-    """None for ``LATEST``; else the JSON map of shard key (``shardId`` or ``stream/shardId``) to inclusive end."""
-    if text.strip().upper() == LATEST:
-        return None
-    try:
-        raw = json.loads(text)
-        ends = {}
-        for key, value in raw.items():
-            position = Position.from_json(value)
-            if position.kind not in (AT_SEQUENCE_NUMBER, AFTER_SEQUENCE_NUMBER):
-                raise ValueError(f"shard {key!r}: an end must name a sequence number")
-            assert position.sequence_number is not None
-            ends[key] = ShardEnd(str(int(position.sequence_number)), max(position.sub_sequence_number, 0))
-        return ends
-    except (ValueError, AttributeError, TypeError) as exc:
-        raise OptionError(
-            f"option {opts.ENDING_POSITION.name}={text!r} is invalid ({exc}): allowed is {opts.ENDING.allowed}"
-        ) from None
-
-
 class KinesisBatchReader(DataSourceReader):
     """``spark.read.format("aws-kinesis")``: see the module doc."""
 
     def __init__(self, schema: StructType, options: dict[str, str]):
         self.settings = SourceSettings.from_options(options)
-        self.ends = parse_ending_position(self.settings.ending)
+        self.ends = self.settings.ends()
         starting = self.settings.starting
         # LATEST would make a batch read empty: without an explicit start, a batch read starts at the oldest record.
         self.starting = starting if self.settings.starting_given else PositionSpec(Position(TRIM_HORIZON))
@@ -96,7 +60,7 @@ class KinesisBatchReader(DataSourceReader):
                 task = ShardTask(stream, shard.shard_id, shard.starting_hash_key, shard.ending_hash_key, start)
                 end = None
                 if self.ends is not None:
-                    end = self.ends.get(f"{stream}/{shard.shard_id}", self.ends.get(shard.shard_id))
+                    end = shard_entry(self.ends, stream, shard.shard_id, None)
                     if end is None:
                         continue  # an explicit end map reads only the shards it names
                 tasks.append((task, end))

@@ -35,20 +35,11 @@ from ..consumers import QueryConsumers
 from ..fetch.iterators import Handoff, PositionGoneError, ShardGoneError, data_loss, freshest
 from ..fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
 from ..metadata.store import MORE_WAITING, MetadataStore, ShardRead
-from ..offsets import (
-    AT_TIMESTAMP,
-    LATEST,
-    SHARD_END,
-    TRIM_HORIZON,
-    KinesisOffset,
-    Position,
-    is_readable,
-    key_label,
-    split_shard_key,
-)
 from ..options import OptionError
 from ..parallel import parallel_map
+from ..positions import AT_TIMESTAMP, LATEST, SHARD_END, TRIM_HORIZON, Position, key_label, split_shard_key
 from ..shards import Shard, ShardCatalog, track_listing
+from .offsets import KinesisOffset, is_readable
 from .probe import Found, ProbeResult, ShardProber
 from .settings import SourceSettings
 

@@ -34,8 +34,8 @@ from ..fetch.iterators import (
     open_iterator,
     refused_iterator,
 )
-from ..offsets import Position, shard_label, split_shard_key
 from ..parallel import WORKERS, parallel_map
+from ..positions import Position, shard_label, split_shard_key
 from ..retry import RetryPolicy
 
 # An answer younger than the interval is reused, but triggers on the interval's own period arrive a few ms

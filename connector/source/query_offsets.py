@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ..offsets import KinesisOffset, PendingOffset, parse_offset
+from .offsets import KinesisOffset, PendingOffset, parse_offset
 from .planner import BatchPlanner, MissingMetadataError, check_pinned, lost_store_message
 from .settings import SourceSettings
 

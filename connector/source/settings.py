@@ -21,8 +21,8 @@ from ..fetch.polling import GetRecordsTransport, PollingSettings
 from ..fetch.range import ShardTask, ShardTransport
 from ..metadata.dynamodb import store_uri
 from ..metadata.store import MetadataStore, open_store
-from ..offsets import PositionSpec, parse_starting_position
 from ..options import OptionError, ParsedOptions, Side, parse_options
+from ..positions import PositionSpec, ShardEnd, parse_ending_position, parse_starting_position
 from ..retry import RetryPolicy
 
 _STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.\-]{1,128}$")
@@ -191,6 +191,17 @@ class SourceSettings:
             opts.DEAGGREGATE.name: str(self.deaggregate).lower(),
             opts.PASS_THROUGH_CORRUPT.name: str(self.pass_through_corrupt).lower(),
         }
+
+    def ends(self) -> dict[str, ShardEnd] | None:
+        """``kinesis.endingPosition`` (batch reads): None for LATEST, else each shard's inclusive end. Raises
+        OptionError naming the option, the value and what is allowed."""
+        try:
+            return parse_ending_position(self.ending)
+        except ValueError as exc:
+            allowed = opts.ENDING.allowed
+            raise OptionError(
+                f"option {opts.ENDING_POSITION.name}={self.ending!r} is invalid ({exc}): allowed is {allowed}"
+            ) from None
 
     def shard_context(self, task: ShardTask) -> ShardContext:
         """What decoding needs to know about the shard ``task`` reads."""

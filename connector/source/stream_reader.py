@@ -6,13 +6,12 @@ Who calls what (see docs/source.md for the full story):
   with ``Trigger.AvailableNow`` first ``prepareForTriggerAvailableNow``; ``reportLatestOffset`` for progress.
 - Executors: ``read(partition)`` on an unpickled copy of the reader; everything it needs is in the partition.
 
-The driver's calls only forward to ``connector.source.query_offsets`` (the offsets Spark hands over, including pyspark
-4.0.2's pending offsets) and ``connector.source.planner`` (the plans). Offsets (``connector.offsets``): batch ``k``'s
-offset holds the position each shard starts at in batch ``k`` and which shards it reads. Executors record where
-they stopped in the metadata store under (source id, batch id, shard); the planner builds batch ``k+1``'s offset
-from batch ``k``'s records, and answers "no new batch" (the start offset itself) while no shard has records
-waiting. A batch that runs again (task retry,
-restart before commit) finds its records and stops at exactly the same record, whatever the limits say.
+The driver's calls only forward to ``query_offsets`` (the offsets Spark hands over, including pyspark 4.0.2's
+pending offsets) and ``planner`` (the plans). Offsets (``offsets``): batch ``k``'s offset holds the position each
+shard starts at in batch ``k`` and which shards it reads. Executors record where they stopped in the metadata
+store under (source id, batch id, shard); the planner builds batch ``k+1``'s offset from batch ``k``'s records, and
+answers "no new batch" (the start offset itself) while no shard has records waiting. A batch that runs again (task
+retry, restart before commit) finds its records and stops at exactly the same record, whatever the limits say.
 """
 
 from __future__ import annotations

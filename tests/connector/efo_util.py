@@ -15,7 +15,7 @@ from connector import aws
 from connector.consumers import Consumer, WaitPolicy, ensure_consumer
 from connector.fetch.decode import Page, ShardContext
 from connector.fetch.efo import ShardSubscriber, subscription_client
-from connector.offsets import Position
+from connector.positions import Position
 from connector.retry import RetryPolicy
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy

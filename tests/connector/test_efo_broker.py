@@ -29,7 +29,7 @@ from connector.fetch.efo_broker import locate
 from connector.fetch.efo_client import ENV_ENABLED, BrokeredSubscriber, broker_dir, broker_stats
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask
 from connector.kpl import Aggregator
-from connector.offsets import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, LATEST, TRIM_HORIZON, Position
+from connector.positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, LATEST, TRIM_HORIZON, Position
 from connector.retry import RetryPolicy
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy
@@ -121,7 +121,7 @@ PICKLED_MODULES = {
         "connector.aws",
         "connector.fetch.decode",
         "connector.fetch.efo_broker",
-        "connector.offsets",
+        "connector.positions",
         "connector.retry",
     },
 }

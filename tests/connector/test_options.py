@@ -241,7 +241,7 @@ def test_starting_position_accepts_the_aws_connectors_at_timestamp_form(text: st
     """The AWS connector documents `AT_TIMESTAMP YYYY-MM-DDTHH:MM:SSZ` (a space); ours is `AT_TIMESTAMP:`."""
     from datetime import UTC, datetime
 
-    from connector.offsets import AT_TIMESTAMP, parse_starting_position
+    from connector.positions import AT_TIMESTAMP, parse_starting_position
 
     parsed = parse_options({"kinesis.startingPosition": text}, Side.SOURCE)
     position = parse_starting_position(parsed[opts.STARTING_POSITION.key]).default

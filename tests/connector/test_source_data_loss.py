@@ -14,7 +14,7 @@ import pytest
 from source_util import drain, next_batch, payloads, read_all, reader, roundtrip, source_options
 
 from connector.fetch.iterators import DataLossError
-from connector.offsets import parse_offset
+from connector.source.offsets import parse_offset
 from localaws import LocalServer
 from localaws.streams import create_stream, put_records
 

@@ -13,8 +13,9 @@ from source_util import next_batch, payloads, reader, roundtrip, run_batch, sour
 
 from connector.fetch.decode import CorruptAggregateError
 from connector.kpl import MAGIC
-from connector.offsets import SHARD_END, parse_offset
+from connector.positions import SHARD_END
 from connector.shards import list_shards
+from connector.source.offsets import parse_offset
 from localaws import LocalServer
 from localaws.streams import put_records, wait_for_stream_active
 

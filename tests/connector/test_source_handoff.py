@@ -14,15 +14,15 @@ from test_source_range import CONTEXT, ListTransport, _page
 from connector.fetch.iterators import ITERATOR_MAX_AGE_MS, Handoff, wall_ms
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask
 from connector.metadata.store import STOP_BOUND, STOP_CAUGHT_UP, STOP_LIMIT, ShardRead
-from connector.offsets import (
+from connector.positions import (
     AFTER_SEQUENCE_NUMBER,
     AT_SEQUENCE_NUMBER,
     TRIM_HORIZON,
     WHOLE_RECORD,
     Position,
-    parse_offset,
     shard_key,
 )
+from connector.source.offsets import parse_offset
 from connector.source.probe import Found
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy, Faults

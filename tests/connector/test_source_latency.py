@@ -14,7 +14,8 @@ from test_source_range import ListTransport, _page, _read
 
 from connector.aws import kinesis_reader_client
 from connector.metadata.store import STOP_BOUND, STOP_CAUGHT_UP, ShardRead
-from connector.offsets import TRIM_HORIZON, Position, parse_offset, shard_key
+from connector.positions import TRIM_HORIZON, Position, shard_key
+from connector.source.offsets import parse_offset
 from connector.source.probe import INTERVAL_SLACK
 from localaws import LocalServer
 

@@ -21,7 +21,7 @@ from source_util import (
 )
 
 from connector.metadata.store import batch_shard_key, open_store
-from connector.offsets import parse_offset
+from connector.source.offsets import parse_offset
 from connector.source.planner import MissingMetadataError, source_document_name
 from localaws import LocalServer
 
