@@ -49,19 +49,10 @@ from typing import Protocol
 
 import pyarrow as pa
 
-from ..metadata.store import (
-    STOP_BOUND,
-    STOP_CAUGHT_UP,
-    STOP_END,
-    STOP_LIMIT,
-    STOP_SHARD_END,
-    STOP_TIME,
-    DataLossEvent,
-    ShardRead,
-)
 from ..positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, TRIM_HORIZON, WHOLE_RECORD, Position, shard_label
 from .decode import Page, ShardContext
 from .iterators import Handoff, PositionGoneError, ShardGoneError, data_loss, wall_ms
+from .reads import STOP_BOUND, STOP_CAUGHT_UP, STOP_END, STOP_LIMIT, STOP_SHARD_END, STOP_TIME, DataLossEvent, ShardRead
 
 
 class ReplayError(RuntimeError):

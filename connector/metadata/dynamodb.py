@@ -33,8 +33,9 @@ from urllib.parse import parse_qs, urlparse
 from botocore.exceptions import ClientError
 
 from ..aws import ClientSettings, client
+from ..fetch.reads import ShardRead
 from ..retry import RetriesExhaustedError, RetryPolicy, error_code
-from .store import BATCH_DIGITS, MetadataStore, ShardRead, batch_shard_key, check_id
+from .store import BATCH_DIGITS, MetadataStore, batch_shard_key, check_id
 
 SCHEME = "dynamodb://"
 PARTITION_KEY = "sourceId"

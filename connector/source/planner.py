@@ -34,7 +34,8 @@ from ..aws import kinesis_client, kinesis_reader_client
 from ..consumers import QueryConsumers
 from ..fetch.iterators import Handoff, PositionGoneError, ShardGoneError, data_loss, freshest
 from ..fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
-from ..metadata.store import MORE_WAITING, MetadataStore, ShardRead
+from ..fetch.reads import MORE_WAITING, ShardRead
+from ..metadata.store import MetadataStore
 from ..options import OptionError
 from ..parallel import parallel_map
 from ..positions import AT_TIMESTAMP, LATEST, SHARD_END, TRIM_HORIZON, Position, key_label, split_shard_key

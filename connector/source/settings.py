@@ -19,8 +19,9 @@ from ..fetch.decode import ShardContext
 from ..fetch.efo_client import BrokeredSubscriber
 from ..fetch.polling import GetRecordsTransport, PollingSettings
 from ..fetch.range import ShardTask, ShardTransport
+from ..metadata import open_store
 from ..metadata.dynamodb import store_uri
-from ..metadata.store import MetadataStore, open_store
+from ..metadata.store import MetadataStore
 from ..options import OptionError, ParsedOptions, Side, parse_options
 from ..positions import PositionSpec, ShardEnd, parse_ending_position, parse_starting_position
 from ..retry import RetryPolicy

@@ -14,8 +14,8 @@ import pytest
 from source_util import next_batch, payloads, reader, roundtrip, source_options
 
 from connector.aws import ClientSettings
+from connector.fetch.reads import ShardRead
 from connector.metadata.dynamodb import DOCUMENT_SOURCE, DynamoDBStore, MetadataTableError, parse_store_uri
-from connector.metadata.store import ShardRead
 from connector.options import OptionError
 from connector.positions import TRIM_HORIZON, Position
 from connector.retry import RetryPolicy

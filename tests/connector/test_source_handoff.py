@@ -13,7 +13,7 @@ from test_source_range import CONTEXT, ListTransport, _page
 
 from connector.fetch.iterators import ITERATOR_MAX_AGE_MS, Handoff, wall_ms
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask
-from connector.metadata.store import STOP_BOUND, STOP_CAUGHT_UP, STOP_LIMIT, ShardRead
+from connector.fetch.reads import STOP_BOUND, STOP_CAUGHT_UP, STOP_LIMIT, ShardRead
 from connector.positions import (
     AFTER_SEQUENCE_NUMBER,
     AT_SEQUENCE_NUMBER,

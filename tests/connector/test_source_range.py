@@ -10,7 +10,7 @@ import pytest
 from connector.fetch.decode import Page, ShardContext
 from connector.fetch.iterators import PositionGoneError
 from connector.fetch.range import FetchLimits, ReplayError, ShardRange, ShardTask
-from connector.metadata.store import STOP_CAUGHT_UP, STOP_LIMIT, STOP_SHARD_END, DataLossEvent, ShardRead
+from connector.fetch.reads import STOP_CAUGHT_UP, STOP_LIMIT, STOP_SHARD_END, DataLossEvent, ShardRead
 from connector.positions import AFTER_SEQUENCE_NUMBER, TRIM_HORIZON, WHOLE_RECORD, Position
 
 CONTEXT = ShardContext("s", "shardId-0", 0, 2**128 - 1)
