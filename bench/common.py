@@ -67,7 +67,8 @@ def boto3_loop(kinesis, stream: str, deaggregate: bool = False) -> int:
 def raw_loop(server: LocalServer, stream: str) -> int:
     """The server's own pace: the boto3 loop without botocore's parsing (raw answer bodies, ``json.loads`` only,
     data left base64), one thread. Whatever reads from this server in one thread at a time is at most this fast."""
-    from connector.aws import RAW_BODY, ClientSettings, kinesis_reader_client
+    from connector.aws.clients import RAW_BODY, kinesis_reader_client
+    from connector.aws.settings import ClientSettings
 
     settings = ClientSettings(
         region="us-east-1",

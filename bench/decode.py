@@ -34,7 +34,8 @@ from typing import Any
 
 import botocore.parsers
 
-from connector.aws import RAW_BODY, ClientSettings, kinesis_reader_client
+from connector.aws.clients import RAW_BODY, kinesis_reader_client
+from connector.aws.settings import ClientSettings
 from connector.fetch import decode
 from connector.shards import MAX_HASH_KEY
 from localaws import LocalAws

@@ -26,7 +26,7 @@ from typing import Any
 
 from bench.common import options, spark_session
 from bench.latency import percentiles, produce
-from connector.aws import kinesis_reader_client
+from connector.aws.clients import kinesis_reader_client
 from connector.consumers import ensure_consumer
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask
 from connector.positions import TRIM_HORIZON, Position

@@ -33,7 +33,7 @@ IMPORTS = {name: _timed_import(name) for name in ("pyarrow", "botocore.session",
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition  # noqa: E402
 
-from connector.aws import kinesis_reader_client  # noqa: E402
+from connector.aws.clients import kinesis_reader_client  # noqa: E402
 from connector.datasource import KinesisDataSource  # noqa: E402
 from connector.source.stream_reader import KinesisStreamReader  # noqa: E402
 

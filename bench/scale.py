@@ -43,7 +43,7 @@ from typing import Any
 from botocore.awsrequest import AWSResponse
 
 from bench.common import options
-from connector.aws import kinesis_client, kinesis_reader_client
+from connector.aws.clients import kinesis_client, kinesis_reader_client
 from connector.shards import MAX_HASH_KEY, list_shards
 from connector.source.offsets import parse_offset
 from connector.source.stream_reader import KinesisStreamReader

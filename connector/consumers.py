@@ -32,8 +32,8 @@ from typing import Any, BinaryIO
 
 from botocore.exceptions import ClientError
 
-from . import aws
-from .aws import ClientSettings
+from .aws.clients import kinesis_client
+from .aws.settings import ClientSettings
 from .detached import spawn_detached
 from .retry import RetriesExhaustedError, RetryPolicy, error_code
 
@@ -261,7 +261,7 @@ class QueryConsumers:
                 if self.deregister and self._watcher is None:
                     self._watcher = _start_watcher(self.settings, self.streams, self.name)
                     atexit.register(self.release)
-                kinesis = aws.kinesis_client(self.settings)
+                kinesis = kinesis_client(self.settings)
                 retry = self.settings.retry
                 self._arns = {s: ensure_consumer(kinesis, s, self.name, retry, self.wait).arn for s in self.streams}
             return dict(self._arns)
@@ -287,7 +287,7 @@ WATCHER_LOG = os.path.join(tempfile.gettempdir(), "aws-kinesis-consumer-watcher.
 
 
 def _deregister_all(settings: ClientSettings, streams: tuple[str, ...], name: str) -> None:
-    kinesis = aws.kinesis_client(settings)
+    kinesis = kinesis_client(settings)
     for stream in streams:
         deregister_quietly(kinesis, stream, name, settings.retry)
 

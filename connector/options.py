@@ -4,7 +4,7 @@ Who uses it:
 - ``connector.datasource`` parses the source options on the driver (``source_settings`` in ``stream_reader`` /
   ``batch_reader``) when the query is defined, so bad values fail before any batch runs.
 - ``connector.sink`` parses its options with ``parse_options(raw, Side.SINK)``.
-- ``connector.aws.ClientSettings.from_options`` reads the endpoint, region and credential options.
+- ``connector.aws.settings.ClientSettings.from_options`` reads the endpoint, region and credential options.
 - ``docs/options.md`` is ``render_markdown()``'s output (a test keeps it up to date).
 
 Spark hands a data source its options with the keys lower-cased, so every lookup here is by lower-cased name;

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from connector import aws
+from connector.aws.clients import kinesis_client
+from connector.aws.settings import ClientSettings, infer_region, sdk_default_region
 from connector.kpl import Aggregator, hash_key_of
 from connector.retry import RETRYABLE_ERROR_CODES, RetryPolicy
 from connector.shards import list_shards, open_shards
@@ -118,13 +119,11 @@ def seed_template() -> str:
 
 def make_client(endpoint_url: str | None, region: str | None, workers: int, retry: RetryPolicy) -> Any:
     """The Kinesis client, built by ``connector.aws`` like every client of the project."""
-    region = region or aws.infer_region(endpoint_url) or aws._sdk_default_region()
+    region = region or infer_region(endpoint_url) or sdk_default_region()
     if not region:
         raise ValueError("--region is not set and cannot be inferred from --endpoint-url or the AWS config")
-    settings = aws.ClientSettings(
-        region=region, endpoint_url=endpoint_url, retry=retry, max_pool_connections=workers + 2
-    )
-    return aws.kinesis_client(settings)
+    settings = ClientSettings(region=region, endpoint_url=endpoint_url, retry=retry, max_pool_connections=workers + 2)
+    return kinesis_client(settings)
 
 
 def _check_key(key: Template) -> None:

@@ -7,7 +7,7 @@ Who calls it: ``fetch.polling`` and ``fetch.efo`` (the two transports), for each
 Why not botocore's parsed answer: botocore turns every record into a dict with a ``datetime(tzinfo=tzlocal())``
 and runs ~76k records/s per core on 1 KiB records; ``json.loads`` + ``b64decode`` of the same body runs about
 four times faster (docs/source.md, ``bench/decode.py``). So the reader's client hands us the raw body
-(``connector.aws.kinesis_reader_client``) and this module decodes it straight into column lists.
+(``connector.aws.clients.kinesis_reader_client``) and this module decodes it straight into column lists.
 """
 
 from __future__ import annotations

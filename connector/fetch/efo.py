@@ -46,7 +46,8 @@ import urllib3.exceptions
 from botocore.eventstream import EventStreamBuffer
 from botocore.exceptions import ClientError
 
-from .. import aws
+from ..aws.clients import kinesis_client
+from ..aws.settings import ClientSettings
 from ..positions import AFTER_SEQUENCE_NUMBER, Position
 from ..retry import RetryPolicy, error_code, error_message, is_retryable
 from .decode import Page, ShardContext, decode_subscribe_event
@@ -96,10 +97,10 @@ def _keep_raw_event_stream(response_dict: dict[str, Any], customized_response_di
         response_dict["body"] = _InitialResponseOnly()
 
 
-def subscription_client(settings: aws.ClientSettings, timeout_s: float) -> Any:
+def subscription_client(settings: ClientSettings, timeout_s: float) -> Any:
     """The process's Kinesis client for subscriptions: its read timeout is ``kinesis.subscribeToShard.timeoutSec``
     (the longest silence tolerated between two events), and it carries the hook below."""
-    return prepare_client(aws.kinesis_client(replace(settings, read_timeout_s=timeout_s)))
+    return prepare_client(kinesis_client(replace(settings, read_timeout_s=timeout_s)))
 
 
 def prepare_client(kinesis: Any) -> Any:

@@ -44,7 +44,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..aws import ClientSettings
+from ..aws.settings import ClientSettings
 from ..positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, WHOLE_RECORD, Position
 from ..retry import RetryPolicy
 from .decode import Page, ShardContext

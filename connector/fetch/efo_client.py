@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ..aws import ClientSettings
+from ..aws.settings import ClientSettings
 from ..detached import spawn_detached
 from ..positions import AFTER_SEQUENCE_NUMBER, Position
 from ..retry import RetryPolicy

@@ -27,7 +27,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..aws import RAW_BODY
+from ..aws.clients import RAW_BODY
 from ..positions import AFTER_SEQUENCE_NUMBER, WHOLE_RECORD, Position, shard_label
 from ..retry import RetryPolicy
 from .decode import Page, ShardContext, decode_get_records

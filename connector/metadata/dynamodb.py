@@ -17,7 +17,7 @@ for sort keys below the first retained batch and deletes them with BatchWriteIte
 ``expiresAt``: DynamoDB's TTL never removes what a stopped query still needs, however long it is stopped;
 items leave only by the query's own purge (docs/source.md says how to remove an abandoned query's items).
 
-Calls go through ``connector.aws.client`` with the application's own credentials (never the stream owner's
+Calls go through ``connector.aws.clients.client`` with the application's own credentials (never the stream owner's
 role) and are retried (throttling, 5xx, unprocessed batch items) by the ``kinesis.metadata*Retr*`` policy. A
 missing table is created on first need (on demand, TTL on ``expiresAt``) and waited for.
 """
@@ -32,7 +32,8 @@ from urllib.parse import parse_qs, urlparse
 
 from botocore.exceptions import ClientError
 
-from ..aws import ClientSettings, client
+from ..aws.clients import client
+from ..aws.settings import ClientSettings
 from ..fetch.reads import ShardRead
 from ..retry import RetriesExhaustedError, RetryPolicy, error_code
 from .store import BATCH_DIGITS, MetadataStore, batch_shard_key, check_id

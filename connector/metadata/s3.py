@@ -17,7 +17,8 @@ from urllib.parse import urlparse
 
 from botocore.exceptions import ClientError
 
-from ..aws import ClientSettings, client
+from ..aws.clients import client
+from ..aws.settings import ClientSettings
 from ..retry import RetryPolicy, error_code
 from .store import PathStore
 

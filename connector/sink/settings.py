@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .. import aws
 from .. import options as opts
-from ..aws import ClientSettings
+from ..aws import clients
+from ..aws.settings import ClientSettings
 from ..retry import RetryPolicy
 
 
@@ -39,5 +39,5 @@ def sink_settings(options: Mapping[str, str]) -> SinkSettings:
 
 
 def kinesis_client(settings: SinkSettings) -> Any:
-    """The task's Kinesis client (connector.aws builds it from the settings' endpoint and credentials)."""
-    return aws.kinesis_client(settings.client)
+    """The task's Kinesis client (``connector.aws`` builds it from the settings' endpoint and credentials)."""
+    return clients.kinesis_client(settings.client)

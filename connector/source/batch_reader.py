@@ -18,7 +18,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from .. import options as opts
-from ..aws import kinesis_client, kinesis_reader_client
+from ..aws.clients import kinesis_client, kinesis_reader_client
 from ..fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
 from ..options import OptionError
 from ..positions import LATEST, TRIM_HORIZON, Position, PositionSpec, ShardEnd, shard_entry

@@ -30,7 +30,7 @@ from dataclasses import replace
 from typing import Any
 
 from .. import options as opts
-from ..aws import kinesis_client, kinesis_reader_client
+from ..aws.clients import kinesis_client, kinesis_reader_client
 from ..consumers import QueryConsumers
 from ..fetch.iterators import Handoff, PositionGoneError, ShardGoneError, data_loss, freshest
 from ..fetch.range import FetchLimits, ShardRange, ShardTask, now_ms

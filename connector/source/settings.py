@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import options as opts
-from ..aws import ClientSettings
+from ..aws.settings import ClientSettings
 from ..fetch.decode import ShardContext
 from ..fetch.efo_client import BrokeredSubscriber
 from ..fetch.polling import GetRecordsTransport, PollingSettings

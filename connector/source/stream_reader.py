@@ -26,7 +26,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
 from .. import options as opts
-from ..aws import kinesis_reader_client
+from ..aws.clients import kinesis_reader_client
 from ..compat import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from ..fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
 from ..metadata.store import MetadataStore

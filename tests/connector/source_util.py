@@ -9,7 +9,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from connector.aws import ClientSettings, kinesis_client
+from connector.aws.clients import kinesis_client
+from connector.aws.settings import ClientSettings
 from connector.source.offsets import KinesisOffset
 from connector.source.stream_reader import KinesisStreamReader
 from localaws import LocalServer

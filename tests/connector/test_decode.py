@@ -10,7 +10,7 @@ from aws_kinesis_agg.aggregator import RecordAggregator
 from botocore.exceptions import ClientError
 from source_util import client_settings, first_shard_iterator
 
-from connector.aws import RAW_BODY, kinesis_client, kinesis_reader_client
+from connector.aws.clients import RAW_BODY, kinesis_client, kinesis_reader_client
 from connector.fetch.decode import ARROW_SCHEMA, ShardContext, decode_get_records
 from connector.shards import MAX_HASH_KEY
 from localaws import LocalServer

@@ -20,7 +20,7 @@ from aws_kinesis_agg.aggregator import RecordAggregator
 from aws_kinesis_agg.deaggregator import iter_deaggregate_records
 from source_util import client_settings, first_shard_iterator
 
-from connector.aws import RAW_BODY, kinesis_client, kinesis_reader_client
+from connector.aws.clients import RAW_BODY, kinesis_client, kinesis_reader_client
 from connector.fetch.decode import ARROW_SCHEMA, Page, ShardContext, decode_get_records
 from connector.shards import MAX_HASH_KEY
 from localaws import LocalServer

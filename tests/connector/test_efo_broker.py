@@ -22,7 +22,7 @@ from source_util import FORMAT, put_numbered, wait_for
 from test_efo_source import efo_options
 from test_source_spark import _committed
 
-from connector.aws import AssumeRole, ClientSettings
+from connector.aws.settings import AssumeRole, ClientSettings
 from connector.fetch import efo_broker
 from connector.fetch.decode import Page, ShardContext
 from connector.fetch.efo_broker import locate
@@ -118,7 +118,7 @@ def _page(*records: tuple[str, int]) -> Page:
 PICKLED_MODULES = {
     1: {"connector.aws", "connector.decode", "connector.fetch.efo_broker", "connector.offsets", "connector.retry"},
     2: {
-        "connector.aws",
+        "connector.aws.settings",
         "connector.fetch.decode",
         "connector.fetch.efo_broker",
         "connector.positions",

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 from source_util import next_batch, payloads, reader, roundtrip, source_options
 
-from connector.aws import ClientSettings
+from connector.aws.settings import ClientSettings
 from connector.fetch.reads import ShardRead
 from connector.metadata.dynamodb import DOCUMENT_SOURCE, DynamoDBStore, MetadataTableError, parse_store_uri
 from connector.options import OptionError

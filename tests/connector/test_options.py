@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from connector import options as opts
-from connector.aws import ClientSettings, infer_region
+from connector.aws.settings import ClientSettings, infer_region
 from connector.options import OptionError, Side, parse_options
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from source_util import client_settings
 
-from connector.aws import kinesis_reader_client
+from connector.aws.clients import kinesis_reader_client
 from connector.fetch.decode import ShardContext
 from connector.fetch.polling import CallPacer, GetRecordsTransport, PollingSettings
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask

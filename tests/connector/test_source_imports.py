@@ -17,7 +17,8 @@ from localaws.servers import project_root
 WORKER_PATH = """
 import json, sys
 import connector.source.stream_reader
-from connector.aws import ClientSettings, kinesis_reader_client
+from connector.aws.settings import ClientSettings
+from connector.aws.clients import kinesis_reader_client
 from connector.fetch.decode import ShardContext, decode_get_records
 
 settings = ClientSettings(region="us-east-1", endpoint_url="http://127.0.0.1:9", access_key_id="a", secret_key="b")

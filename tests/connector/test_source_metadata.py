@@ -14,7 +14,7 @@ import pyarrow.fs as pafs
 import pytest
 from source_util import reader, roundtrip, run_batch, source_options
 
-from connector.aws import ClientSettings
+from connector.aws.settings import ClientSettings
 from connector.fetch.reads import STOP_CAUGHT_UP, STOP_TIME, DataLossEvent, ShardRead
 from connector.metadata import open_store
 from connector.metadata.dynamodb import DynamoDBStore

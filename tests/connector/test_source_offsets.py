@@ -12,7 +12,7 @@ import pytest
 from botocore.exceptions import ClientError
 from source_util import format_1_json, payloads, read_all, reader, roundtrip, source_options
 
-from connector.aws import kinesis_client
+from connector.aws.clients import kinesis_client
 from connector.fetch.decode import Page
 from connector.fetch.iterators import is_future_timestamp, iterator_request
 from connector.fetch.range import skipped_rows
