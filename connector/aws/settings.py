@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from .. import options as opts
-from ..options import OptionError, ParsedOptions
+from ..options import Option, OptionError, ParsedOptions
 from ..retry import RetryPolicy
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
@@ -149,16 +149,19 @@ def default_session_name(streams: str | None) -> str:
     return f"aws-kinesis-{stream}-{secrets.token_hex(4)}"
 
 
-def retry_policy(options: ParsedOptions) -> RetryPolicy:
-    """The RetryPolicy of the ``kinesis.client*`` options; raises OptionError when the intervals disagree."""
-    initial = options[opts.CLIENT_RETRY_INTERVALS_MS.key]
-    maximum = options[opts.CLIENT_MAX_RETRY_INTERVAL_MS.key]
+def retry_policy(
+    options: ParsedOptions,
+    retries: Option = opts.CLIENT_NUM_RETRIES,
+    first: Option = opts.CLIENT_RETRY_INTERVALS_MS,
+    longest: Option = opts.CLIENT_MAX_RETRY_INTERVAL_MS,
+) -> RetryPolicy:
+    """The RetryPolicy of three options: how many retries, the first backoff and the longest one (by default the
+    ``kinesis.client*`` options; the source passes the ``kinesis.metadata*Retr*`` ones). Raises OptionError when
+    the first backoff exceeds the longest."""
+    initial, maximum = options[first.key], options[longest.key]
     if initial > maximum:
-        raise OptionError(
-            f"option {opts.CLIENT_RETRY_INTERVALS_MS.name}={initial} must not exceed "
-            f"{opts.CLIENT_MAX_RETRY_INTERVAL_MS.name}={maximum}"
-        )
-    return RetryPolicy(options[opts.CLIENT_NUM_RETRIES.key], initial, maximum)
+        raise OptionError(f"option {first.name}={initial} must not exceed {longest.name}={maximum}")
+    return RetryPolicy(options[retries.key], initial, maximum)
 
 
 def sdk_default_region() -> str | None:

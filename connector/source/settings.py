@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import options as opts
-from ..aws.settings import ClientSettings
+from ..aws.settings import ClientSettings, retry_policy
 from ..fetch.decode import ShardContext
 from ..fetch.efo_client import BrokeredSubscriber
 from ..fetch.polling import GetRecordsTransport, PollingSettings
@@ -52,6 +52,11 @@ def parse_stream_names(value: str | None) -> tuple[str, ...]:
 
 
 DYNAMODB_OPTIONS = (opts.DYNAMODB_TABLE_NAME, opts.DYNAMODB_ENDPOINT_URL, opts.DYNAMODB_REGION)
+METADATA_RETRY_OPTIONS = (
+    opts.METADATA_NUM_RETRIES,
+    opts.METADATA_RETRY_INTERVALS_MS,
+    opts.METADATA_MAX_RETRY_INTERVAL_MS,
+)
 
 
 def metadata_location(parsed: ParsedOptions, client: ClientSettings) -> str:
@@ -77,18 +82,6 @@ def metadata_location(parsed: ParsedOptions, client: ClientSettings) -> str:
             f"{opts.DYNAMODB_TABLE_NAME.name}={table!r} holds the metadata): remove one of them"
         )
     return store_uri(table, parsed[opts.DYNAMODB_REGION.key] or client.region)
-
-
-def metadata_retry_policy(parsed: ParsedOptions) -> RetryPolicy:
-    """The RetryPolicy of the ``kinesis.metadata*Retr*`` options; raises OptionError when the intervals disagree."""
-    initial, maximum = (parsed[o.key] for o in (opts.METADATA_RETRY_INTERVALS_MS, opts.METADATA_MAX_RETRY_INTERVAL_MS))
-    try:
-        return RetryPolicy(parsed[opts.METADATA_NUM_RETRIES.key], initial, maximum)
-    except ValueError:
-        raise OptionError(
-            f"option {opts.METADATA_RETRY_INTERVALS_MS.name}={initial} must not exceed "
-            f"{opts.METADATA_MAX_RETRY_INTERVAL_MS.name}={maximum}"
-        ) from None
 
 
 @dataclass(frozen=True)
@@ -176,7 +169,7 @@ class SourceSettings:
             metadata_path=metadata_location(parsed, client),
             metadata_s3_endpoint_url=parsed[opts.METADATA_S3_ENDPOINT_URL.key],
             metadata_dynamodb_endpoint_url=parsed[opts.DYNAMODB_ENDPOINT_URL.key],
-            metadata_retry=metadata_retry_policy(parsed),
+            metadata_retry=retry_policy(parsed, *METADATA_RETRY_OPTIONS),
             min_batches_to_retain=parsed[opts.MIN_BATCHES_TO_RETAIN.key],
             shards_per_partition=parsed[opts.SHARDS_PER_PARTITION.key],
             deaggregate=parsed[opts.DEAGGREGATE.key],
