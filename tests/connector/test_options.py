@@ -10,6 +10,7 @@ import pytest
 from connector import options as opts
 from connector.aws.settings import ClientSettings, infer_region
 from connector.options import OptionError, Side, parse_options
+from connector.options.docs import render_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -136,7 +137,7 @@ def test_every_option_is_documented_and_valid() -> None:
 
 def test_options_doc_is_up_to_date() -> None:
     committed = (ROOT / "docs" / "options.md").read_text()
-    assert committed == opts.render_markdown(), "run: python -m connector.options > docs/options.md"
+    assert committed == render_markdown(), "run: python -m connector.options > docs/options.md"
 
 
 def test_every_option_named_in_the_source_docs_exists() -> None:
