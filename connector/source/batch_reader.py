@@ -22,7 +22,7 @@ from ..aws.clients import kinesis_client, kinesis_reader_client
 from ..fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
 from ..options import OptionError
 from ..positions import LATEST, TRIM_HORIZON, Position, PositionSpec, ShardEnd, shard_entry
-from ..shards import ShardCatalog
+from .catalog import ShardCatalog
 from .settings import SourceSettings
 
 

@@ -39,7 +39,8 @@ from ..metadata.store import MetadataStore
 from ..options import OptionError
 from ..parallel import parallel_map
 from ..positions import AT_TIMESTAMP, LATEST, SHARD_END, TRIM_HORIZON, Position, key_label, split_shard_key
-from ..shards import Shard, ShardCatalog, track_listing
+from ..shards import Shard
+from .catalog import ShardCatalog, track_listing
 from .offsets import KinesisOffset, is_readable
 from .probe import Found, ProbeResult, ShardProber
 from .settings import SourceSettings

@@ -7,15 +7,8 @@ import pytest
 
 from connector.positions import LATEST, SHARD_END, TRIM_HORIZON, Position
 from connector.retry import RetryPolicy
-from connector.shards import (
-    MAX_HASH_KEY,
-    Shard,
-    StreamNotFoundError,
-    list_shards,
-    open_shards,
-    shard_for_hash_key,
-    track_listing,
-)
+from connector.shards import MAX_HASH_KEY, Shard, StreamNotFoundError, list_shards, open_shards, shard_for_hash_key
+from connector.source.catalog import track_listing
 from connector.source.offsets import KinesisOffset
 from connector.source.planner import fair_shares
 from localaws import LocalServer

@@ -27,7 +27,7 @@ from connector.positions import (
     Position,
     parse_starting_position,
 )
-from connector.shards import ShardCatalog
+from connector.source.catalog import ShardCatalog
 from connector.source.offsets import KinesisOffset, PendingOffset, parse_offset
 from connector.source.settings import SourceSettings
 from localaws import LocalServer
