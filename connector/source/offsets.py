@@ -37,6 +37,7 @@ from ..positions import (
     split_shard_key,
 )
 
+INITIAL_BATCH = -1  # the initial offset's batch id: no batch reads it, batch 0 starts at its positions
 OFFSET_VERSION = 2  # the compact format below; parse_offset still reads format 1 (see docs/source.md)
 V1 = 1  # the format before 2: every position a JSON object under its full shard key; pending offsets keep it
 

@@ -25,24 +25,17 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from .. import options as opts
 from ..aws.clients import kinesis_reader_client
 from ..compat import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from ..fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
-from ..metadata.store import MetadataStore
-from .planner import INITIAL_BATCH, MissingMetadataError, source_document_name
+from .guards import MetadataNotSharedError, MissingMetadataError, check_store_shared
+from .offsets import INITIAL_BATCH
 from .query_offsets import QueryOffsets, as_dict
 from .settings import SourceSettings
 
 log = logging.getLogger(__name__)
 
 __all__ = ["INITIAL_BATCH", "KinesisPartition", "KinesisStreamReader", "MetadataNotSharedError", "MissingMetadataError"]
-
-_seen_sources: set[tuple[str, str]] = set()  # (metadata path, source id) whose document this process has seen
-
-
-class MetadataNotSharedError(RuntimeError):
-    """An executor does not see the metadata store the driver writes to."""
 
 
 @dataclass(frozen=True)
@@ -60,21 +53,6 @@ class KinesisPartition(InputPartition):
     def consumer_arn(self, stream: str) -> str | None:
         """The ARN to subscribe through for ``stream``; None: read with GetRecords."""
         return dict(self.consumers).get(stream)
-
-
-def check_store_shared(store: MetadataStore, partition: KinesisPartition) -> None:
-    """Fail when this executor does not see the source document the driver wrote (once per process and source)."""
-    seen = (partition.metadata_path, partition.source_id)
-    if not partition.source_document or seen in _seen_sources:
-        return
-    if store.get_document(source_document_name(partition.source_id)) is None:
-        raise MetadataNotSharedError(
-            f"this executor does not see the metadata store the driver writes to: {opts.METADATA_PATH.name}="
-            f"{partition.metadata_path!r} is not shared between driver and executors (unset, it is a local temp "
-            "directory, which works only when they share one machine). Set it to a store every executor reaches: "
-            "s3://bucket/prefix, hdfs://namenode/path, a shared mount, or use kinesis.metadataCommitterType=DYNAMODB"
-        )
-    _seen_sources.add(seen)
 
 
 class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -133,8 +111,8 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if start == end:
             return []
         offset = self.offsets.batch(start, end)
-        tasks = self.offsets.planner.tasks(offset)
-        consumers = tuple(sorted(self.offsets.planner.consumer_arns().items()))
+        tasks = self.offsets.tasks(offset)
+        consumers = tuple(sorted(self.offsets.consumer_arns().items()))
         size = self.settings.shards_per_partition
         return [
             KinesisPartition(
@@ -160,7 +138,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """pyspark 4.2+ shows this as the source's ``latestOffset`` in the query progress: millisBehindLatest
         per shard and its maximum, records dropped outside their shard's hash range and data-loss events (the
         only channel a Python source has into the progress)."""
-        return self._offsets.planner.progress_report() if self._offsets is not None else None
+        return self._offsets.progress_report() if self._offsets is not None else None
 
     # --- executors: reading -----------------------------------------------------------------------------------
 
@@ -168,7 +146,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Read each shard of the partition, replaying the recorded range when this batch ran before."""
         assert isinstance(partition, KinesisPartition)
         store = self.settings.metadata_store(partition.metadata_path)
-        check_store_shared(store, partition)
+        check_store_shared(store, partition.metadata_path, partition.source_id, partition.source_document)
         client = kinesis_reader_client(self.settings.client)
         limits = self._limits(partition.until_ms)
         for task in partition.tasks:
@@ -193,5 +171,5 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Deregister the query's enhanced fan-out consumers when ``kinesis.requireConsumerDeregistration`` is
         true; clients are per process. Spark rarely calls this (NOTES.md): ``consumers.QueryConsumers`` also
         deregisters at the driver process's exit."""
-        if self._offsets is not None and self._offsets.planner.consumers is not None:
-            self._offsets.planner.consumers.release()
+        if self._offsets is not None:
+            self._offsets.release()

@@ -112,9 +112,9 @@ def test_data_loss_an_executor_finds_is_reported_by_the_driver(
     lost_at = parse_offset(end).shards[f"{stream}/shardId-000000000000"]
     assert payloads(read_all(source, list(source.partitions(start, end)))) == [b"new"]
     source.commit(end)
-    with caplog.at_level(logging.WARNING, logger="connector.source.planner"):
+    with caplog.at_level(logging.WARNING, logger="connector.source.health"):
         source.latestOffset(end, None)
-    assert [r for r in caplog.records if r.name == "connector.source.planner" and "lost data" in r.getMessage()]
+    assert [r for r in caplog.records if r.name == "connector.source.health" and "lost data" in r.getMessage()]
     (event,) = source.reportLatestOffset()["dataLossEvents"]
     assert event == {
         "batchId": 1,

@@ -76,7 +76,7 @@ def test_sub_records_outside_the_shards_hash_range_are_dropped_and_reported(
         (b"in-2", 2, low.shard_id),
     ]
     # The executor counted the drops in its record; the driver logs them and reports them in the progress.
-    with caplog.at_level(logging.WARNING, logger="connector.source.planner"):
+    with caplog.at_level(logging.WARNING, logger="connector.source.health"):
         source.latestOffset(end, None)
     assert "dropped 2 KPL sub-records" in caplog.text
     assert source.reportLatestOffset()["recordsDroppedOutOfRange"] == 2

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from source_util import plan_first_batch, read_all, reader, roundtrip, run_batch, source_options
 
+from connector.source.guards import ChangedOptionError
 from connector.source.offsets import parse_offset
-from connector.source.planner import ChangedOptionError
 from connector.source.stream_reader import MetadataNotSharedError
 from localaws import LocalServer
 from localaws.streams import put_records

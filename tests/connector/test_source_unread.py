@@ -22,8 +22,8 @@ from source_util import (
 
 from connector.metadata import open_store
 from connector.metadata.store import batch_shard_key
+from connector.source.guards import MissingMetadataError, source_document_name
 from connector.source.offsets import parse_offset
-from connector.source.planner import MissingMetadataError, source_document_name
 from localaws import LocalServer
 
 
