@@ -26,9 +26,8 @@ from typing import Any
 
 from bench.common import options, spark_session
 from bench.latency import percentiles, produce
-from connector.aws.clients import kinesis_reader_client
 from connector.consumers import ensure_consumer
-from connector.fetch.range import FetchLimits, ShardRange, ShardTask
+from connector.fetch.range import FetchLimits, ShardTask
 from connector.positions import TRIM_HORIZON, Position
 from connector.source.settings import SourceSettings
 from localaws import LocalAws, LocalServer
@@ -108,8 +107,7 @@ def throughput(server: LocalServer, records: int) -> dict[str, tuple[int, float]
         arn = None
         if settings.efo is not None:
             arn = ensure_consumer(kinesis, stream, CONSUMER, settings.client.retry).arn
-        transport = settings.transport(kinesis_reader_client(settings.client), task, arn)
-        shard_range = ShardRange(task, FetchLimits(), settings.shard_context(task))
+        shard_range, transport = settings.shard_reader(task, FetchLimits(), arn)
         started = time.perf_counter()
         rows = sum(batch.num_rows for batch in shard_range.batches(transport))
         measured[kind] = (rows, time.perf_counter() - started)

@@ -1,10 +1,11 @@
 """The range rules of one shard's read: which rows of a transport's Pages to return, when to stop, and the result.
 
-Who calls it: the source's ``read()`` on executors, the batch reader, and the driver's planner when it completes
-a read that no executor finished (``planner.complete_reads``). They build a ``ShardRange`` for a ``ShardTask``,
-give it a transport (``fetch.polling.GetRecordsTransport``, or ``fetch.efo.ShardSubscriber`` for enhanced fan-out) and
-iterate ``batches()`` (or ``slices()``) to the end; ``result`` then says where the read stopped and why, which the
-caller records in the metadata store. Nothing here calls AWS: the same rules apply whatever delivers the Pages.
+Who calls it: the source's ``read()`` on executors, the batch reader, and the driver when it completes a read
+that no executor finished (``source.completion``). ``source.settings.SourceSettings.shard_reader`` builds their
+``ShardRange`` for a ``ShardTask`` and its transport (``fetch.polling.GetRecordsTransport``, or
+``fetch.efo_client.BrokeredSubscriber`` for enhanced fan-out); they iterate ``batches()`` (or ``slices()``) to the
+end; ``result`` then says where the read stopped and why, which the caller records in the metadata store.
+Nothing here calls AWS: the same rules apply whatever delivers the Pages.
 
 The seam (``ShardTransport``): a transport turns a starting ``Position`` into ``decode.Page``s of one shard, in
 order, re-opening by itself where it is when its cursor expires. ``Page.next_iterator`` None means the shard is

@@ -18,8 +18,8 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from .. import options as opts
-from ..aws.clients import kinesis_client, kinesis_reader_client
-from ..fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
+from ..aws.clients import kinesis_client
+from ..fetch.range import FetchLimits, ShardTask, now_ms
 from ..options import OptionError
 from ..positions import LATEST, TRIM_HORIZON, Position, PositionSpec, ShardEnd, shard_entry
 from .catalog import ShardCatalog
@@ -69,15 +69,8 @@ class KinesisBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, BatchPartition)
-        client = kinesis_reader_client(self.settings.client)
         limits = FetchLimits(stop_after_ms=partition.stop_after_ms)
         for task, end in partition.tasks:
             until = (end.sequence_number, end.sub_sequence_number) if end is not None else None
-            shard_range = ShardRange(
-                task,
-                limits,
-                self.settings.shard_context(task),
-                until=until,
-                fail_on_data_loss=self.settings.fail_on_data_loss,
-            )
-            yield from shard_range.batches(self.settings.transport(client, task))
+            shard_range, transport = self.settings.shard_reader(task, limits, until=until)
+            yield from shard_range.batches(transport)

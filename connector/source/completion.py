@@ -12,8 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from ..aws.clients import kinesis_reader_client
-from ..fetch.range import FetchLimits, ShardRange, ShardTask
+from ..fetch.range import FetchLimits, ShardTask
 from ..fetch.reads import ShardRead
 from ..metadata.store import MetadataStore
 from ..parallel import parallel_map
@@ -45,8 +44,7 @@ def _complete(
     settings: SourceSettings, base: KinesisOffset, store: MetadataStore, task: ShardTask, arn: str | None
 ) -> ShardRead:
     limits = FetchLimits(settings.max_fetch_records, None, base.until_ms)
-    shard_range = ShardRange(task, limits, settings.shard_context(task), fail_on_data_loss=settings.fail_on_data_loss)
-    transport = settings.transport(kinesis_reader_client(settings.client), task, arn)
+    shard_range, transport = settings.shard_reader(task, limits, arn)
     skipped = sum(stop - start for _page, start, stop in shard_range.slices(transport))
     assert shard_range.result is not None
     stored = store.put_shard_read(base.source_id, base.batch_id, shard_range.result)

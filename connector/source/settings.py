@@ -14,11 +14,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import options as opts
+from ..aws.clients import kinesis_reader_client
 from ..aws.settings import ClientSettings, retry_policy
 from ..fetch.decode import ShardContext
 from ..fetch.efo_client import BrokeredSubscriber
 from ..fetch.polling import GetRecordsTransport, PollingSettings
-from ..fetch.range import ShardTask, ShardTransport
+from ..fetch.range import FetchLimits, ShardRange, ShardTask, ShardTransport
+from ..fetch.reads import ShardRead
 from ..metadata import open_store
 from ..metadata.dynamodb import store_uri
 from ..metadata.store import MetadataStore
@@ -225,6 +227,23 @@ class SourceSettings:
             )
         polling = PollingSettings(self.records_per_fetch, self.fetch_interval_s)
         return GetRecordsTransport(kinesis, context, self.client.retry, polling, task.handoff)
+
+    def shard_reader(
+        self,
+        task: ShardTask,
+        limits: FetchLimits,
+        consumer_arn: str | None = None,
+        *,
+        replay: ShardRead | None = None,
+        until: tuple[str, int] | None = None,
+    ) -> tuple[ShardRange, ShardTransport]:
+        """How ``task``'s shard is read: its range rules (``fetch.range.ShardRange``: iterate ``batches`` or
+        ``slices`` with the transport, then read ``result``) and the transport that delivers its pages
+        (``transport``, through this process's reader client). The one place a shard's read is set up, for the
+        stream reader's tasks (``replay``: the batch's recorded read, when it runs again), the batch reader's
+        (``until``: the shard's inclusive end) and the planner's completion of reads a batch left unfinished."""
+        shard_range = ShardRange(task, limits, self.shard_context(task), replay, until, self.fail_on_data_loss)
+        return shard_range, self.transport(kinesis_reader_client(self.client), task, consumer_arn)
 
     def metadata_store(self, path: str) -> MetadataStore:
         """The metadata store at ``path`` (an offset's ``metadataPath``): the application's own credentials (never

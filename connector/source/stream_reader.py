@@ -25,9 +25,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from ..aws.clients import kinesis_reader_client
 from ..compat import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
-from ..fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
+from ..fetch.range import FetchLimits, ShardTask, now_ms
 from .guards import MetadataNotSharedError, MissingMetadataError, check_store_shared
 from .offsets import INITIAL_BATCH
 from .query_offsets import QueryOffsets, as_dict
@@ -147,18 +146,11 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert isinstance(partition, KinesisPartition)
         store = self.settings.metadata_store(partition.metadata_path)
         check_store_shared(store, partition.metadata_path, partition.source_id, partition.source_document)
-        client = kinesis_reader_client(self.settings.client)
         limits = self._limits(partition.until_ms)
         for task in partition.tasks:
             recorded = store.get_shard_read(partition.source_id, partition.batch_id, task.stream, task.shard_id)
-            shard_range = ShardRange(
-                task,
-                limits,
-                self.settings.shard_context(task),
-                recorded,
-                fail_on_data_loss=self.settings.fail_on_data_loss,
-            )
-            transport = self.settings.transport(client, task, partition.consumer_arn(task.stream))
+            arn = partition.consumer_arn(task.stream)
+            shard_range, transport = self.settings.shard_reader(task, limits, arn, replay=recorded)
             yield from shard_range.batches(transport)
             assert shard_range.result is not None
             if recorded is None:
