@@ -45,14 +45,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Protocol
 
 import pyarrow as pa
 
+from ..clock import now_ms
 from ..positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, TRIM_HORIZON, WHOLE_RECORD, Position, shard_label
 from .decode import Page, ShardContext
-from .iterators import Handoff, PositionGoneError, ShardGoneError, data_loss, wall_ms
+from .iterators import Handoff, PositionGoneError, ShardGoneError, data_loss
 from .reads import STOP_BOUND, STOP_CAUGHT_UP, STOP_END, STOP_LIMIT, STOP_SHARD_END, STOP_TIME, DataLossEvent, ShardRead
 
 
@@ -259,7 +259,7 @@ class ShardRange:
             self._aligned = whole and last is not None and last[0] == page.last_sequence and last[2]
         self._tail = None
         if self._hands_off and self._aligned and page.next_iterator is not None:
-            self._tail = (page.next_iterator, wall_ms())
+            self._tail = (page.next_iterator, now_ms())
 
     def _until(self) -> tuple[str, int] | None:
         """The last record to return when the range has a fixed end (a replay, or a batch read's end)."""
@@ -307,8 +307,3 @@ class ShardRange:
 def _chain(first: Page, rest: Iterator[Page]) -> Iterator[Page]:
     yield first
     yield from rest
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds since the epoch (UTC)."""
-    return int(datetime.now(UTC).timestamp() * 1000)

@@ -19,7 +19,8 @@ from pyspark.sql.types import StructType
 
 from .. import options as opts
 from ..aws.clients import kinesis_client
-from ..fetch.range import FetchLimits, ShardTask, now_ms
+from ..clock import now_ms
+from ..fetch.range import FetchLimits, ShardTask
 from ..options import OptionError
 from ..positions import LATEST, TRIM_HORIZON, Position, PositionSpec, ShardEnd, shard_entry
 from .catalog import ShardCatalog

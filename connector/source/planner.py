@@ -26,9 +26,10 @@ from dataclasses import replace
 from typing import Any
 
 from ..aws.clients import kinesis_client
+from ..clock import now_ms
 from ..consumers import QueryConsumers
 from ..fetch.iterators import Handoff, PositionGoneError, ShardGoneError, data_loss, freshest
-from ..fetch.range import ShardTask, now_ms
+from ..fetch.range import ShardTask
 from ..fetch.reads import MORE_WAITING
 from ..positions import AT_TIMESTAMP, LATEST, SHARD_END, TRIM_HORIZON, Position, key_label, split_shard_key
 from ..shards import Shard

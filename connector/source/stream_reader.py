@@ -25,8 +25,9 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
+from ..clock import now_ms
 from ..compat import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
-from ..fetch.range import FetchLimits, ShardTask, now_ms
+from ..fetch.range import FetchLimits, ShardTask
 from .guards import MetadataNotSharedError, MissingMetadataError, check_store_shared
 from .offsets import INITIAL_BATCH
 from .query_offsets import QueryOffsets, as_dict
