@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..kpl import MAGIC, KplFormatError, deaggregate, is_aggregated
+from ..positions import shard_label
 
 SCHEMA_DDL = (
     "data BINARY, streamName STRING, partitionKey STRING, sequenceNumber STRING, subSequenceNumber BIGINT, "
@@ -58,6 +59,11 @@ class ShardContext:
     ending_hash_key: int
     deaggregate: bool = True
     pass_through_corrupt: bool = False
+
+    @property
+    def label(self) -> str:
+        """How messages name the shard (``positions.shard_label``)."""
+        return shard_label(self.stream_name, self.shard_id)
 
 
 def sequence_key(sequence_number: str) -> tuple[int, str]:
@@ -201,7 +207,7 @@ def _append_record(page: Page, record: dict[str, Any], payload: bytes, shard: Sh
         except KplFormatError as exc:
             if not shard.pass_through_corrupt:
                 raise CorruptAggregateError(
-                    f"corrupt KPL aggregate in stream '{shard.stream_name}' shard {shard.shard_id} at sequence "
+                    f"corrupt KPL aggregate in {shard.label} at sequence "
                     f"number {sequence}: {exc} (set kinesis.kpl.passThroughCorruptAggregates=true to return it as-is)"
                 ) from exc
             users = [(payload, record["PartitionKey"], 0)]

@@ -166,9 +166,7 @@ class ShardSubscriber:
 
     @property
     def what(self) -> str:
-        return (
-            f"stream '{self.context.stream_name}' shard {self.context.shard_id} through consumer '{self.consumer_name}'"
-        )
+        return f"{self.context.label} through consumer '{self.consumer_name}'"
 
     def pages(self, start: Position, wanted: Callable[[], int | None] | None = None) -> Iterator[Page]:
         """Pages from ``start`` until the shard's end (a page with ``next_iterator`` None), or until the caller

@@ -165,7 +165,7 @@ class BrokeredSubscriber:
 
     @property
     def what(self) -> str:
-        return f"stream '{self.context.stream_name}' shard {self.context.shard_id}"
+        return self.context.label
 
     def _served(self, conn: socket.socket, position: Position) -> Iterator[Page]:
         request = Request(

@@ -21,6 +21,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from ..fetch.reads import ShardRead
+from ..positions import shard_label
 
 BATCH_DIGITS = 20
 PENDING = "pending"
@@ -86,7 +87,7 @@ class MetadataStore(ABC):
         stored = self.put_shard_read(source_id, batch_id, read)
         if not stored.same_range(read):
             raise MetadataConflictError(
-                f"batch {batch_id} of stream '{read.stream}' shard {read.shard_id} was already recorded by another "
+                f"batch {batch_id} of {shard_label(read.stream, read.shard_id)} was already recorded by another "
                 f"attempt ending at {stored.next_start().to_json()}, this attempt ended at "
                 f"{read.next_start().to_json()}; this attempt fails so that its retry replays the recorded range"
             )
