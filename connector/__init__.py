@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-NAME = "aws-kinesis"
-
 __all__ = ["NAME", "register"]
 
 
@@ -36,3 +34,12 @@ def register(spark: Any) -> None:
     except AnalysisException as exc:  # classic or Spark Connect (a subclass)
         if ALREADY_REGISTERED not in str(exc):
             raise
+
+
+def __getattr__(name: str) -> Any:
+    """``connector.NAME`` (``"aws-kinesis"``), from the data source that owns it, on first use (it imports pyspark)."""
+    if name == "NAME":
+        from .datasource import NAME
+
+        return NAME
+    raise AttributeError(f"module '{__name__}' has no attribute '{name}'")

@@ -16,9 +16,10 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
-from . import NAME
 from .fetch.decode import SCHEMA_DDL
 from .source.settings import SourceSettings
+
+NAME = "aws-kinesis"  # the format name Spark looks the source up by
 
 
 class KinesisDataSource(DataSource):
