@@ -7,10 +7,11 @@ Who calls it: ``stream_reader.KinesisStreamReader``, whose Spark calls forward h
 need between calls:
 
 - pyspark 4.2+ passes ``latestOffset(start, limit)``: the next plan comes from ``start``.
-- pyspark 4.0.2 calls ``latestOffset()`` with no start (NOTES.md), also before ``initialOffset`` and right after
-  a restart, when the reader knows nothing yet. The last offset planned or committed stands in for ``start``;
-  while there is none, the answer is a ``PendingOffset`` (a nonce) which ``batch(start, end)`` resolves from
-  ``start`` once and records in the metadata store, so a batch that runs again resolves it identically.
+- pyspark 4.0.2 calls ``latestOffset()`` with no start, also before ``initialOffset`` and right after a restart,
+  when the reader knows nothing yet (docs/source.md, "pyspark 4.0.2"). The last offset planned or committed
+  stands in for ``start``; while there is none, the answer is a ``PendingOffset`` (a nonce) which
+  ``batch(start, end)`` resolves from ``start`` once and records in the metadata store, so a batch that runs
+  again resolves it identically.
 """
 
 from __future__ import annotations

@@ -162,7 +162,8 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         """Deregister the query's enhanced fan-out consumers when ``kinesis.requireConsumerDeregistration`` is
-        true; clients are per process. Spark rarely calls this (NOTES.md): ``consumers.QueryConsumers`` also
-        deregisters at the driver process's exit."""
+        true; clients are per process. Spark rarely calls this (it ends the driver's Python process instead:
+        docs/source.md, "Costs and clean-up"), so ``consumers.QueryConsumers`` also deregisters at that
+        process's exit."""
         if self._offsets is not None:
             self._offsets.release()
