@@ -1,8 +1,9 @@
 """GetRecords answers and SubscribeToShard events -> user records (KPL de-aggregation) as columns -> Arrow batches.
 
-Who calls it: ``fetch.polling`` and ``fetch.efo`` (the two transports), for each answer or event of one shard;
-``source`` takes the schema from here. The RecordBatches must match Spark's Arrow form of ``SCHEMA_DDL`` exactly
-(``string`` not ``large_string``, ``timestamp('us', tz='UTC')``, all fields nullable) or Spark refuses them.
+Who calls it: ``polling`` and ``efo`` (the two transports), for each answer or event of one shard;
+``connector.datasource`` takes the schema from here. The RecordBatches must match Spark's Arrow form of
+``SCHEMA_DDL`` exactly (``string`` not ``large_string``, ``timestamp('us', tz='UTC')``, all fields nullable) or
+Spark refuses them.
 
 Why not botocore's parsed answer: botocore turns every record into a dict with a ``datetime(tzinfo=tzlocal())``
 and runs ~76k records/s per core on 1 KiB records; ``json.loads`` + ``b64decode`` of the same body runs about
