@@ -34,10 +34,9 @@ from ..aws.settings import ClientSettings
 from ..detached import spawn_detached
 from ..positions import AFTER_SEQUENCE_NUMBER, Position
 from ..retry import RetryPolicy
-from . import efo_broker
 from .decode import Page, ShardContext
 from .efo import ShardSubscriber, SubscriptionError, subscription_client
-from .efo_broker import NEXT, Request, receive, send, socket_path
+from .efo_protocol import ENV_DIR, NEXT, Request, receive, send, socket_path
 from .iterators import PositionGoneError, ShardGoneError
 
 log = logging.getLogger(__name__)
@@ -57,7 +56,7 @@ class BrokerUnavailableError(OSError):
 
 
 def broker_dir() -> str:
-    return os.environ.get(efo_broker.ENV_DIR) or os.path.join(tempfile.gettempdir(), f"aws-kinesis-efo-{os.getuid()}")
+    return os.environ.get(ENV_DIR) or os.path.join(tempfile.gettempdir(), f"aws-kinesis-efo-{os.getuid()}")
 
 
 def _private_dir(directory: str) -> str:
@@ -107,7 +106,7 @@ def _start_broker(directory: str) -> subprocess.Popen:
     """``python -m connector.fetch.efo_broker`` in its own session (a kill of this process group spares it),
     watching this process's parent (in a Spark worker: the Python daemon, which lives as long as the executor)."""
     log.info("starting the enhanced fan-out subscription broker in %s", directory)
-    broker = spawn_detached(efo_broker.__name__, directory, str(os.getppid()))
+    broker = spawn_detached(f"{__package__}.efo_broker", directory, str(os.getppid()))  # not imported here
     threading.Thread(target=broker.wait, name="efo broker reaper", daemon=True).start()  # no zombie when it exits
     return broker
 
