@@ -7,6 +7,6 @@ Connect clients. Installed by the ``pyspark-aws-kinesis`` wheel; ``connector.reg
 shipped with ``--py-files``.
 """
 
-from connector.source import KinesisDataSource as DefaultSource
+from connector.datasource import KinesisDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]

@@ -97,7 +97,8 @@ def raw_loop(server: Server, stream: str) -> int:
     """The server's own pace: the boto3 loop without botocore's parsing (raw answer bodies, ``json.loads`` only,
     data left base64), one thread. Whatever reads from this server in one thread at a time is at most this fast.
     Behind the quotas it waits out each refusal (``patiently``)."""
-    from connector.aws import RAW_BODY, ClientSettings, kinesis_reader_client
+    from connector.aws.clients import RAW_BODY, kinesis_reader_client
+    from connector.aws.settings import ClientSettings
 
     settings = ClientSettings(
         region="us-east-1",

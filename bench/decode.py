@@ -1,12 +1,12 @@
 """Decode speed: a GetRecords answer body to rows, our path against botocore's own parser, in one thread's CPU.
 
 Run: ``.venv/bin/python -m bench.decode [--records N] [--size BYTES] [--repeats N] [--before FILE] [--no-quotas]``
-(``--before``: another version of ``connector/decode.py``, e.g. ``git show main:connector/decode.py``, measured in
-the same run, taking turns with this one: a before/after on a shared machine).
+(``--before``: another version of ``connector/fetch/decode.py``, e.g. ``git show main:connector/fetch/decode.py``,
+measured in the same run, taking turns with this one: a before/after on a shared machine).
 
 The body is a real one: kinesalite's answer to one GetRecords (default 10,000 records of 1 KiB, ~13 MB of
 JSON), fetched once. Baseline: botocore's JSON parser on that body with GetRecords' output shape (what
-``client.get_records`` costs beyond the network). Ours: ``connector.decode.decode_get_records`` plus the Arrow
+``client.get_records`` costs beyond the network). Ours: ``connector.fetch.decode.decode_get_records`` plus the Arrow
 RecordBatch in the source's schema (what ``read()`` yields to Spark), and the decode alone. Printed: records
 per second of this thread's CPU time (not wall time: the machine may be shared), median of ``--repeats`` runs,
 and the ratio to botocore (target >= 3). Nothing here is asserted.
@@ -35,8 +35,9 @@ from typing import Any
 import botocore.parsers
 
 from bench.common import add_quota_flag, local_aws, print_quotas
-from connector import decode
-from connector.aws import RAW_BODY, ClientSettings, kinesis_reader_client
+from connector.aws.clients import RAW_BODY, kinesis_reader_client
+from connector.aws.settings import ClientSettings
+from connector.fetch import decode
 from connector.shards import MAX_HASH_KEY
 from localaws import LocalAws
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE
@@ -73,8 +74,9 @@ def median_rates(records: int, repeats: int, runs: dict[str, Callable[[], int]])
 
 
 def load_decode(path: str) -> ModuleType:
-    """Another version of ``connector/decode.py`` (e.g. ``git show main:connector/decode.py > f``), as a module."""
-    spec = importlib.util.spec_from_file_location("decode_before", path)
+    """Another version of ``connector/fetch/decode.py`` (e.g. ``git show main:connector/fetch/decode.py > f``), as a
+    module of the same package, so that its relative imports (``..kpl``) find this checkout's modules."""
+    spec = importlib.util.spec_from_file_location(f"{decode.__package__}._decode_before", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
@@ -98,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--before", help="another connector/decode.py to measure in the same run (a row more)")
+    parser.add_argument("--before", help="another connector/fetch/decode.py to measure in the same run (a row more)")
     add_quota_flag(parser)
     args = parser.parse_args(argv)
     body, aws = fetch_body(args)
@@ -118,8 +120,8 @@ def main(argv: list[str] | None = None) -> None:
 
     runs = {
         "botocore JSON parser (baseline)": botocore_parse,
-        "connector.decode -> Arrow RecordBatch": arrow_run(decode, body),
-        "connector.decode, columns only": ours_decode_only,
+        "connector.fetch.decode -> Arrow RecordBatch": arrow_run(decode, body),
+        "connector.fetch.decode, columns only": ours_decode_only,
     }
     if args.before:
         runs["--before's decode -> Arrow RecordBatch"] = arrow_run(load_decode(args.before), body)
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"records per second of this thread's CPU time, median of {args.repeats} runs taking turns")
     print_table(list(rates.items()), baseline, "(ratio = our rate / botocore's)")
     print("where the time goes (ratio = rate / the decode's, columns only; each part alone)")
-    print_table(parts(body, args.records, args.repeats), rates["connector.decode, columns only"], "")
+    print_table(parts(body, args.records, args.repeats), rates["connector.fetch.decode, columns only"], "")
     print_quotas(aws)
 
 

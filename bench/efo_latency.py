@@ -28,11 +28,10 @@ from typing import Any
 
 from bench.common import Server, add_quota_flag, local_aws, options, print_quotas, spark_session
 from bench.latency import percentiles, produce
-from connector.aws import kinesis_reader_client
 from connector.consumers import ensure_consumer
-from connector.fetch.range import FetchLimits, ShardRange, ShardTask
-from connector.offsets import TRIM_HORIZON, Position
-from connector.source_settings import SourceSettings
+from connector.fetch.range import FetchLimits, ShardTask
+from connector.positions import TRIM_HORIZON, Position
+from connector.source.settings import SourceSettings
 from localaws.servers import KINESIS_MOCK
 from localaws.streams import create_stream, list_shard_ids, put_records, unique_name
 
@@ -109,8 +108,7 @@ def throughput(server: Server, records: int) -> dict[str, tuple[int, float]]:
         arn = None
         if settings.efo is not None:
             arn = ensure_consumer(server.client("kinesis"), stream, CONSUMER, settings.client.retry).arn
-        transport = settings.transport(kinesis_reader_client(settings.client), task, arn)
-        shard_range = ShardRange(task, FetchLimits(), settings.shard_context(task))
+        shard_range, transport = settings.shard_reader(task, FetchLimits(), arn)
         started = time.perf_counter()
         rows = sum(batch.num_rows for batch in shard_range.batches(transport))
         measured[kind] = (rows, time.perf_counter() - started)

@@ -22,9 +22,10 @@ import time
 from typing import Any
 
 from bench.common import add_quota_flag, local_aws, options, print_quotas
-from connector.offsets import parse_offset, split_shard_key
+from connector.positions import split_shard_key
 from connector.shards import list_shards
-from connector.stream_reader import KinesisStreamReader
+from connector.source.offsets import parse_offset
+from connector.source.stream_reader import KinesisStreamReader
 from localaws import LocalAws
 from localaws.servers import KINESALITE, MOTO
 from localaws.streams import create_stream, unique_name

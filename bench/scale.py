@@ -44,10 +44,10 @@ from typing import Any
 from botocore.awsrequest import AWSResponse
 
 from bench.common import add_quota_flag, local_aws, options, print_quotas
-from connector.aws import kinesis_client, kinesis_reader_client
-from connector.offsets import parse_offset
+from connector.aws.clients import kinesis_client, kinesis_reader_client
 from connector.shards import MAX_HASH_KEY, list_shards
-from connector.stream_reader import KinesisStreamReader
+from connector.source.offsets import parse_offset
+from connector.source.stream_reader import KinesisStreamReader
 from localaws.servers import KINESALITE
 from localaws.streams import create_stream, unique_name
 

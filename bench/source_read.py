@@ -42,7 +42,7 @@ PER_AGGREGATE = 100
 
 def executor_path(server: Server, stream: str) -> int:
     """Our reader without Spark: plan one batch, read every partition, record the metadata."""
-    from connector.stream_reader import KinesisStreamReader
+    from connector.source.stream_reader import KinesisStreamReader
 
     with tempfile.TemporaryDirectory() as metadata:
         reader = KinesisStreamReader(None, options(server, stream, metadata))  # type: ignore[arg-type]

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-NAME = "aws-kinesis"
-
 __all__ = ["NAME", "register"]
 
 
@@ -29,10 +27,19 @@ def register(spark: Any) -> None:
     # Imported here so that `import connector` (e.g. for connector.options) does not import pyspark.
     from pyspark.errors import AnalysisException
 
-    from connector.source import KinesisDataSource
+    from .datasource import KinesisDataSource
 
     try:
         spark.dataSource.register(KinesisDataSource)
     except AnalysisException as exc:  # classic or Spark Connect (a subclass)
         if ALREADY_REGISTERED not in str(exc):
             raise
+
+
+def __getattr__(name: str) -> Any:
+    """``connector.NAME`` (``"aws-kinesis"``), from the data source that owns it, on first use (it imports pyspark)."""
+    if name == "NAME":
+        from .datasource import NAME
+
+        return NAME
+    raise AttributeError(f"module '{__name__}' has no attribute '{name}'")

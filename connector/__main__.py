@@ -13,9 +13,10 @@ from collections.abc import Sequence
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from connector import aws
-from connector import options as opts
-from connector.consumers import (
+from . import options as opts
+from .aws.clients import kinesis_client
+from .aws.settings import ClientSettings
+from .consumers import (
     ConsumerError,
     WaitPolicy,
     deregister_consumer,
@@ -23,7 +24,7 @@ from connector.consumers import (
     list_consumers,
     stream_arn,
 )
-from connector.options import OptionError
+from .options import OptionError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
 
@@ -48,8 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"consumers {args.action} needs --name")
     raw = {opts.REGION.name: args.region, opts.ENDPOINT_URL.name: args.endpoint_url}
     try:
-        settings = aws.ClientSettings.from_raw({key: value for key, value in raw.items() if value})
-        return _run(args, aws.kinesis_client(settings), settings.retry, WaitPolicy(timeout_s=args.timeout))
+        settings = ClientSettings.from_raw({key: value for key, value in raw.items() if value})
+        return _run(args, kinesis_client(settings), settings.retry, WaitPolicy(timeout_s=args.timeout))
     except (OptionError, ConsumerError, ClientError, BotoCoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED

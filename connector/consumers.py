@@ -32,10 +32,10 @@ from typing import Any, BinaryIO
 
 from botocore.exceptions import ClientError
 
-from connector import aws
-from connector.aws import ClientSettings
-from connector.detached import spawn_detached
-from connector.retry import RetriesExhaustedError, RetryPolicy, error_code
+from .aws.clients import kinesis_client
+from .aws.settings import ClientSettings
+from .detached import spawn_detached
+from .retry import RetriesExhaustedError, RetryPolicy, error_code
 
 log = logging.getLogger(__name__)
 
@@ -261,7 +261,7 @@ class QueryConsumers:
                 if self.deregister and self._watcher is None:
                     self._watcher = _start_watcher(self.settings, self.streams, self.name)
                     atexit.register(self.release)
-                kinesis = aws.kinesis_client(self.settings)
+                kinesis = kinesis_client(self.settings)
                 retry = self.settings.retry
                 self._arns = {s: ensure_consumer(kinesis, s, self.name, retry, self.wait).arn for s in self.streams}
             return dict(self._arns)
@@ -287,7 +287,7 @@ WATCHER_LOG = os.path.join(tempfile.gettempdir(), "aws-kinesis-consumer-watcher.
 
 
 def _deregister_all(settings: ClientSettings, streams: tuple[str, ...], name: str) -> None:
-    kinesis = aws.kinesis_client(settings)
+    kinesis = kinesis_client(settings)
     for stream in streams:
         deregister_quietly(kinesis, stream, name, settings.retry)
 
@@ -296,7 +296,7 @@ def _start_watcher(settings: ClientSettings, streams: tuple[str, ...], name: str
     """``python -m connector.consumers`` in its own session (a kill of this process group spares it), fed the
     consumers to deregister through its stdin, which stays open for as long as this process lives."""
     # Not this process's stdout/stderr (Spark may wait for their end): the watcher logs to WATCHER_LOG.
-    watcher = spawn_detached("connector.consumers", stdin=subprocess.PIPE)
+    watcher = spawn_detached(__name__, stdin=subprocess.PIPE)  # this module, whatever its package is called
     assert watcher.stdin is not None
     message = pickle.dumps((settings, streams, name))
     watcher.stdin.write(len(message).to_bytes(8, "big") + message)

@@ -34,7 +34,8 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from connector import aws
+from .aws.clients import client
+from .aws.settings import ClientSettings, infer_region, sdk_default_region
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +198,7 @@ def _datum(name: str, unit: str, dimensions: Mapping[str, str], value: Any) -> D
 class CloudWatchPublisher(StreamingQueryListener):
     """Puts each progress event's metrics in one PutMetricData call; while idle, one heartbeat per interval.
 
-    ``client`` is a boto3 CloudWatch client (``connector.aws.client("cloudwatch", ...)``). ``calls`` and
+    ``client`` is a boto3 CloudWatch client (``connector.aws.clients.client("cloudwatch", ...)``). ``calls`` and
     ``failures`` count PutMetricData attempts and failed ones, ``progress_events`` and ``idle_events`` what
     Spark sent (for logs and tests). Spark may call the methods
     from different threads: the bookkeeping is under a lock, the network call is not.
@@ -309,10 +310,10 @@ def publish_to_cloudwatch(
     """
     dimensions = dict(dimensions or {})
     check_config(namespace, dimensions, heartbeat_s, timeout_s)
-    region = region or aws.infer_region(endpoint_url) or aws.sdk_default_region()
+    region = region or infer_region(endpoint_url) or sdk_default_region()
     if not region:
         raise MetricsConfigError("publish_to_cloudwatch: no region given or configured; pass region=, e.g. us-east-1")
-    settings = aws.ClientSettings(
+    settings = ClientSettings(
         region=region,
         endpoint_url=endpoint_url,
         access_key_id=access_key_id,
@@ -323,7 +324,7 @@ def publish_to_cloudwatch(
         read_timeout_s=timeout_s,
     )
     listener = CloudWatchPublisher(
-        aws.client("cloudwatch", settings), namespace, dimensions, heartbeat_s, queries=_query_names(spark)
+        client("cloudwatch", settings), namespace, dimensions, heartbeat_s, queries=_query_names(spark)
     )
     spark.streams.addListener(listener)
     log.info("publishing streaming query metrics to CloudWatch namespace %s in %s", namespace, region)

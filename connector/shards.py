@@ -1,27 +1,22 @@
-"""Listing a stream's shards (ListShards paging, a clear error for a missing stream) and tracking their lineage.
+"""A stream's shards as ListShards describes them: listing (paging, a clear error for a missing stream) and
+hash-key routing.
 
-Who calls it: the source's driver side when planning a batch (``planner`` / ``batch_reader``) and the sink when
-it routes aggregates to shards. ``track_listing`` folds a new listing into the shards a query tracks: new shards
-(the children of a split or merge) are tracked with their tracked parents, so that they are read only after
-their parents are read to their end (``offsets.is_readable``); finished shards that ListShards no longer shows
-are forgotten; unfinished ones that vanished are reported (``kinesis.failOnDataLoss``).
+Who calls it: the source's driver side (``source.catalog``, which caches listings and tracks lineage), the sink
+when it routes aggregates to shards (``sink.routing``) and the load generator (``generator.sender``).
 """
 
 from __future__ import annotations
 
 import bisect
-import time
-from collections.abc import Callable, Iterable, MutableMapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from connector.offsets import Position, shard_key, split_shard_key
-from connector.retry import RetryPolicy, error_code
+from .retry import RetryPolicy, error_code
 
 MAX_HASH_KEY = 2**128 - 1
-FULL_LISTING_S = 60.0  # ShardCatalog lists every shard at least this often, only new ones in between
 
 
 class StreamNotFoundError(ValueError):
@@ -118,94 +113,3 @@ def shard_for_hash_key(sorted_open: list[Shard], hash_key: int, starts: Sequence
     if index < 0 or not sorted_open[index].holds_hash_key(hash_key):
         raise ValueError(f"hash key {hash_key} is outside every open shard's range (is the stream resharding?)")
     return sorted_open[index]
-
-
-def track_listing(
-    positions: MutableMapping[str, Position],
-    parents: MutableMapping[str, tuple[str, ...]],
-    stream: str,
-    listing: Iterable[Shard],
-    start_of: Callable[[Shard], Position],
-) -> dict[str, Position]:
-    """Fold ``stream``'s ``listing`` into the tracked ``positions`` and ``parents`` (both updated in place).
-
-    A shard seen for the first time starts at ``start_of(shard)`` and records which of its parents are tracked.
-    A tracked shard missing from the listing is forgotten; those that were not finished (records possibly lost)
-    are returned with their positions. Parents that are no longer tracked are dropped from ``parents``.
-    """
-    listed = {shard_key(stream, shard.shard_id): shard for shard in listing}
-    new = [key for key in listed if key not in positions]
-    for key in new:  # positions first, so that a new child sees its new parent
-        positions[key] = start_of(listed[key])
-    for key in new:
-        shard = listed[key]
-        tracked = tuple(
-            shard_key(stream, parent)
-            for parent in (shard.parent_shard_id, shard.adjacent_parent_shard_id)
-            if parent and shard_key(stream, parent) in positions
-        )
-        if tracked:
-            parents[key] = tracked
-    gone = [key for key in positions if split_shard_key(key)[0] == stream and key not in listed]
-    vanished = {key: positions[key] for key in gone if not positions[key].is_shard_end}
-    for key in gone:
-        del positions[key]
-    for key, tracked in list(parents.items()):
-        kept = tuple(parent for parent in tracked if parent in positions)
-        if key not in positions or not kept:
-            del parents[key]
-        elif kept != tracked:
-            parents[key] = kept
-    return vanished
-
-
-class ShardCatalog:
-    """The driver's view of each stream's shards, listed at most once per ``min_interval_s`` per stream.
-
-    A listing between two full ones asks only for shards after the last shard id known (ListShards'
-    ExclusiveStartShardId; a reshard's children get new, higher ids): one call instead of one per 1,000 shards,
-    and nothing to parse when nothing changed. A full listing (``fresh``, the first, and at least every
-    ``full_interval_s``) also drops shards that expired and refreshes closed shards' ending sequence numbers.
-    Hash-key ranges never change for a shard id, so ``hash_range`` answers from any earlier listing.
-    Holds no client (it is pickled with the reader): ``client_factory`` gives the process's client.
-    """
-
-    def __init__(
-        self,
-        client_factory: Any,
-        retry: RetryPolicy,
-        min_interval_s: float = 1.0,
-        full_interval_s: float = FULL_LISTING_S,
-    ):
-        self._client_factory = client_factory
-        self._retry = retry
-        self._min_interval_s = min_interval_s
-        self._full_interval_s = max(full_interval_s, min_interval_s)
-        self._listed: dict[str, tuple[float, list[Shard]]] = {}
-        self._full_at: dict[str, float] = {}
-        self._by_key: dict[tuple[str, str], Shard] = {}
-
-    def shards(self, stream: str, fresh: bool = False) -> list[Shard]:
-        """The stream's shards, from a listing at most ``min_interval_s`` old (``fresh``: a full listing now)."""
-        now = time.monotonic()
-        cached = self._listed.get(stream)
-        if cached is not None and not fresh and now - cached[0] < self._min_interval_s:
-            return cached[1]
-        if cached is None or fresh or not cached[1] or now - self._full_at[stream] >= self._full_interval_s:
-            shards = list_shards(self._client_factory(), stream, self._retry)
-            self._full_at[stream] = now
-        else:
-            last = max(shard.shard_id for shard in cached[1])
-            listed = list_shards(self._client_factory(), stream, self._retry, after_shard_id=last)
-            shards = cached[1] + [shard for shard in listed if shard.shard_id > last]  # some servers list all
-        self._listed[stream] = (now, shards)
-        self._by_key.update(((stream, shard.shard_id), shard) for shard in shards)
-        return shards
-
-    def hash_range(self, stream: str, shard_id: str) -> tuple[int, int]:
-        """The shard's hash-key range; the whole space for a shard no listing shows any more (expired)."""
-        shard = self._by_key.get((stream, shard_id))
-        if shard is None:
-            self.shards(stream, fresh=True)
-            shard = self._by_key.get((stream, shard_id))
-        return (shard.starting_hash_key, shard.ending_hash_key) if shard else (0, MAX_HASH_KEY)

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, ParamValidationError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
-from connector import aws
+from connector.aws.settings import infer_region, sdk_default_region
 from connector.retry import RETRYABLE_ERROR_CODES, RetriesExhaustedError, RetryPolicy, error_code, error_message
 from connector.shards import Shard, StreamNotFoundError, list_shards, open_shards
 from connector.sink.put_records import PutRecordsFailedError
@@ -96,7 +96,7 @@ def check_endpoint(endpoint_url: str | None) -> None:
 
 def resolve_region(region: str | None, endpoint_url: str | None) -> str:
     """``--region``, else the endpoint's, else the AWS config's; on AWS's endpoints it must be a Kinesis region."""
-    resolved = region or aws.infer_region(endpoint_url) or aws.sdk_default_region()
+    resolved = region or infer_region(endpoint_url) or sdk_default_region()
     if not resolved:
         raise UsageError(
             "--region is not set and cannot be inferred from --endpoint-url or the AWS config (AWS_REGION, "

@@ -21,7 +21,8 @@ import bisect
 import time
 from typing import Any
 
-from connector import aws
+from connector.aws.clients import kinesis_client
+from connector.aws.settings import ClientSettings
 from connector.kpl import Aggregator, hash_key_of
 from connector.retry import RetryPolicy
 from connector.shards import Shard
@@ -129,7 +130,7 @@ def make_client(endpoint_url: str | None, region: str | None, workers: int, retr
     checks.check_profile()
     region = checks.resolve_region(region, endpoint_url)
     checks.check_credentials(endpoint_url)
-    settings = aws.ClientSettings(
+    settings = ClientSettings(
         region=region,
         endpoint_url=endpoint_url,
         retry=retry,
@@ -138,7 +139,7 @@ def make_client(endpoint_url: str | None, region: str | None, workers: int, retr
         read_timeout_s=READ_TIMEOUT_S,
     )
     try:
-        return aws.kinesis_client(settings)
+        return kinesis_client(settings)
     except ValueError as exc:  # botocore: "Invalid endpoint: ..."
         raise UsageError(
             f"--endpoint-url {endpoint_url}: {exc}: give a URL such as http://127.0.0.1:4567", "--endpoint-url"

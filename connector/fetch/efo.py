@@ -27,7 +27,7 @@ What it hides from the caller:
 - botocore waits for an ``initial-response`` event that AWS sends and kinesis-mock does not. A ``before-parse``
   hook hands botocore a ready-made initial response and keeps the real body, whose events this module reads
   itself (with botocore's ``EventStreamBuffer``), skipping the real initial response when there is one. This also
-  decodes records with ``connector.decode`` (fast JSON path) instead of botocore's per-record datetimes.
+  decodes records with ``connector.fetch.decode`` (fast JSON path) instead of botocore's per-record datetimes.
 - Every event stream is closed and its connection handed back, also when the caller stops early (close the
   generator, or let it be collected): botocore's ``EventStream.close()`` is reported to leak connections.
 """
@@ -46,17 +46,18 @@ import urllib3.exceptions
 from botocore.eventstream import EventStreamBuffer
 from botocore.exceptions import ClientError
 
-from connector import aws
-from connector.decode import Page, ShardContext, decode_subscribe_event
-from connector.fetch.iterators import (
+from ..aws.clients import kinesis_client
+from ..aws.settings import ClientSettings
+from ..positions import AFTER_SEQUENCE_NUMBER, Position
+from ..retry import RetryPolicy, error_code, error_message, is_retryable
+from .decode import Page, ShardContext, decode_subscribe_event
+from .iterators import (
     FUTURE_TIMESTAMP_PAUSE_S,
     FUTURE_TIMESTAMP_WAITS,
     classify_missing,
     is_future_timestamp,
     iterator_request,
 )
-from connector.offsets import AFTER_SEQUENCE_NUMBER, Position
-from connector.retry import RetryPolicy, error_code, error_message, is_retryable
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ INITIAL_RESPONSE = bytes.fromhex(
     "696e697469616c2d726573706f6e73657b7d8de0c8a3"
 )
 RECOVERABLE_CODES = frozenset({"ResourceInUseException", "LimitExceededException"})
-_HOOK_ID = "connector.fetch.efo.keep-raw-event-stream"
+_HOOK_ID = f"{__name__}.keep-raw-event-stream"
 _READ_SIZE = 65536
 
 
@@ -96,10 +97,10 @@ def _keep_raw_event_stream(response_dict: dict[str, Any], customized_response_di
         response_dict["body"] = _InitialResponseOnly()
 
 
-def subscription_client(settings: aws.ClientSettings, timeout_s: float) -> Any:
+def subscription_client(settings: ClientSettings, timeout_s: float) -> Any:
     """The process's Kinesis client for subscriptions: its read timeout is ``kinesis.subscribeToShard.timeoutSec``
     (the longest silence tolerated between two events), and it carries the hook below."""
-    return prepare_client(aws.kinesis_client(replace(settings, read_timeout_s=timeout_s)))
+    return prepare_client(kinesis_client(replace(settings, read_timeout_s=timeout_s)))
 
 
 def prepare_client(kinesis: Any) -> Any:
@@ -165,9 +166,7 @@ class ShardSubscriber:
 
     @property
     def what(self) -> str:
-        return (
-            f"stream '{self.context.stream_name}' shard {self.context.shard_id} through consumer '{self.consumer_name}'"
-        )
+        return f"{self.context.label} through consumer '{self.consumer_name}'"
 
     def pages(self, start: Position, wanted: Callable[[], int | None] | None = None) -> Iterator[Page]:
         """Pages from ``start`` until the shard's end (a page with ``next_iterator`` None), or until the caller

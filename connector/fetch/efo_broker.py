@@ -7,12 +7,8 @@ which host) reads a shard changes from batch to batch, so the subscription lives
 
 Who calls it: ``fetch.efo_client.BrokeredSubscriber`` (the EFO ``ShardTransport`` that ``SourceSettings.transport``
 returns) starts it when no broker answers (``python -m connector.fetch.efo_broker <dir> <pid>``, its own session)
-and talks to it over the Unix socket ``<dir>/broker-<PROTOCOL>.sock``; ``<dir>`` is private (0700, this user).
-One connection = one ``pages(start)`` call of one task:
-
-    client -> broker   request: dict(settings, timeout_s, retry, arn, name, context, start)   (framed pickle)
-    client -> broker   b"n" for each page it wants
-    broker -> client   ("page", Page) | ("tip", None) | ("error", (class name, message))
+and talks to it over the Unix socket ``<dir>/broker-<PROTOCOL>.sock``, one connection per ``pages(start)`` call of
+one task; what they say is ``efo_protocol``.
 
 Per (consumer ARN, shard), a ``Subscription`` holds a ``fetch.efo.ShardSubscriber`` (it resubscribes after the
 5-minute end and on recoverable errors) whose pages a pump thread appends to a buffer bounded in bytes: when
@@ -33,87 +29,27 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import pickle
 import socket
 import socketserver
-import struct
 import sys
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-from connector.aws import ClientSettings
-from connector.decode import Page, ShardContext
-from connector.fetch.efo import ShardSubscriber, subscription_client
-from connector.fetch.range import skipped_rows
-from connector.offsets import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, WHOLE_RECORD, Position
-from connector.retry import RetryPolicy
+from ..positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, WHOLE_RECORD, Position
+from .decode import Page
+from .efo import ShardSubscriber, subscription_client
+from .efo_protocol import NEXT, Request, pid_path, receive, send, socket_path
+from .range import skipped_rows
 
 log = logging.getLogger(__name__)
 
-PROTOCOL = 1
-NEXT = b"n"
-ENV_DIR = "AWS_KINESIS_EFO_BROKER_DIR"
 ENV_IDLE_CLOSE = "AWS_KINESIS_EFO_BROKER_IDLE_CLOSE_S"
 ENV_IDLE_EXIT = "AWS_KINESIS_EFO_BROKER_IDLE_EXIT_S"
 ENV_MAX_BUFFER = "AWS_KINESIS_EFO_BROKER_MAX_BUFFER_BYTES"
-_HEADER = struct.Struct(">Q")
 _ROW_OVERHEAD = 64  # bytes counted per row beyond its data (key, sequence number, ...)
-
-
-def socket_path(directory: str) -> str:
-    return os.path.join(directory, f"broker-{PROTOCOL}.sock")
-
-
-def pid_path(directory: str) -> str:
-    return os.path.join(directory, f"broker-{PROTOCOL}.pid")
-
-
-def send(conn: socket.socket, message: Any) -> None:
-    """One framed message (the socket's directory is private to this user: pickle is safe here)."""
-    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    conn.sendall(_HEADER.pack(len(body)) + body)
-
-
-def receive(conn: socket.socket) -> Any:
-    """One framed message; EOFError when the other side closed."""
-    (size,) = _HEADER.unpack(_read_exactly(conn, _HEADER.size))
-    return pickle.loads(_read_exactly(conn, size))
-
-
-def _read_exactly(conn: socket.socket, size: int) -> bytes:
-    chunks, left = [], size
-    while left:
-        chunk = conn.recv(min(left, 1 << 20))
-        if not chunk:
-            raise EOFError("the other side closed the connection")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
-@dataclass(frozen=True)
-class Request:
-    """What a task asks for: pages of one shard through one consumer from ``start``, and how to subscribe."""
-
-    settings: ClientSettings
-    timeout_s: float
-    retry: RetryPolicy
-    arn: str
-    name: str
-    context: ShardContext
-    start: Position
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return self.arn, self.context.shard_id
-
-    @property
-    def profile(self) -> tuple[Any, ...]:
-        """What must match for an open subscription to serve this request."""
-        return self.settings, self.timeout_s, self.retry, self.name, self.context
 
 
 def page_bytes(page: Page) -> int:
@@ -407,7 +343,7 @@ def main(directory: str, watch_pid: str) -> None:
 
 
 if __name__ == "__main__":
-    # Through the module's own name, so that requests unpickle to the classes checked in serve().
-    from connector.fetch import efo_broker
+    # Through the module's own name (not __main__), as every other process knows it: its logger, its classes.
+    from . import efo_broker
 
     efo_broker.main(*sys.argv[1:3])

@@ -30,15 +30,14 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from connector.aws import ClientSettings
-from connector.decode import Page, ShardContext
-from connector.detached import spawn_detached
-from connector.fetch import efo_broker
-from connector.fetch.efo import ShardSubscriber, SubscriptionError, subscription_client
-from connector.fetch.efo_broker import NEXT, Request, receive, send, socket_path
-from connector.fetch.iterators import PositionGoneError, ShardGoneError
-from connector.offsets import AFTER_SEQUENCE_NUMBER, Position
-from connector.retry import RetryPolicy
+from ..aws.settings import ClientSettings
+from ..detached import spawn_detached
+from ..positions import AFTER_SEQUENCE_NUMBER, Position
+from ..retry import RetryPolicy
+from .decode import Page, ShardContext
+from .efo import ShardSubscriber, SubscriptionError, subscription_client
+from .efo_protocol import ENV_DIR, NEXT, Request, receive, send, socket_path
+from .iterators import PositionGoneError, ShardGoneError
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +56,7 @@ class BrokerUnavailableError(OSError):
 
 
 def broker_dir() -> str:
-    return os.environ.get(efo_broker.ENV_DIR) or os.path.join(tempfile.gettempdir(), f"aws-kinesis-efo-{os.getuid()}")
+    return os.environ.get(ENV_DIR) or os.path.join(tempfile.gettempdir(), f"aws-kinesis-efo-{os.getuid()}")
 
 
 def _private_dir(directory: str) -> str:
@@ -107,7 +106,7 @@ def _start_broker(directory: str) -> subprocess.Popen:
     """``python -m connector.fetch.efo_broker`` in its own session (a kill of this process group spares it),
     watching this process's parent (in a Spark worker: the Python daemon, which lives as long as the executor)."""
     log.info("starting the enhanced fan-out subscription broker in %s", directory)
-    broker = spawn_detached("connector.fetch.efo_broker", directory, str(os.getppid()))
+    broker = spawn_detached(f"{__package__}.efo_broker", directory, str(os.getppid()))  # not imported here
     threading.Thread(target=broker.wait, name="efo broker reaper", daemon=True).start()  # no zombie when it exits
     return broker
 
@@ -165,7 +164,7 @@ class BrokeredSubscriber:
 
     @property
     def what(self) -> str:
-        return f"stream '{self.context.stream_name}' shard {self.context.shard_id}"
+        return self.context.label
 
     def _served(self, conn: socket.socket, position: Position) -> Iterator[Page]:
         request = Request(

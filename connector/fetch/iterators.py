@@ -20,8 +20,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from connector.offsets import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, AT_TIMESTAMP, SHARD_END, WHOLE_RECORD, Position
-from connector.retry import RetryPolicy, error_code, error_message
+from ..clock import now_ms
+from ..positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, AT_TIMESTAMP, SHARD_END, WHOLE_RECORD, Position
+from ..retry import RetryPolicy, error_code, error_message
 
 log = logging.getLogger(__name__)
 
@@ -44,22 +45,17 @@ class Handoff:
     @classmethod
     def received(cls, position: Position, iterator: str) -> Handoff:
         """An iterator at ``position`` Kinesis sent just now."""
-        return cls(position, iterator, wall_ms())
+        return cls(position, iterator, now_ms())
 
     def usable_for(self, position: Position) -> bool:
         """It stands for ``position`` and has not expired (by our margin)."""
-        return position == self.position and wall_ms() - self.at_ms < ITERATOR_MAX_AGE_MS
+        return position == self.position and now_ms() - self.at_ms < ITERATOR_MAX_AGE_MS
 
 
 def freshest(position: Position, *candidates: Handoff | None) -> Handoff | None:
     """The most recently received of ``candidates`` still usable at ``position`` (the first on a tie), or None."""
     usable = [handoff for handoff in candidates if handoff is not None and handoff.usable_for(position)]
     return max(usable, key=lambda handoff: handoff.at_ms, default=None)
-
-
-def wall_ms() -> int:
-    """Wall-clock milliseconds: an iterator's age is compared across hosts (executor read, driver probe)."""
-    return round(time.time() * 1000)
 
 
 def refused_iterator(exc: ClientError, inherited: bool) -> bool:

@@ -27,11 +27,11 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from connector.aws import RAW_BODY
-from connector.decode import Page, ShardContext, decode_get_records
-from connector.fetch.iterators import Handoff, open_iterator, refused_iterator
-from connector.offsets import AFTER_SEQUENCE_NUMBER, WHOLE_RECORD, Position, shard_label
-from connector.retry import RetryPolicy
+from ..aws.clients import RAW_BODY
+from ..positions import AFTER_SEQUENCE_NUMBER, WHOLE_RECORD, Position
+from ..retry import RetryPolicy
+from .decode import Page, ShardContext, decode_get_records
+from .iterators import Handoff, open_iterator, refused_iterator
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class GetRecordsTransport:
         self.settings = settings
         self.pacer = CallPacer(settings.fetch_interval_s)
         self.handoff = handoff  # an iterator someone already holds, used when a read starts at its position
-        self._what = shard_label(context.stream_name, context.shard_id)
+        self._what = context.label
 
     def pages(self, start: Position, wanted: Callable[[], int | None]) -> Iterator[Page]:
         """Pages from ``start`` until a page without NextShardIterator (the shard's end)."""

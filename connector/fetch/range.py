@@ -1,10 +1,11 @@
 """The range rules of one shard's read: which rows of a transport's Pages to return, when to stop, and the result.
 
-Who calls it: the source's ``read()`` on executors, the batch reader, and the driver's planner when it completes
-a read that no executor finished (``planner.complete_reads``). They build a ``ShardRange`` for a ``ShardTask``,
-give it a transport (``fetch.polling.GetRecordsTransport``, or ``fetch.efo.ShardSubscriber`` for enhanced fan-out) and
-iterate ``batches()`` (or ``slices()``) to the end; ``result`` then says where the read stopped and why, which the
-caller records in the metadata store. Nothing here calls AWS: the same rules apply whatever delivers the Pages.
+Who calls it: the source's ``read()`` on executors, the batch reader, and the driver when it completes a read
+that no executor finished (``source.completion``). ``source.settings.SourceSettings.shard_reader`` builds their
+``ShardRange`` for a ``ShardTask`` and its transport (``fetch.polling.GetRecordsTransport``, or
+``fetch.efo_client.BrokeredSubscriber`` for enhanced fan-out); they iterate ``batches()`` (or ``slices()``) to the
+end; ``result`` then says where the read stopped and why, which the caller records in the metadata store.
+Nothing here calls AWS: the same rules apply whatever delivers the Pages.
 
 The seam (``ShardTransport``): a transport turns a starting ``Position`` into ``decode.Page``s of one shard, in
 order, re-opening by itself where it is when its cursor expires. ``Page.next_iterator`` None means the shard is
@@ -44,31 +45,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Protocol
 
 import pyarrow as pa
 
-from connector.decode import Page, ShardContext
-from connector.fetch.iterators import Handoff, PositionGoneError, ShardGoneError, data_loss, wall_ms
-from connector.metadata.store import (
-    STOP_BOUND,
-    STOP_CAUGHT_UP,
-    STOP_END,
-    STOP_LIMIT,
-    STOP_SHARD_END,
-    STOP_TIME,
-    DataLossEvent,
-    ShardRead,
-)
-from connector.offsets import (
-    AFTER_SEQUENCE_NUMBER,
-    AT_SEQUENCE_NUMBER,
-    TRIM_HORIZON,
-    WHOLE_RECORD,
-    Position,
-    shard_label,
-)
+from ..clock import now_ms
+from ..positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, TRIM_HORIZON, WHOLE_RECORD, Position, shard_label
+from .decode import Page, ShardContext
+from .iterators import Handoff, PositionGoneError, ShardGoneError, data_loss
+from .reads import STOP_BOUND, STOP_CAUGHT_UP, STOP_END, STOP_LIMIT, STOP_SHARD_END, STOP_TIME, DataLossEvent, ShardRead
 
 
 class ReplayError(RuntimeError):
@@ -274,7 +259,7 @@ class ShardRange:
             self._aligned = whole and last is not None and last[0] == page.last_sequence and last[2]
         self._tail = None
         if self._hands_off and self._aligned and page.next_iterator is not None:
-            self._tail = (page.next_iterator, wall_ms())
+            self._tail = (page.next_iterator, now_ms())
 
     def _until(self) -> tuple[str, int] | None:
         """The last record to return when the range has a fixed end (a replay, or a batch read's end)."""
@@ -322,8 +307,3 @@ class ShardRange:
 def _chain(first: Page, rest: Iterator[Page]) -> Iterator[Page]:
     yield first
     yield from rest
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds since the epoch (UTC)."""
-    return int(datetime.now(UTC).timestamp() * 1000)

@@ -17,7 +17,7 @@ for sort keys below the first retained batch and deletes them with BatchWriteIte
 ``expiresAt``: DynamoDB's TTL never removes what a stopped query still needs, however long it is stopped;
 items leave only by the query's own purge (docs/source.md says how to remove an abandoned query's items).
 
-Calls go through ``connector.aws.client`` with the application's own credentials (never the stream owner's
+Calls go through ``connector.aws.clients.client`` with the application's own credentials (never the stream owner's
 role) and are retried (throttling, 5xx, unprocessed batch items) by the ``kinesis.metadata*Retr*`` policy. A
 missing table is created on first need (on demand, TTL on ``expiresAt``) and waited for.
 """
@@ -32,9 +32,11 @@ from urllib.parse import parse_qs, urlparse
 
 from botocore.exceptions import ClientError
 
-from connector.aws import ClientSettings, client
-from connector.metadata.store import BATCH_DIGITS, MetadataStore, ShardRead, batch_shard_key, check_id
-from connector.retry import RetriesExhaustedError, RetryPolicy, error_code
+from ..aws.clients import client
+from ..aws.settings import ClientSettings
+from ..fetch.reads import ShardRead
+from ..retry import RetriesExhaustedError, RetryPolicy, error_code
+from .store import BATCH_DIGITS, MetadataStore, batch_shard_key, check_id
 
 SCHEME = "dynamodb://"
 PARTITION_KEY = "sourceId"
@@ -221,7 +223,7 @@ class DynamoDBStore(MetadataStore):
         self, source_id: str, batch_id: int, shards: list[tuple[str, str]]
     ) -> dict[tuple[str, str], ShardRead | None]:
         """BatchGetItem, 100 keys per call (strongly consistent), unprocessed keys retried with backoff."""
-        from connector.parallel import parallel_map
+        from ..parallel import parallel_map
 
         by_sort_key = {batch_shard_key(batch_id, *shard): shard for shard in shards}
         keys = [self._shard_key(source_id, batch_id, *shard) for shard in shards]

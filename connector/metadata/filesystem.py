@@ -20,7 +20,7 @@ import shutil
 import uuid
 from pathlib import Path
 
-from connector.metadata.store import PathStore
+from .store import PathStore
 
 
 class LocalStore(PathStore):

@@ -17,9 +17,10 @@ from urllib.parse import urlparse
 
 from botocore.exceptions import ClientError
 
-from connector.aws import ClientSettings, client
-from connector.metadata.store import PathStore
-from connector.retry import RetryPolicy, error_code
+from ..aws.clients import client
+from ..aws.settings import ClientSettings
+from ..retry import RetryPolicy, error_code
+from .store import PathStore
 
 
 class S3Store(PathStore):

@@ -1,13 +1,16 @@
-"""The metadata store: per (source, batch, shard), where that batch's read of the shard stopped.
+"""The metadata store's interface: per (source, batch, shard), where that batch's read of the shard stopped.
 
-Who calls it: executors (``stream_reader.KinesisStreamReader.read``) look up a batch's record before reading a
-shard, so that a batch that runs again stops at exactly the same record, and write it when they finish (first
-write wins); the driver reads the previous batch's records to plan the next batch, keeps pyspark 4.0.2's
-pending-offset resolutions here, and purges batches older than ``kinesis.minBatchesToRetain``.
+Who calls it: executors (``source.stream_reader.KinesisStreamReader.read``) look up a batch's record before
+reading a shard, so that a batch that runs again stops at exactly the same record, and write it when they finish
+(first write wins); the driver reads the previous batch's records to plan the next batch, keeps pyspark 4.0.2's
+pending-offset resolutions and the source document here, and purges batches older than
+``kinesis.minBatchesToRetain``. A record is a ``fetch.reads.ShardRead`` as JSON.
 
-Layout (fixed; the DynamoDB store, ``metadata/dynamodb.py``, uses the same keys): partition key ``sourceId``; sort key
-``batchShard`` = ``<batch id, 20 digits>/<streamName>/<shardId>``; ``expiresAt`` (epoch seconds, TTL). Path
-stores keep one JSON file per key: ``<metadataPath>/<sourceId>/<batch 20 digits>/<streamName>/<shardId>.json``.
+Layout (fixed: stores written by earlier versions are read back): partition key ``sourceId``; sort key
+``batchShard`` = ``<batch id, 20 digits>/<streamName>/<shardId>``; the DynamoDB store (``dynamodb.py``) uses these
+keys, and no item of it expires by TTL. Path stores (``PathStore`` here; ``filesystem.py``, ``s3.py``) keep one
+JSON file per key: ``<metadataPath>/<sourceId>/<batch 20 digits>/<streamName>/<shardId>.json``, and documents
+under ``<metadataPath>/pending/<name>.json``.
 """
 
 from __future__ import annotations
@@ -15,131 +18,17 @@ from __future__ import annotations
 import json
 import re
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import Any
 
-from connector.offsets import AFTER_SEQUENCE_NUMBER, SHARD_END, WHOLE_RECORD, Position
+from ..fetch.reads import ShardRead
+from ..positions import shard_label
 
 BATCH_DIGITS = 20
 PENDING = "pending"
 
 
-# Why a batch's read of a shard stopped (``ShardRead.stop``); the driver plans the next batch from it.
-STOP_LIMIT = "limit"  # maxFetchRecordsPerShard / maxRecordsPerTrigger reached: more records are waiting
-STOP_TIME = "time"  # maxFetchTimePerShardSec spent: more records are probably waiting
-STOP_BOUND = "bound"  # the next record arrived after the batch's planning time (or AvailableNow's start)
-STOP_CAUGHT_UP = "caughtUp"  # an empty answer at the tip
-STOP_SHARD_END = "shardEnd"  # a closed shard read to its end (or a shard that vanished)
-STOP_END = "end"  # a fixed end reached: a replay's recorded last record, a batch read's ending position
-# Stops after which the shard has records waiting, so the next plan reads it without probing first (a bound stop
-# saw the next record; AvailableNow's own bound probes anyway: see planner._find_waiting).
-MORE_WAITING = frozenset({STOP_LIMIT, STOP_TIME, STOP_BOUND})
-
-
-@dataclass(frozen=True)
-class DataLossEvent:
-    """Records a read found gone at ``position`` (``kind``: "position gone" or "shard gone"), with
-    ``kinesis.failOnDataLoss=false``: the read went on from the oldest record, or not at all."""
-
-    position: Position
-    kind: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"position": self.position.to_json(), "kind": self.kind}
-
-    @classmethod
-    def from_json(cls, body: dict[str, Any]) -> DataLossEvent:
-        return cls(Position.from_json(body["position"]), str(body["kind"]))
-
-
 class MetadataConflictError(RuntimeError):
     """Another attempt of the same batch recorded a different end for a shard: this attempt must not be kept."""
-
-
-@dataclass(frozen=True)
-class ShardRead:
-    """Where one batch's read of one shard started and stopped.
-
-    ``last_*`` name the last user record returned (None when the batch returned nothing from the shard);
-    ``last_complete`` says it was the final user record of its Kinesis record, so the next batch may start after
-    the whole record; ``shard_end`` says the shard is closed and was read to its end; ``stop`` says why the
-    read stopped (``STOP_*``). Optional (absent in older records): ``dropped_out_of_range`` counts KPL
-    sub-records dropped because their hash key is outside the shard's range, ``data_loss`` says the read found
-    its start gone (``kinesis.failOnDataLoss=false``); the driver logs and reports both. ``next_iterator`` is
-    a GetRecords shard iterator pointing exactly at ``next_start()`` (the read consumed its last page whole),
-    received at ``iterator_ms`` (wall clock): the next read or probe of the shard starts with it instead of
-    GetShardIterator while it is fresh. It is a hint, not part of the range: two attempts may hold different ones.
-    """
-
-    stream: str
-    shard_id: str
-    start: Position
-    records: int
-    last_sequence_number: str | None = None
-    last_sub_sequence_number: int = WHOLE_RECORD
-    last_complete: bool = True
-    shard_end: bool = False
-    millis_behind_latest: int | None = None
-    stop: str | None = None
-    dropped_out_of_range: int = 0
-    data_loss: DataLossEvent | None = None
-    next_iterator: str | None = None
-    iterator_ms: int | None = None
-
-    def same_range(self, other: ShardRead) -> bool:
-        """Both name the same records: same start, count and end (bookkeeping such as lag or why the read
-        stopped may differ between two attempts that read the same records)."""
-        return (self.start, self.records, self.next_start()) == (other.start, other.records, other.next_start())
-
-    def next_start(self) -> Position:
-        """Where the next batch starts reading this shard."""
-        if self.shard_end:
-            return Position(SHARD_END)
-        if self.last_sequence_number is None:
-            return self.start
-        sub = WHOLE_RECORD if self.last_complete else self.last_sub_sequence_number
-        return Position(AFTER_SEQUENCE_NUMBER, self.last_sequence_number, sub)
-
-    def to_json(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "stream": self.stream,
-            "shardId": self.shard_id,
-            "start": self.start.to_json(),
-            "records": self.records,
-            "lastSequenceNumber": self.last_sequence_number,
-            "lastSubSequenceNumber": self.last_sub_sequence_number,
-            "lastComplete": self.last_complete,
-            "shardEnd": self.shard_end,
-            "millisBehindLatest": self.millis_behind_latest,
-            "stop": self.stop,
-        }
-        if self.dropped_out_of_range:
-            body["droppedOutOfRange"] = self.dropped_out_of_range
-        if self.data_loss is not None:
-            body["dataLoss"] = self.data_loss.to_json()
-        if self.next_iterator is not None:
-            body["nextShardIterator"] = self.next_iterator
-            body["iteratorMs"] = self.iterator_ms
-        return body
-
-    @classmethod
-    def from_json(cls, body: dict[str, Any]) -> ShardRead:
-        return cls(
-            stream=body["stream"],
-            shard_id=body["shardId"],
-            start=Position.from_json(body["start"]),
-            records=int(body["records"]),
-            last_sequence_number=body.get("lastSequenceNumber"),
-            last_sub_sequence_number=int(body.get("lastSubSequenceNumber", WHOLE_RECORD)),
-            last_complete=bool(body.get("lastComplete", True)),
-            shard_end=bool(body.get("shardEnd", False)),
-            millis_behind_latest=body.get("millisBehindLatest"),
-            stop=body.get("stop"),
-            dropped_out_of_range=int(body.get("droppedOutOfRange", 0)),
-            data_loss=DataLossEvent.from_json(body["dataLoss"]) if body.get("dataLoss") else None,
-            next_iterator=body.get("nextShardIterator"),
-            iterator_ms=body.get("iteratorMs"),
-        )
 
 
 def batch_shard_key(batch_id: int, stream: str, shard_id: str) -> str:
@@ -175,7 +64,7 @@ class MetadataStore(ABC):
 
         The default asks per shard on the driver's thread pool; stores with a batch read (DynamoDB) override it.
         """
-        from connector.parallel import parallel_map
+        from ..parallel import parallel_map
 
         found = parallel_map(lambda shard: self.get_shard_read(source_id, batch_id, *shard), shards)
         return dict(zip(shards, found, strict=True))
@@ -198,7 +87,7 @@ class MetadataStore(ABC):
         stored = self.put_shard_read(source_id, batch_id, read)
         if not stored.same_range(read):
             raise MetadataConflictError(
-                f"batch {batch_id} of stream '{read.stream}' shard {read.shard_id} was already recorded by another "
+                f"batch {batch_id} of {shard_label(read.stream, read.shard_id)} was already recorded by another "
                 f"attempt ending at {stored.next_start().to_json()}, this attempt ended at "
                 f"{read.next_start().to_json()}; this attempt fails so that its retry replays the recorded range"
             )
@@ -261,30 +150,3 @@ class PathStore(MetadataStore):
         for name in old:
             self._delete_tree(f"{source_id}/{name}")
         return len(old)
-
-
-def open_store(
-    path: str,
-    client_settings: Any = None,
-    s3_endpoint_url: str | None = None,
-    *,
-    dynamodb_endpoint_url: str | None = None,
-    retry: Any = None,
-) -> MetadataStore:
-    """The store an offset's ``metadataPath`` names: ``dynamodb://<table>?region=<region>`` (DynamoDB, endpoint
-    from ``kinesis.dynamodb.endpointUrl``), ``s3://`` through boto3, a local path or ``file://``, else any
-    filesystem pyarrow knows (``hdfs://``, ``viewfs://``). ``client_settings`` are the application's own
-    credentials; ``retry`` (a ``RetryPolicy``) governs the AWS stores' calls. Cheap: no I/O until used."""
-    if path.startswith("dynamodb://"):
-        from connector.metadata.dynamodb import DynamoDBStore
-
-        return DynamoDBStore.from_uri(path, client_settings, dynamodb_endpoint_url, retry)
-    if path.startswith(("s3://", "s3a://", "s3n://")):
-        from connector.metadata.s3 import S3Store
-
-        return S3Store(path, client_settings, s3_endpoint_url, retry)
-    from connector.metadata.filesystem import ArrowFileSystemStore, LocalStore
-
-    if "://" not in path or path.startswith("file://"):
-        return LocalStore(path.removeprefix("file://"))
-    return ArrowFileSystemStore(path)

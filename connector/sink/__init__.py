@@ -5,7 +5,7 @@ generator), ``columns`` (column resolution, row checks), ``settings`` (options),
 ``planning`` (plain vs aggregated records, landing checks), ``commit`` (task counts), ``task`` (one task's
 write, re-sends after a reshard), ``writer`` (the Spark-facing writers).
 
-``connector.source`` imports the writers from here; they are loaded on first use, so that importing
+``connector.datasource`` imports the writers from here; they are loaded on first use, so that importing
 ``connector.sink.put_records`` (the generator does) does not import pyspark.
 """
 
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-_LAZY = {
-    "KinesisBatchWriter": "connector.sink.writer",
-    "KinesisStreamWriter": "connector.sink.writer",
-    "SinkCommitMessage": "connector.sink.commit",
-    "KinesisSinkInputError": "connector.sink.columns",
+_LAZY = {  # name -> the module of this package that defines it
+    "KinesisBatchWriter": ".writer",
+    "KinesisStreamWriter": ".writer",
+    "SinkCommitMessage": ".commit",
+    "KinesisSinkInputError": ".columns",
 }
 __all__ = sorted(_LAZY)
 
@@ -27,5 +27,5 @@ def __getattr__(name: str) -> Any:
 
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'connector.sink' has no attribute '{name}'")
-    return getattr(importlib.import_module(module), name)
+        raise AttributeError(f"module '{__name__}' has no attribute '{name}'")
+    return getattr(importlib.import_module(module, __name__), name)

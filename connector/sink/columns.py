@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from connector.shards import MAX_HASH_KEY
-from connector.sink.put_records import MAX_ENTRY_BYTES, MAX_PARTITION_KEY_CHARS
+from ..shards import MAX_HASH_KEY
+from .put_records import MAX_ENTRY_BYTES, MAX_PARTITION_KEY_CHARS
 
 DATA, PARTITION_KEY, EXPLICIT_HASH_KEY, STREAM_NAME = "data", "partitionKey", "explicitHashKey", "streamName"
 _HASH_KEY_PATTERN = r"^(0|[1-9][0-9]{0,38})$"  # a decimal integer of at most 39 digits, no sign, no padding

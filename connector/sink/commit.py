@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from connector.sink.put_records import PutStats
+from .put_records import PutStats
 
-log = logging.getLogger("connector.sink")
+log = logging.getLogger(__package__)  # "connector.sink": one logger for the sink's driver and tasks
 
 
 @dataclass

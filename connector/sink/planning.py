@@ -12,9 +12,9 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from connector.kpl import Aggregator, OutgoingRecord, UserRecord, deaggregate, hash_key_of
-from connector.sink.put_records import Entry
-from connector.sink.routing import ShardRouter
+from ..kpl import Aggregator, OutgoingRecord, UserRecord, deaggregate, hash_key_of
+from .put_records import Entry
+from .routing import ShardRouter
 
 
 @dataclass(frozen=True, slots=True)

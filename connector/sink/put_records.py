@@ -27,7 +27,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from connector.retry import RETRYABLE_ERROR_CODES, RetriesExhaustedError, RetryPolicy, error_code
+from ..retry import RETRYABLE_ERROR_CODES, RetriesExhaustedError, RetryPolicy, error_code
 
 MAX_ENTRIES_PER_CALL = 500
 MAX_BYTES_PER_CALL = 5 * 1024 * 1024

@@ -12,9 +12,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from connector.retry import error_code
-from connector.shards import Shard, list_shards, open_shards, shard_for_hash_key
-from connector.sink.settings import SinkSettings
+from ..retry import error_code
+from ..shards import Shard, list_shards, open_shards, shard_for_hash_key
+from .settings import SinkSettings
 
 
 class ShardRouter:

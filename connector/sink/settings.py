@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from connector import aws
-from connector import options as opts
-from connector.aws import ClientSettings
-from connector.retry import RetryPolicy
+from .. import options as opts
+from ..aws import clients
+from ..aws.settings import ClientSettings
+from ..retry import RetryPolicy
 
 
 @dataclass(frozen=True)
@@ -39,5 +39,5 @@ def sink_settings(options: Mapping[str, str]) -> SinkSettings:
 
 
 def kinesis_client(settings: SinkSettings) -> Any:
-    """The task's Kinesis client (connector.aws builds it from the settings' endpoint and credentials)."""
-    return aws.kinesis_client(settings.client)
+    """The task's Kinesis client (``connector.aws`` builds it from the settings' endpoint and credentials)."""
+    return clients.kinesis_client(settings.client)

@@ -24,19 +24,19 @@ from typing import Any
 
 import pyarrow as pa
 
-from connector.kpl import UserRecord
-from connector.sink.columns import SinkColumns, check_rows, data_as_binary, split_by_stream
-from connector.sink.commit import SinkCommitMessage, log, log_to_stderr_if_unconfigured
-from connector.sink.planning import (
+from ..kpl import UserRecord
+from .columns import SinkColumns, check_rows, data_as_binary, split_by_stream
+from .commit import SinkCommitMessage, log, log_to_stderr_if_unconfigured
+from .planning import (
     PlannedRecords,
     misplaced_records,
     moved_aggregates,
     plan_aggregated,
     plan_plain,
 )
-from connector.sink.put_records import Entry, OnStored, PutStats, put_all
-from connector.sink.routing import ShardRouter, open_shard_router
-from connector.sink.settings import SinkSettings, kinesis_client
+from .put_records import Entry, OnStored, PutStats, put_all
+from .routing import ShardRouter, open_shard_router
+from .settings import SinkSettings, kinesis_client
 
 MAX_RESEND_ROUNDS = 3  # a stream that reshards under every one of these rounds fails the task (Spark retries it)
 

@@ -1,6 +1,6 @@
 """The Spark-facing writers: ``df.write.format("aws-kinesis")`` and ``df.writeStream.format("aws-kinesis")``.
 
-``connector.source.KinesisDataSource.writer()`` / ``streamWriter()`` build them on the driver when the query is
+``connector.datasource.KinesisDataSource.writer()`` / ``streamWriter()`` build them on the driver when the query is
 planned: the options (``connector.sink.settings``) and the DataFrame's columns (``connector.sink.columns``) are
 checked there. Spark pickles the writer to each task, whose ``write()`` runs ``connector.sink.task.write_task``;
 ``commit()`` / ``abort()`` run on the driver with every task's ``SinkCommitMessage`` and log the counts.
@@ -15,11 +15,11 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from connector.compat import STREAM_ARROW_WRITER_BASES
-from connector.sink.columns import resolve_columns
-from connector.sink.commit import SinkCommitMessage, log, log_to_stderr_if_unconfigured, summarize
-from connector.sink.settings import sink_settings
-from connector.sink.task import write_task
+from ..compat import STREAM_ARROW_WRITER_BASES
+from .columns import resolve_columns
+from .commit import SinkCommitMessage, log, log_to_stderr_if_unconfigured, summarize
+from .settings import sink_settings
+from .task import write_task
 
 
 class _KinesisWriter:

@@ -11,11 +11,12 @@ from typing import Any
 
 from source_util import source_options
 
-from connector import aws
+from connector.aws.clients import kinesis_client
+from connector.aws.settings import ClientSettings
 from connector.consumers import Consumer, WaitPolicy, ensure_consumer
-from connector.decode import Page, ShardContext
+from connector.fetch.decode import Page, ShardContext
 from connector.fetch.efo import ShardSubscriber, subscription_client
-from connector.offsets import Position
+from connector.positions import Position
 from connector.retry import RetryPolicy
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy
@@ -29,8 +30,8 @@ QUICK_WAIT = WaitPolicy(timeout_s=30, poll_s=0.1, log_every_s=1)
 FULL_RANGE = (0, 2**128 - 1)
 
 
-def settings(endpoint_url: str, read_timeout_s: float = 30.0) -> aws.ClientSettings:
-    return aws.ClientSettings(
+def settings(endpoint_url: str, read_timeout_s: float = 30.0) -> ClientSettings:
+    return ClientSettings(
         region="us-east-1",
         endpoint_url=endpoint_url,
         access_key_id=DUMMY_ACCESS_KEY,
@@ -41,7 +42,7 @@ def settings(endpoint_url: str, read_timeout_s: float = 30.0) -> aws.ClientSetti
 
 def kinesis(endpoint_url: str) -> Any:
     """The connector's own client (connector.aws) for a local endpoint."""
-    return aws.kinesis_client(settings(endpoint_url))
+    return kinesis_client(settings(endpoint_url))
 
 
 def kinesis_for_subscriptions(endpoint_url: str, timeout_s: float = 30.0) -> Any:

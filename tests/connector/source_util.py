@@ -9,9 +9,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from connector.aws import ClientSettings, kinesis_client
-from connector.offsets import KinesisOffset
-from connector.stream_reader import KinesisStreamReader
+from connector.aws.clients import kinesis_client
+from connector.aws.settings import ClientSettings
+from connector.source.offsets import KinesisOffset
+from connector.source.stream_reader import KinesisStreamReader
 from localaws import LocalServer
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 

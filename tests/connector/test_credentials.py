@@ -31,8 +31,9 @@ from credentials_util import (
 )
 from source_util import FORMAT, put_numbered, reader, run_batch, source_options, wait_for
 
-from connector import aws
-from connector.aws import AssumeRoleError, ClientSettings
+from connector.aws.clients import kinesis_client, kinesis_reader_client
+from connector.aws.credentials import REFRESH_WINDOW_ENV, AssumeRoleError, explain_assume_role_failure
+from connector.aws.settings import ClientSettings
 from connector.kpl import deaggregate, is_aggregated
 from connector.options import OptionError, Side, parse_options
 from localaws import LocalServer
@@ -88,7 +89,7 @@ def test_without_a_role_the_base_keys_sign_kinesis_and_sts_is_never_called(
     with recording_proxies(kinesalite, moto) as proxies:
         options = {k: v for k, v in role_options(proxies).items() if not k.startswith("kinesis.sts")}
         settings = ClientSettings.from_options(parse_options({**options, "kinesis.streamName": stream}, Side.BOTH))
-        aws.kinesis_client(settings).list_shards(StreamName=stream)
+        kinesis_client(settings).list_shards(StreamName=stream)
         assert signing_keys(proxies.kinesis_requests()) == {BASE_KEY_ID}
         assert proxies.sts.requests() == []
 
@@ -127,7 +128,7 @@ def test_one_assume_role_per_process_for_many_clients_threads_and_task_copies(
         copies = [pickle.loads(pickle.dumps(settings)) for _ in range(4)]  # as tasks unpickle them
 
         def calls(copy: ClientSettings) -> None:
-            for make in (aws.kinesis_client, aws.kinesis_reader_client):
+            for make in (kinesis_client, kinesis_reader_client):
                 for _ in range(3):
                     make(copy).list_shards(StreamName=stream)
 
@@ -142,11 +143,11 @@ def test_one_assume_role_per_process_for_many_clients_threads_and_task_copies(
         # Each other process assumes it once more, whatever its number of clients and calls.
         blob = pickle.dumps(settings).hex()
         script = (
-            "import pickle, sys\nfrom connector import aws\n"
+            "import pickle, sys\nfrom connector.aws.clients import kinesis_client, kinesis_reader_client\n"
             "settings = pickle.loads(bytes.fromhex(sys.argv[1]))\n"
             "for _ in range(5):\n"
-            "    aws.kinesis_client(settings).list_shards(StreamName=sys.argv[2])\n"
-            "    aws.kinesis_reader_client(pickle.loads(pickle.dumps(settings))).list_shards(StreamName=sys.argv[2])\n"
+            "    kinesis_client(settings).list_shards(StreamName=sys.argv[2])\n"
+            "    kinesis_reader_client(pickle.loads(pickle.dumps(settings))).list_shards(StreamName=sys.argv[2])\n"
         )
         for _ in range(2):
             subprocess.run([sys.executable, "-c", script, blob, stream], cwd=ROOT, check=True, timeout=60)
@@ -176,7 +177,7 @@ def test_assume_role_failure_names_the_role_and_what_failed_without_secrets(
     }
     settings = ClientSettings.from_options(parse_options(raw, Side.BOTH))
     with pytest.raises(AssumeRoleError) as info:
-        aws.kinesis_client(settings).list_shards(StreamName=stream)
+        kinesis_client(settings).list_shards(StreamName=stream)
     message = str(info.value)
     assert f"AssumeRole of role {ROLE_ARN}" in message and "EndpointConnectionError" in message
     assert "http://127.0.0.1:9" in message
@@ -195,7 +196,7 @@ def test_aws_error_codes_are_explained_and_redacted() -> None:
     ):
         # An AWS message that (unlike AWS's) echoes secrets: it must come out redacted.
         error = ClientError({"Error": {"Code": code, "Message": "echo ext-value-1 s3cr3t-value"}}, "AssumeRole")
-        message = aws.explain_assume_role_failure(settings, error)
+        message = explain_assume_role_failure(settings, error)
         assert f"role {ROLE_ARN}" in message and code in message and expected in message
         assert "ext-value-1" not in message and "s3cr3t-value" not in message
 
@@ -332,7 +333,7 @@ def test_the_role_is_refreshed_while_a_query_runs(kinesalite: LocalServer, moto:
             "kinesis.stsDurationSec": "900",
         }
         # 900 s credentials refreshed when 897 s are left: a new AssumeRole about every 3 s.
-        env = {**os.environ, aws.REFRESH_WINDOW_ENV: "897"}
+        env = {**os.environ, REFRESH_WINDOW_ENV: "897"}
         output, log = tmp_path / "out", tmp_path / "app.log"
         with log.open("w") as log_file:
             app = subprocess.Popen(

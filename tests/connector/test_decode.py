@@ -1,4 +1,4 @@
-"""The fast decode path: GetRecords bodies from a real server, decoded by connector.decode, against botocore's
+"""The fast decode path: GetRecords bodies from a real server, decoded by connector.fetch.decode, against botocore's
 parse of the same answer; the reader client keeps botocore's errors."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from aws_kinesis_agg.aggregator import RecordAggregator
 from botocore.exceptions import ClientError
 from source_util import client_settings, first_shard_iterator
 
-from connector.aws import RAW_BODY, kinesis_client, kinesis_reader_client
-from connector.decode import ARROW_SCHEMA, ShardContext, decode_get_records
+from connector.aws.clients import RAW_BODY, kinesis_client, kinesis_reader_client
+from connector.fetch.decode import ARROW_SCHEMA, ShardContext, decode_get_records
 from connector.shards import MAX_HASH_KEY
 from localaws import LocalServer
 from localaws.streams import put_records

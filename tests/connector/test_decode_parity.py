@@ -1,10 +1,10 @@
-"""Parity of ``connector.decode`` with botocore's own parser, on real kinesalite and kinesis-mock answers.
+"""Parity of ``connector.fetch.decode`` with botocore's own parser, on real kinesalite and kinesis-mock answers.
 
 The same GetRecords iterator is read twice: by a plain client (botocore parses the body) and by the reader client
-(``connector.decode`` decodes the raw body). The expected user records come from botocore's parse, de-aggregated by
-aws-kinesis-agg's own deaggregator (an implementation independent of ``connector.kpl``): every Page field the range
-rules use, and the Arrow batch, must agree. Cases: every base64 padding length, unicode partition keys, a KPL
-aggregate with unicode keys, a large record, a large page, an empty page; arrival timestamps throughout.
+(``connector.fetch.decode`` decodes the raw body). The expected user records come from botocore's parse,
+de-aggregated by aws-kinesis-agg's own deaggregator (an implementation independent of ``connector.kpl``): every Page
+field the range rules use, and the Arrow batch, must agree. Cases: every base64 padding length, unicode partition
+keys, a KPL aggregate with unicode keys, a large record, a large page, an empty page; arrival timestamps throughout.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from aws_kinesis_agg.aggregator import RecordAggregator
 from aws_kinesis_agg.deaggregator import iter_deaggregate_records
 from source_util import client_settings, first_shard_iterator
 
-from connector.aws import RAW_BODY, kinesis_client, kinesis_reader_client
-from connector.decode import ARROW_SCHEMA, Page, ShardContext, decode_get_records
+from connector.aws.clients import RAW_BODY, kinesis_client, kinesis_reader_client
+from connector.fetch.decode import ARROW_SCHEMA, Page, ShardContext, decode_get_records
 from connector.shards import MAX_HASH_KEY
 from localaws import LocalServer
 from localaws.streams import put_records
@@ -115,7 +115,7 @@ def _assert_parity(parsed: dict[str, Any], page: Page, stream: str) -> None:
 
 def test_plain_and_aggregated_records_match_botocore(server: tuple[LocalServer, Any]) -> None:
     """A page of plain records (every base64 padding, unicode keys, a 600 KB record), then a page holding a KPL
-    aggregate (unicode keys and data) and a plain record: the two ways ``connector.decode`` builds a Page."""
+    aggregate (unicode keys and data) and a plain record: the two ways ``connector.fetch.decode`` builds a Page."""
     local, streams = server
     stream = streams(shards=1)
     plain = [(os.urandom(size), UNICODE_KEYS[size % len(UNICODE_KEYS)]) for size in range(1, 13)]

@@ -11,10 +11,10 @@ import pytest
 from botocore.eventstream import EventStreamBuffer
 from efo_util import FAST, active_consumer, data, kinesis, pages_until, read_to_tip, rows, sockets_to, subscriber
 
-from connector.decode import ShardContext, decode_get_records, decode_subscribe_event
+from connector.fetch.decode import ShardContext, decode_get_records, decode_subscribe_event
 from connector.fetch.efo import INITIAL_RESPONSE, RAW_EVENT_STREAM, SubscriptionError, starting_position
 from connector.kpl import Aggregator
-from connector.offsets import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, AT_TIMESTAMP, LATEST, TRIM_HORIZON, Position
+from connector.positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, AT_TIMESTAMP, LATEST, TRIM_HORIZON, Position
 from connector.retry import RetryPolicy
 from localaws import LocalServer, aws_client
 from localaws.fault_proxy import FaultProxy, Faults, encode_event

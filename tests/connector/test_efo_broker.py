@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import pickle
+import pickletools
 import signal
 import tempfile
 import time
@@ -20,13 +22,14 @@ from source_util import FORMAT, put_numbered, wait_for
 from test_efo_source import efo_options
 from test_source_spark import _committed
 
-from connector.decode import Page, ShardContext
-from connector.fetch import efo_broker
+from connector.aws.settings import AssumeRole, ClientSettings
+from connector.fetch import efo_broker, efo_protocol
+from connector.fetch.decode import Page, ShardContext
 from connector.fetch.efo_broker import locate
 from connector.fetch.efo_client import ENV_ENABLED, BrokeredSubscriber, broker_dir, broker_stats
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask
 from connector.kpl import Aggregator
-from connector.offsets import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, LATEST, TRIM_HORIZON, Position
+from connector.positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, LATEST, TRIM_HORIZON, Position
 from connector.retry import RetryPolicy
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy
@@ -41,7 +44,7 @@ FULL = (0, 2**128 - 1)
 def broker(monkeypatch: pytest.MonkeyPatch):
     """A private broker directory for this test (short: Unix socket paths are limited), its broker killed after."""
     directory = tempfile.mkdtemp(prefix="efo-")
-    monkeypatch.setenv(efo_broker.ENV_DIR, directory)
+    monkeypatch.setenv(efo_protocol.ENV_DIR, directory)
     monkeypatch.setenv(efo_broker.ENV_IDLE_EXIT, "20")
     yield directory
     _kill_broker(directory)
@@ -49,7 +52,7 @@ def broker(monkeypatch: pytest.MonkeyPatch):
 
 def _broker_pid(directory: str) -> int | None:
     try:
-        return int(Path(efo_broker.pid_path(directory)).read_text())
+        return int(Path(efo_protocol.pid_path(directory)).read_text())
     except (FileNotFoundError, ValueError):
         return None
 
@@ -109,6 +112,41 @@ def _page(*records: tuple[str, int]) -> Page:
     )
 
 
+# The module paths the broker's messages name, per protocol (``efo_protocol.PROTOCOL`` names the socket). A broker
+# still running from an earlier install unpickles these with its own code: when a class of a request or a page
+# moves, it could not, so the protocol must change with them.
+PICKLED_MODULES = {
+    1: {"connector.aws", "connector.decode", "connector.fetch.efo_broker", "connector.offsets", "connector.retry"},
+    2: {
+        "connector.aws.settings",
+        "connector.fetch.decode",
+        "connector.fetch.efo_protocol",
+        "connector.positions",
+        "connector.retry",
+    },
+}
+
+
+def _pickled_modules(message: object) -> set[str]:
+    """The connector's modules that ``message`` names when pickled (protocol 2 spells each class out)."""
+    package = efo_protocol.__name__.split(".")[0]
+    names = {arg.split(" ")[0] for op, arg, _ in pickletools.genops(pickle.dumps(message, 2)) if op.name == "GLOBAL"}
+    return {name for name in names if name.split(".")[0] == package}
+
+
+def test_the_protocol_changes_when_the_pickled_classes_move() -> None:
+    """No server: a request and a page name exactly the modules recorded for this protocol."""
+    role = AssumeRole("arn:aws:iam::123456789012:role/reader", "session")
+    client = ClientSettings("us-east-1", role=role)
+    context = ShardContext("s", "shardId-000000000000", *FULL)
+    request = efo_protocol.Request(client, 60.0, RetryPolicy(), "arn", "name", context, Position(TRIM_HORIZON))
+    found = _pickled_modules(request) | _pickled_modules(("page", _page(("10", 0))))
+    assert found == PICKLED_MODULES[efo_protocol.PROTOCOL], (
+        f"the broker's messages name {sorted(found)}: bump efo_protocol.PROTOCOL and record them here"
+    )
+    assert efo_protocol.socket_path("d") == f"d/broker-{efo_protocol.PROTOCOL}.sock"  # a new protocol, a new socket
+
+
 def test_which_positions_the_buffer_covers() -> None:
     """No server: where a read continues in a buffer (two pages; the second a KPL aggregate "30" of 3 rows)."""
     origin = Position(TRIM_HORIZON)
@@ -162,7 +200,7 @@ def test_consecutive_reads_share_one_subscription_and_other_positions_resubscrib
 
 
 def _worker(directory: str, endpoint: str, arn: str, stream: str, shard: str, start: Position, count: int, out) -> None:
-    os.environ[efo_broker.ENV_DIR] = directory
+    os.environ[efo_protocol.ENV_DIR] = directory
     out.put((shard, *_read_until(endpoint, arn, stream, shard, start, count)))
 
 
@@ -253,7 +291,7 @@ def test_idle_subscriptions_close_their_sockets_and_the_broker_exits(
     if os.path.exists(f"/proc/{pid}"):
         assert sockets_to(kinesis_mock.port, pid) == 0
     wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 15, 0.1, "the idle broker to exit")
-    assert not os.path.exists(efo_broker.socket_path(broker))
+    assert not os.path.exists(efo_protocol.socket_path(broker))
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ import pytest
 
 from connector import options as opts
 from connector.options import OptionError, Side, parse_options
-from connector.source_settings import EfoSettings, SourceSettings
+from connector.source.settings import EfoSettings, SourceSettings
 
 EFO = {"kinesis.streamName": "s", "kinesis.region": "us-east-1", "kinesis.consumerType": "SubscribeToShard"}
 

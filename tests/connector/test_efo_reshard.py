@@ -18,9 +18,10 @@ from efo_util import efo_options
 from source_util import next_batch, reader, roundtrip
 from test_source_reshard import KEYS, check_once_and_in_key_order, merge, split
 
-from connector.metadata.store import STOP_CAUGHT_UP, STOP_SHARD_END
-from connector.offsets import SHARD_END, parse_offset, split_shard_key
+from connector.fetch.reads import STOP_CAUGHT_UP, STOP_SHARD_END
+from connector.positions import SHARD_END, split_shard_key
 from connector.shards import list_shards, open_shards
+from connector.source.offsets import parse_offset
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.streams import put_records

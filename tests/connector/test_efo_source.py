@@ -25,9 +25,9 @@ from connector.consumers import ACTIVE, Consumer, list_consumers, stream_arn
 from connector.fetch.iterators import DataLossError
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask
 from connector.kpl import Aggregator
-from connector.offsets import AFTER_SEQUENCE_NUMBER, Position
+from connector.positions import AFTER_SEQUENCE_NUMBER, Position
 from connector.retry import RetryPolicy
-from connector.stream_reader import KinesisPartition
+from connector.source.stream_reader import KinesisPartition
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.streams import put_records

@@ -55,7 +55,8 @@ def _unpack(outgoing: list[OutgoingRecord]) -> list[tuple[bytes, str, str | None
 
 
 def _lambda_style(record: OutgoingRecord) -> dict:
-    """The event shape aws-kinesis-agg's deaggregator reads (see shared NOTES: it needs all these keys)."""
+    """The event shape aws-kinesis-agg's deaggregator reads: a Lambda-style event. Without any of these keys it
+    prints an error and yields nothing instead of raising (docs/sink.md)."""
     return {
         "kinesis": {
             "kinesisSchemaVersion": "1.0",

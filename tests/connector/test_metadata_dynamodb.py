@@ -13,13 +13,14 @@ from dataclasses import replace
 import pytest
 from source_util import next_batch, payloads, reader, roundtrip, source_options
 
-from connector.aws import ClientSettings
+from connector.aws.settings import ClientSettings
+from connector.fetch.reads import ShardRead
 from connector.metadata.dynamodb import DOCUMENT_SOURCE, DynamoDBStore, MetadataTableError, parse_store_uri
-from connector.metadata.store import ShardRead
-from connector.offsets import TRIM_HORIZON, Position, parse_offset
 from connector.options import OptionError
+from connector.positions import TRIM_HORIZON, Position
 from connector.retry import RetryPolicy
-from connector.source_settings import SourceSettings
+from connector.source.offsets import parse_offset
+from connector.source.settings import SourceSettings
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY

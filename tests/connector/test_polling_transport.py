@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from source_util import client_settings
 
-from connector.aws import kinesis_reader_client
-from connector.decode import ShardContext
+from connector.aws.clients import kinesis_reader_client
+from connector.fetch.decode import ShardContext
 from connector.fetch.polling import CallPacer, GetRecordsTransport, PollingSettings
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask
-from connector.metadata.store import STOP_CAUGHT_UP, STOP_END, STOP_LIMIT
-from connector.offsets import TRIM_HORIZON, Position
+from connector.fetch.reads import STOP_CAUGHT_UP, STOP_END, STOP_LIMIT
+from connector.positions import TRIM_HORIZON, Position
 from connector.retry import RetryPolicy
 from connector.shards import list_shards
 from localaws import LocalServer

@@ -5,18 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from connector.offsets import LATEST, SHARD_END, TRIM_HORIZON, KinesisOffset, Position
-from connector.planner import fair_shares
+from connector.positions import LATEST, SHARD_END, TRIM_HORIZON, Position
 from connector.retry import RetryPolicy
-from connector.shards import (
-    MAX_HASH_KEY,
-    Shard,
-    StreamNotFoundError,
-    list_shards,
-    open_shards,
-    shard_for_hash_key,
-    track_listing,
-)
+from connector.shards import MAX_HASH_KEY, Shard, StreamNotFoundError, list_shards, open_shards, shard_for_hash_key
+from connector.source.catalog import track_listing
+from connector.source.offsets import KinesisOffset
+from connector.source.planner import fair_shares
 from localaws import LocalServer
 from localaws.streams import list_shard_ids
 

@@ -14,7 +14,7 @@ import pytest
 from source_util import FORMAT, drain, payloads, reader, roundtrip, source_options, wait_for
 
 from connector.compat import HAS_READ_LIMITS, ReadMaxRows
-from connector.offsets import parse_offset
+from connector.source.offsets import parse_offset
 from localaws import LocalServer
 from localaws.streams import put_records
 

@@ -14,7 +14,7 @@ import pytest
 from source_util import drain, next_batch, payloads, read_all, reader, roundtrip, source_options
 
 from connector.fetch.iterators import DataLossError
-from connector.offsets import parse_offset
+from connector.source.offsets import parse_offset
 from localaws import LocalServer
 from localaws.streams import create_stream, put_records
 
@@ -112,9 +112,9 @@ def test_data_loss_an_executor_finds_is_reported_by_the_driver(
     lost_at = parse_offset(end).shards[f"{stream}/shardId-000000000000"]
     assert payloads(read_all(source, list(source.partitions(start, end)))) == [b"new"]
     source.commit(end)
-    with caplog.at_level(logging.WARNING, logger="connector.planner"):
+    with caplog.at_level(logging.WARNING, logger="connector.source.health"):
         source.latestOffset(end, None)
-    assert [r for r in caplog.records if r.name == "connector.planner" and "lost data" in r.getMessage()]
+    assert [r for r in caplog.records if r.name == "connector.source.health" and "lost data" in r.getMessage()]
     (event,) = source.reportLatestOffset()["dataLossEvents"]
     assert event == {
         "batchId": 1,

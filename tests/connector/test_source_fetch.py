@@ -11,10 +11,11 @@ import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 from source_util import next_batch, payloads, reader, roundtrip, run_batch, source_options
 
-from connector.decode import CorruptAggregateError
+from connector.fetch.decode import CorruptAggregateError
 from connector.kpl import MAGIC
-from connector.offsets import SHARD_END, parse_offset
+from connector.positions import SHARD_END
 from connector.shards import list_shards
+from connector.source.offsets import parse_offset
 from localaws import LocalServer
 from localaws.streams import put_records, wait_for_stream_active
 
@@ -75,7 +76,7 @@ def test_sub_records_outside_the_shards_hash_range_are_dropped_and_reported(
         (b"in-2", 2, low.shard_id),
     ]
     # The executor counted the drops in its record; the driver logs them and reports them in the progress.
-    with caplog.at_level(logging.WARNING, logger="connector.planner"):
+    with caplog.at_level(logging.WARNING, logger="connector.source.health"):
         source.latestOffset(end, None)
     assert "dropped 2 KPL sub-records" in caplog.text
     assert source.reportLatestOffset()["recordsDroppedOutOfRange"] == 2

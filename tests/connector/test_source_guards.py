@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from source_util import plan_first_batch, read_all, reader, roundtrip, run_batch, source_options
 
-from connector.offsets import parse_offset
-from connector.planner import ChangedOptionError
-from connector.stream_reader import MetadataNotSharedError
+from connector.source.guards import ChangedOptionError
+from connector.source.offsets import parse_offset
+from connector.source.stream_reader import MetadataNotSharedError
 from localaws import LocalServer
 from localaws.streams import put_records
 

@@ -11,19 +11,20 @@ from dataclasses import replace
 from source_util import next_batch, payloads, put_numbered, read_all, reader, roundtrip, source_options
 from test_source_range import CONTEXT, ListTransport, _page
 
-from connector.fetch.iterators import ITERATOR_MAX_AGE_MS, Handoff, wall_ms
+from connector.clock import now_ms
+from connector.fetch.iterators import ITERATOR_MAX_AGE_MS, Handoff
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask
-from connector.metadata.store import STOP_BOUND, STOP_CAUGHT_UP, STOP_LIMIT, ShardRead
-from connector.offsets import (
+from connector.fetch.reads import STOP_BOUND, STOP_CAUGHT_UP, STOP_LIMIT, ShardRead
+from connector.positions import (
     AFTER_SEQUENCE_NUMBER,
     AT_SEQUENCE_NUMBER,
     TRIM_HORIZON,
     WHOLE_RECORD,
     Position,
-    parse_offset,
     shard_key,
 )
-from connector.probe import Found
+from connector.source.offsets import parse_offset
+from connector.source.probe import Found
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy, Faults
 
@@ -50,7 +51,7 @@ def test_a_read_hands_on_its_last_iterator_only_when_it_points_where_the_next_re
     # Caught up after consuming every page whole: the last (empty) page's iterator, after record 3.
     rows, read = _handed([_page([1, 2], next_="i1"), _page([3], next_="i2"), _page([], next_="i3", behind=0)])
     assert rows == ["1", "2", "3"] and read.stop == STOP_CAUGHT_UP and read.next_iterator == "i3"
-    assert read.iterator_ms is not None and abs(read.iterator_ms - wall_ms()) < 60_000
+    assert read.iterator_ms is not None and abs(read.iterator_ms - now_ms()) < 60_000
     # A cap that falls on a page's end consumed it whole; one inside a page did not.
     rows, read = _handed([_page([1, 2], next_="i1"), _page([3, 4])], FetchLimits(max_records=2))
     assert rows == ["1", "2"] and read.stop == STOP_LIMIT and read.next_iterator == "i1"
@@ -89,7 +90,7 @@ def test_a_handoff_is_used_only_at_its_position_and_while_fresh() -> None:
     at = Position(AFTER_SEQUENCE_NUMBER, "5", WHOLE_RECORD)
     assert Handoff.received(at, "it").usable_for(at)
     assert not Handoff.received(at, "it").usable_for(Position(AFTER_SEQUENCE_NUMBER, "6", WHOLE_RECORD))
-    assert not Handoff(at, "it", wall_ms() - ITERATOR_MAX_AGE_MS).usable_for(at)
+    assert not Handoff(at, "it", now_ms() - ITERATOR_MAX_AGE_MS).usable_for(at)
 
 
 def _proxied_source(kinesalite: LocalServer, stream: str, tmp_path, proxy: FaultProxy, **extra: str):

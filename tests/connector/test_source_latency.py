@@ -12,10 +12,11 @@ from contextlib import contextmanager
 from source_util import payloads, plan_first_batch, put_numbered, read_all, reader, roundtrip, source_options
 from test_source_range import ListTransport, _page, _read
 
-from connector.aws import kinesis_reader_client
-from connector.metadata.store import STOP_BOUND, STOP_CAUGHT_UP, ShardRead
-from connector.offsets import TRIM_HORIZON, Position, parse_offset, shard_key
-from connector.probe import INTERVAL_SLACK
+from connector.aws.clients import kinesis_reader_client
+from connector.fetch.reads import STOP_BOUND, STOP_CAUGHT_UP, ShardRead
+from connector.positions import TRIM_HORIZON, Position, shard_key
+from connector.source.offsets import parse_offset
+from connector.source.probe import INTERVAL_SLACK
 from localaws import LocalServer
 
 

@@ -14,21 +14,14 @@ import pyarrow.fs as pafs
 import pytest
 from source_util import reader, roundtrip, run_batch, source_options
 
-from connector.aws import ClientSettings
+from connector.aws.settings import ClientSettings
+from connector.fetch.reads import STOP_CAUGHT_UP, STOP_TIME, DataLossEvent, ShardRead
+from connector.metadata import open_store
 from connector.metadata.dynamodb import DynamoDBStore
 from connector.metadata.filesystem import ArrowFileSystemStore, LocalStore
 from connector.metadata.s3 import S3Store
-from connector.metadata.store import (
-    STOP_CAUGHT_UP,
-    STOP_TIME,
-    DataLossEvent,
-    MetadataConflictError,
-    MetadataStore,
-    ShardRead,
-    batch_shard_key,
-    open_store,
-)
-from connector.offsets import AFTER_SEQUENCE_NUMBER, TRIM_HORIZON, WHOLE_RECORD, Position
+from connector.metadata.store import MetadataConflictError, MetadataStore, batch_shard_key
+from connector.positions import AFTER_SEQUENCE_NUMBER, TRIM_HORIZON, WHOLE_RECORD, Position
 from connector.retry import RetryPolicy
 from localaws import LocalServer, aws_client
 from localaws.fault_proxy import FaultProxy, Faults

@@ -12,11 +12,11 @@ import pytest
 from botocore.exceptions import ClientError
 from source_util import format_1_json, payloads, read_all, reader, roundtrip, source_options
 
-from connector.aws import kinesis_client
-from connector.decode import Page
+from connector.aws.clients import kinesis_client
+from connector.fetch.decode import Page
 from connector.fetch.iterators import is_future_timestamp, iterator_request
 from connector.fetch.range import skipped_rows
-from connector.offsets import (
+from connector.positions import (
     AFTER_SEQUENCE_NUMBER,
     AT_SEQUENCE_NUMBER,
     AT_TIMESTAMP,
@@ -24,14 +24,12 @@ from connector.offsets import (
     SHARD_END,
     TRIM_HORIZON,
     WHOLE_RECORD,
-    KinesisOffset,
-    PendingOffset,
     Position,
-    parse_offset,
     parse_starting_position,
 )
-from connector.shards import ShardCatalog
-from connector.source_settings import SourceSettings
+from connector.source.catalog import ShardCatalog
+from connector.source.offsets import KinesisOffset, PendingOffset, parse_offset
+from connector.source.settings import SourceSettings
 from localaws import LocalServer
 from localaws.streams import put_records
 

@@ -7,11 +7,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from connector.decode import Page, ShardContext
+from connector.fetch.decode import Page, ShardContext
 from connector.fetch.iterators import PositionGoneError
 from connector.fetch.range import FetchLimits, ReplayError, ShardRange, ShardTask
-from connector.metadata.store import STOP_CAUGHT_UP, STOP_LIMIT, STOP_SHARD_END, DataLossEvent, ShardRead
-from connector.offsets import AFTER_SEQUENCE_NUMBER, TRIM_HORIZON, WHOLE_RECORD, Position
+from connector.fetch.reads import STOP_CAUGHT_UP, STOP_LIMIT, STOP_SHARD_END, DataLossEvent, ShardRead
+from connector.positions import AFTER_SEQUENCE_NUMBER, TRIM_HORIZON, WHOLE_RECORD, Position
 
 CONTEXT = ShardContext("s", "shardId-0", 0, 2**128 - 1)
 

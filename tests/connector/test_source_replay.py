@@ -9,8 +9,11 @@ import pytest
 from source_util import drain, next_batch, payloads, put_numbered, read_all, reader, roundtrip, source_options
 
 from connector.fetch.range import ReplayError
-from connector.metadata.store import MetadataConflictError, ShardRead, open_store
-from connector.offsets import AFTER_SEQUENCE_NUMBER, AT_TIMESTAMP, parse_offset
+from connector.fetch.reads import ShardRead
+from connector.metadata import open_store
+from connector.metadata.store import MetadataConflictError
+from connector.positions import AFTER_SEQUENCE_NUMBER, AT_TIMESTAMP
+from connector.source.offsets import parse_offset
 from localaws import LocalServer
 
 

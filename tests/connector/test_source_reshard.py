@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from source_util import drain, next_batch, reader, roundtrip, source_options, wait_for
 
-from connector.offsets import SHARD_END, parse_offset
+from connector.positions import SHARD_END
 from connector.shards import list_shards, open_shards
+from connector.source.offsets import parse_offset
 from localaws import LocalServer
 from localaws.streams import put_records, wait_for_stream_active
 

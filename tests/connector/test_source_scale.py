@@ -10,9 +10,10 @@ from typing import Any
 
 from source_util import payloads, read_all, reader, roundtrip, source_options, wait_for
 
-from connector.offsets import parse_offset
 from connector.retry import RetryPolicy
-from connector.shards import ShardCatalog, list_shards
+from connector.shards import list_shards
+from connector.source.catalog import ShardCatalog
+from connector.source.offsets import parse_offset
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy
 

@@ -26,7 +26,7 @@ import pytest
 from efo_util import efo_options
 from source_util import FORMAT, format_1_json, records_and_a_cut, source_options, wait_for
 
-from connector.offsets import KinesisOffset, parse_offset
+from connector.source.offsets import KinesisOffset, parse_offset
 from localaws import KINESALITE, LocalServer
 from localaws.gate import gate, held_calls
 from localaws.streams import put_records, read_stream, unique_name

@@ -20,9 +20,10 @@ from source_util import (
     wait_for,
 )
 
-from connector.metadata.store import batch_shard_key, open_store
-from connector.offsets import parse_offset
-from connector.planner import MissingMetadataError, source_document_name
+from connector.metadata import open_store
+from connector.metadata.store import batch_shard_key
+from connector.source.guards import MissingMetadataError, source_document_name
+from connector.source.offsets import parse_offset
 from localaws import LocalServer
 
 

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from botocore.useragent import UserAgentString
 
-from connector.aws import ClientSettings, _new_client, kinesis_client, kinesis_reader_client
+from connector.aws.clients import _new_client, kinesis_client, kinesis_reader_client
+from connector.aws.settings import ClientSettings
 from localaws import LocalServer
 from localaws.servers import DUMMY_SECRET_KEY
 

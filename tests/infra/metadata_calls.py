@@ -9,7 +9,7 @@ test compares the instance role's table statement with ``dynamodb:<action>`` of 
 
 from __future__ import annotations
 
-from connector.aws import ClientSettings
+from connector.aws.settings import ClientSettings
 from connector.metadata.dynamodb import DynamoDBStore
 from infra.metadata import PARTITION_KEY, SORT_KEY
 from localaws import LocalServer

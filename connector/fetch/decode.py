@@ -1,13 +1,14 @@
 """GetRecords answers and SubscribeToShard events -> user records (KPL de-aggregation) as columns -> Arrow batches.
 
-Who calls it: ``fetch.polling`` and ``fetch.efo`` (the two transports), for each answer or event of one shard;
-``source`` takes the schema from here. The RecordBatches must match Spark's Arrow form of ``SCHEMA_DDL`` exactly
-(``string`` not ``large_string``, ``timestamp('us', tz='UTC')``, all fields nullable) or Spark refuses them.
+Who calls it: ``polling`` and ``efo`` (the two transports), for each answer or event of one shard;
+``connector.datasource`` takes the schema from here. The RecordBatches must match Spark's Arrow form of
+``SCHEMA_DDL`` exactly (``string`` not ``large_string``, ``timestamp('us', tz='UTC')``, all fields nullable) or
+Spark refuses them.
 
 Why not botocore's parsed answer: botocore turns every record into a dict with a ``datetime(tzinfo=tzlocal())``
 and runs ~76k records/s per core on 1 KiB records; ``json.loads`` + ``b64decode`` of the same body runs about
 four times faster (docs/source.md, ``bench/decode.py``). So the reader's client hands us the raw body
-(``connector.aws.kinesis_reader_client``) and this module decodes it straight into column lists.
+(``connector.aws.clients.kinesis_reader_client``) and this module decodes it straight into column lists.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.kpl import MAGIC, KplFormatError, deaggregate, is_aggregated
+from ..kpl import MAGIC, KplFormatError, deaggregate, is_aggregated
+from ..positions import shard_label
 
 SCHEMA_DDL = (
     "data BINARY, streamName STRING, partitionKey STRING, sequenceNumber STRING, subSequenceNumber BIGINT, "
@@ -58,6 +60,11 @@ class ShardContext:
     ending_hash_key: int
     deaggregate: bool = True
     pass_through_corrupt: bool = False
+
+    @property
+    def label(self) -> str:
+        """How messages name the shard (``positions.shard_label``)."""
+        return shard_label(self.stream_name, self.shard_id)
 
 
 def sequence_key(sequence_number: str) -> tuple[int, str]:
@@ -201,7 +208,7 @@ def _append_record(page: Page, record: dict[str, Any], payload: bytes, shard: Sh
         except KplFormatError as exc:
             if not shard.pass_through_corrupt:
                 raise CorruptAggregateError(
-                    f"corrupt KPL aggregate in stream '{shard.stream_name}' shard {shard.shard_id} at sequence "
+                    f"corrupt KPL aggregate in {shard.label} at sequence "
                     f"number {sequence}: {exc} (set kinesis.kpl.passThroughCorruptAggregates=true to return it as-is)"
                 ) from exc
             users = [(payload, record["PartitionKey"], 0)]

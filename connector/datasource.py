@@ -16,9 +16,10 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
-from connector import NAME
-from connector.decode import SCHEMA_DDL
-from connector.source_settings import SourceSettings
+from .fetch.decode import SCHEMA_DDL
+from .source.settings import SourceSettings
+
+NAME = "aws-kinesis"  # the format name Spark looks the source up by
 
 
 class KinesisDataSource(DataSource):
@@ -34,22 +35,22 @@ class KinesisDataSource(DataSource):
         return SCHEMA_DDL
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from connector.stream_reader import KinesisStreamReader
+        from .source.stream_reader import KinesisStreamReader
 
         return KinesisStreamReader(schema, self.options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from connector.batch_reader import KinesisBatchReader
+        from .source.batch_reader import KinesisBatchReader
 
         return KinesisBatchReader(schema, self.options)
 
     def writer(self, schema: StructType, overwrite: bool):
-        from connector.sink import KinesisBatchWriter
+        from .sink import KinesisBatchWriter
 
         return KinesisBatchWriter(schema, self.options)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
-        from connector.sink import KinesisStreamWriter
+        from .sink import KinesisStreamWriter
 
         return KinesisStreamWriter(schema, self.options)
 
@@ -58,8 +59,6 @@ def validate_source_options(options: Mapping[str, Any]) -> SourceSettings:
     """Every check of the source options that needs no AWS call: each option's value, the stream names, the
     credentials pair, the region, the retry intervals, the consumer type and ``kinesis.endingPosition``. Raises
     OptionError naming the option and what is allowed."""
-    from connector.batch_reader import parse_ending_position  # lazy, like the readers
-
     settings = SourceSettings.from_options(options)
-    parse_ending_position(settings.ending)
+    settings.ends()
     return settings

@@ -13,17 +13,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from connector import options as opts
-from connector.aws import ClientSettings
-from connector.decode import ShardContext
-from connector.fetch.efo_client import BrokeredSubscriber
-from connector.fetch.polling import GetRecordsTransport, PollingSettings
-from connector.fetch.range import ShardTask, ShardTransport
-from connector.metadata.dynamodb import store_uri
-from connector.metadata.store import MetadataStore, open_store
-from connector.offsets import PositionSpec, parse_starting_position
-from connector.options import OptionError, ParsedOptions, Side, parse_options
-from connector.retry import RetryPolicy
+from .. import options as opts
+from ..aws.clients import kinesis_reader_client
+from ..aws.settings import ClientSettings, retry_policy
+from ..fetch.decode import ShardContext
+from ..fetch.efo_client import BrokeredSubscriber
+from ..fetch.polling import GetRecordsTransport, PollingSettings
+from ..fetch.range import FetchLimits, ShardRange, ShardTask, ShardTransport
+from ..fetch.reads import ShardRead
+from ..metadata import open_store
+from ..metadata.dynamodb import store_uri
+from ..metadata.store import MetadataStore
+from ..options import OptionError, ParsedOptions, Side, parse_options
+from ..positions import PositionSpec, ShardEnd, parse_ending_position, parse_starting_position
+from ..retry import RetryPolicy
 
 _STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.\-]{1,128}$")
 DEFAULT_METADATA_DIR = "aws-kinesis-metadata"
@@ -51,6 +54,11 @@ def parse_stream_names(value: str | None) -> tuple[str, ...]:
 
 
 DYNAMODB_OPTIONS = (opts.DYNAMODB_TABLE_NAME, opts.DYNAMODB_ENDPOINT_URL, opts.DYNAMODB_REGION)
+METADATA_RETRY_OPTIONS = (
+    opts.METADATA_NUM_RETRIES,
+    opts.METADATA_RETRY_INTERVALS_MS,
+    opts.METADATA_MAX_RETRY_INTERVAL_MS,
+)
 
 
 def metadata_location(parsed: ParsedOptions, client: ClientSettings) -> str:
@@ -76,18 +84,6 @@ def metadata_location(parsed: ParsedOptions, client: ClientSettings) -> str:
             f"{opts.DYNAMODB_TABLE_NAME.name}={table!r} holds the metadata): remove one of them"
         )
     return store_uri(table, parsed[opts.DYNAMODB_REGION.key] or client.region)
-
-
-def metadata_retry_policy(parsed: ParsedOptions) -> RetryPolicy:
-    """The RetryPolicy of the ``kinesis.metadata*Retr*`` options; raises OptionError when the intervals disagree."""
-    initial, maximum = (parsed[o.key] for o in (opts.METADATA_RETRY_INTERVALS_MS, opts.METADATA_MAX_RETRY_INTERVAL_MS))
-    try:
-        return RetryPolicy(parsed[opts.METADATA_NUM_RETRIES.key], initial, maximum)
-    except ValueError:
-        raise OptionError(
-            f"option {opts.METADATA_RETRY_INTERVALS_MS.name}={initial} must not exceed "
-            f"{opts.METADATA_MAX_RETRY_INTERVAL_MS.name}={maximum}"
-        ) from None
 
 
 @dataclass(frozen=True)
@@ -175,7 +171,7 @@ class SourceSettings:
             metadata_path=metadata_location(parsed, client),
             metadata_s3_endpoint_url=parsed[opts.METADATA_S3_ENDPOINT_URL.key],
             metadata_dynamodb_endpoint_url=parsed[opts.DYNAMODB_ENDPOINT_URL.key],
-            metadata_retry=metadata_retry_policy(parsed),
+            metadata_retry=retry_policy(parsed, *METADATA_RETRY_OPTIONS),
             min_batches_to_retain=parsed[opts.MIN_BATCHES_TO_RETAIN.key],
             shards_per_partition=parsed[opts.SHARDS_PER_PARTITION.key],
             deaggregate=parsed[opts.DEAGGREGATE.key],
@@ -191,6 +187,17 @@ class SourceSettings:
             opts.DEAGGREGATE.name: str(self.deaggregate).lower(),
             opts.PASS_THROUGH_CORRUPT.name: str(self.pass_through_corrupt).lower(),
         }
+
+    def ends(self) -> dict[str, ShardEnd] | None:
+        """``kinesis.endingPosition`` (batch reads): None for LATEST, else each shard's inclusive end. Raises
+        OptionError naming the option, the value and what is allowed."""
+        try:
+            return parse_ending_position(self.ending)
+        except ValueError as exc:
+            allowed = opts.ENDING.allowed
+            raise OptionError(
+                f"option {opts.ENDING_POSITION.name}={self.ending!r} is invalid ({exc}): allowed is {allowed}"
+            ) from None
 
     def shard_context(self, task: ShardTask) -> ShardContext:
         """What decoding needs to know about the shard ``task`` reads."""
@@ -220,6 +227,23 @@ class SourceSettings:
             )
         polling = PollingSettings(self.records_per_fetch, self.fetch_interval_s)
         return GetRecordsTransport(kinesis, context, self.client.retry, polling, task.handoff)
+
+    def shard_reader(
+        self,
+        task: ShardTask,
+        limits: FetchLimits,
+        consumer_arn: str | None = None,
+        *,
+        replay: ShardRead | None = None,
+        until: tuple[str, int] | None = None,
+    ) -> tuple[ShardRange, ShardTransport]:
+        """How ``task``'s shard is read: its range rules (``fetch.range.ShardRange``: iterate ``batches`` or
+        ``slices`` with the transport, then read ``result``) and the transport that delivers its pages
+        (``transport``, through this process's reader client). The one place a shard's read is set up, for the
+        stream reader's tasks (``replay``: the batch's recorded read, when it runs again), the batch reader's
+        (``until``: the shard's inclusive end) and the planner's completion of reads a batch left unfinished."""
+        shard_range = ShardRange(task, limits, self.shard_context(task), replay, until, self.fail_on_data_loss)
+        return shard_range, self.transport(kinesis_reader_client(self.client), task, consumer_arn)
 
     def metadata_store(self, path: str) -> MetadataStore:
         """The metadata store at ``path`` (an offset's ``metadataPath``): the application's own credentials (never

@@ -6,13 +6,12 @@ Who calls what (see docs/source.md for the full story):
   with ``Trigger.AvailableNow`` first ``prepareForTriggerAvailableNow``; ``reportLatestOffset`` for progress.
 - Executors: ``read(partition)`` on an unpickled copy of the reader; everything it needs is in the partition.
 
-The driver's calls only forward to ``connector.query_offsets`` (the offsets Spark hands over, including pyspark
-4.0.2's pending offsets) and ``connector.planner`` (the plans). Offsets (``connector.offsets``): batch ``k``'s
-offset holds the position each shard starts at in batch ``k`` and which shards it reads. Executors record where
-they stopped in the metadata store under (source id, batch id, shard); the planner builds batch ``k+1``'s offset
-from batch ``k``'s records, and answers "no new batch" (the start offset itself) while no shard has records
-waiting. A batch that runs again (task retry,
-restart before commit) finds its records and stops at exactly the same record, whatever the limits say.
+The driver's calls only forward to ``query_offsets`` (the offsets Spark hands over, including pyspark 4.0.2's
+pending offsets) and ``planner`` (the plans). Offsets (``offsets``): batch ``k``'s offset holds the position each
+shard starts at in batch ``k`` and which shards it reads. Executors record where they stopped in the metadata
+store under (source id, batch id, shard); the planner builds batch ``k+1``'s offset from batch ``k``'s records, and
+answers "no new batch" (the start offset itself) while no shard has records waiting. A batch that runs again (task
+retry, restart before commit) finds its records and stops at exactly the same record, whatever the limits say.
 """
 
 from __future__ import annotations
@@ -26,24 +25,17 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from connector import options as opts
-from connector.aws import kinesis_reader_client
-from connector.compat import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
-from connector.fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
-from connector.metadata.store import MetadataStore
-from connector.planner import INITIAL_BATCH, MissingMetadataError, source_document_name
-from connector.query_offsets import QueryOffsets, as_dict
-from connector.source_settings import SourceSettings
+from ..clock import now_ms
+from ..compat import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+from ..fetch.range import FetchLimits, ShardTask
+from .guards import MetadataNotSharedError, MissingMetadataError, check_store_shared
+from .offsets import INITIAL_BATCH
+from .query_offsets import QueryOffsets, as_dict
+from .settings import SourceSettings
 
 log = logging.getLogger(__name__)
 
 __all__ = ["INITIAL_BATCH", "KinesisPartition", "KinesisStreamReader", "MetadataNotSharedError", "MissingMetadataError"]
-
-_seen_sources: set[tuple[str, str]] = set()  # (metadata path, source id) whose document this process has seen
-
-
-class MetadataNotSharedError(RuntimeError):
-    """An executor does not see the metadata store the driver writes to."""
 
 
 @dataclass(frozen=True)
@@ -61,21 +53,6 @@ class KinesisPartition(InputPartition):
     def consumer_arn(self, stream: str) -> str | None:
         """The ARN to subscribe through for ``stream``; None: read with GetRecords."""
         return dict(self.consumers).get(stream)
-
-
-def check_store_shared(store: MetadataStore, partition: KinesisPartition) -> None:
-    """Fail when this executor does not see the source document the driver wrote (once per process and source)."""
-    seen = (partition.metadata_path, partition.source_id)
-    if not partition.source_document or seen in _seen_sources:
-        return
-    if store.get_document(source_document_name(partition.source_id)) is None:
-        raise MetadataNotSharedError(
-            f"this executor does not see the metadata store the driver writes to: {opts.METADATA_PATH.name}="
-            f"{partition.metadata_path!r} is not shared between driver and executors (unset, it is a local temp "
-            "directory, which works only when they share one machine). Set it to a store every executor reaches: "
-            "s3://bucket/prefix, hdfs://namenode/path, a shared mount, or use kinesis.metadataCommitterType=DYNAMODB"
-        )
-    _seen_sources.add(seen)
 
 
 class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -134,8 +111,8 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if start == end:
             return []
         offset = self.offsets.batch(start, end)
-        tasks = self.offsets.planner.tasks(offset)
-        consumers = tuple(sorted(self.offsets.planner.consumer_arns().items()))
+        tasks = self.offsets.tasks(offset)
+        consumers = tuple(sorted(self.offsets.consumer_arns().items()))
         size = self.settings.shards_per_partition
         return [
             KinesisPartition(
@@ -161,7 +138,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """pyspark 4.2+ shows this as the source's ``latestOffset`` in the query progress: millisBehindLatest
         per shard and its maximum, records dropped outside their shard's hash range and data-loss events (the
         only channel a Python source has into the progress)."""
-        return self._offsets.planner.progress_report() if self._offsets is not None else None
+        return self._offsets.progress_report() if self._offsets is not None else None
 
     # --- executors: reading -----------------------------------------------------------------------------------
 
@@ -169,19 +146,12 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Read each shard of the partition, replaying the recorded range when this batch ran before."""
         assert isinstance(partition, KinesisPartition)
         store = self.settings.metadata_store(partition.metadata_path)
-        check_store_shared(store, partition)
-        client = kinesis_reader_client(self.settings.client)
+        check_store_shared(store, partition.metadata_path, partition.source_id, partition.source_document)
         limits = self._limits(partition.until_ms)
         for task in partition.tasks:
             recorded = store.get_shard_read(partition.source_id, partition.batch_id, task.stream, task.shard_id)
-            shard_range = ShardRange(
-                task,
-                limits,
-                self.settings.shard_context(task),
-                recorded,
-                fail_on_data_loss=self.settings.fail_on_data_loss,
-            )
-            transport = self.settings.transport(client, task, partition.consumer_arn(task.stream))
+            arn = partition.consumer_arn(task.stream)
+            shard_range, transport = self.settings.shard_reader(task, limits, arn, replay=recorded)
             yield from shard_range.batches(transport)
             assert shard_range.result is not None
             if recorded is None:
@@ -192,7 +162,8 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         """Deregister the query's enhanced fan-out consumers when ``kinesis.requireConsumerDeregistration`` is
-        true; clients are per process. Spark rarely calls this (NOTES.md): ``consumers.QueryConsumers`` also
-        deregisters at the driver process's exit."""
-        if self._offsets is not None and self._offsets.planner.consumers is not None:
-            self._offsets.planner.consumers.release()
+        true; clients are per process. Spark rarely calls this (it ends the driver's Python process instead:
+        docs/source.md, "Costs and clean-up"), so ``consumers.QueryConsumers`` also deregisters at that
+        process's exit."""
+        if self._offsets is not None:
+            self._offsets.release()

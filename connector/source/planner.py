@@ -1,24 +1,20 @@
 """Driver side: from where the last micro-batch stopped to the next batch's plan, or no plan when nothing waits.
 
 Who calls it: ``query_offsets.QueryOffsets`` (for the reader's ``initialOffset``, ``latestOffset`` and
-``partitions``). It reads records only to complete an unfinished read (below); to plan, it asks three things:
+``partitions``). To plan, it asks three things:
 
-1. the metadata store: where each shard's read in the last batch stopped, and why (``ShardRead.stop``);
-2. ``ShardCatalog``: which shards exist now; ``shards.track_listing`` adds children of a reshard (read only once
-   their parents are read to their end), forgets finished shards that expired, and reports vanished ones;
-3. ``ShardProber``: whether the readable shards whose last read caught up have records waiting.
+1. the metadata store: where each shard's read in the last batch stopped, and why (``ShardRead.stop``); a read
+   the batch left unfinished is completed first (``completion``);
+2. ``catalog.ShardCatalog``: which shards exist now; ``catalog.track_listing`` adds children of a reshard (read
+   only once their parents are read to their end), forgets finished shards that expired, and reports vanished
+   ones;
+3. ``probe.ShardProber``: whether the readable shards whose last read caught up have records waiting.
 
 A batch is planned only when some shard has records waiting, so an idle stream runs no empty micro-batches.
 The plan (a ``KinesisOffset``) names the shards to read, their starting positions, their share of
-``kinesis.maxRecordsPerTrigger`` and the arrival time after which records wait for a later batch.
-
-A shard of the previous batch with no record was not read to its end (a foreachBatch that skipped the batch, a
-``limit``/``show`` that stopped early, a task never run): the planner completes that read itself, under the
-executors' range rules minus the time limit, records it first-write-wins and goes on; the batch's unread records
-are the job's to skip. What executors found (data lost, KPL sub-records outside the shard's hash range) is
-logged here and added to the progress report. When the query started, the driver wrote a source document into
-the metadata store (its id, start time and pinned options): executors check they see it (a store they do not
-share fails the first batch), and a planner that misses both it and a batch's records knows the store was lost.
+``kinesis.maxRecordsPerTrigger`` and the arrival time after which records wait for a later batch. What reads and
+probes say about lag and lost data goes to ``health``; the checks that the store and the pinned options are still
+the query's are ``guards``. When the query starts, the planner writes the source document (``guards``).
 """
 
 from __future__ import annotations
@@ -29,68 +25,24 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from connector import options as opts
-from connector.aws import kinesis_client, kinesis_reader_client
-from connector.consumers import QueryConsumers
-from connector.fetch.iterators import Handoff, PositionGoneError, ShardGoneError, data_loss, freshest
-from connector.fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
-from connector.metadata.store import MORE_WAITING, MetadataStore, ShardRead
-from connector.offsets import (
-    AT_TIMESTAMP,
-    LATEST,
-    SHARD_END,
-    TRIM_HORIZON,
-    KinesisOffset,
-    Position,
-    is_readable,
-    key_label,
-    split_shard_key,
-)
-from connector.options import OptionError
-from connector.parallel import parallel_map
-from connector.probe import Found, ProbeResult, ShardProber
-from connector.shards import Shard, ShardCatalog, track_listing
-from connector.source_settings import SourceSettings
+from ..aws.clients import kinesis_client
+from ..clock import now_ms
+from ..consumers import QueryConsumers
+from ..fetch.iterators import Handoff, PositionGoneError, ShardGoneError, data_loss, freshest
+from ..fetch.range import ShardTask
+from ..fetch.reads import MORE_WAITING
+from ..positions import AT_TIMESTAMP, LATEST, SHARD_END, TRIM_HORIZON, Position, key_label, split_shard_key
+from ..shards import Shard
+from .catalog import ShardCatalog, track_listing
+from .completion import complete_reads
+from .guards import check_pinned, source_document_name
+from .health import QueryHealth
+from .offsets import INITIAL_BATCH, KinesisOffset, is_readable
+from .probe import Found, ProbeResult, ShardProber
+from .settings import SourceSettings
 
 log = logging.getLogger(__name__)
-INITIAL_BATCH = -1  # the initial offset's batch id: no batch reads it, batch 0 starts at its positions
 MIN_PROBE_INTERVAL_S = 0.2  # Kinesis allows 5 GetRecords per second per shard
-MAX_LOSS_EVENTS = 20  # data-loss events kept for the progress report
-
-
-class MissingMetadataError(RuntimeError):
-    """The metadata store lost what the query wrote there (deleted, emptied, or another kinesis.metadataPath)."""
-
-
-class ChangedOptionError(OptionError):
-    """An option that decides which rows exist differs from the value the query started with."""
-
-
-def source_document_name(source_id: str) -> str:
-    """The metadata-store document the driver writes when a query starts (see the module doc)."""
-    return f"source-{source_id}"
-
-
-def lost_store_message(metadata_path: str, source_id: str, missing: str) -> str:
-    """What to say when the metadata store lost what this query wrote there, and what to do."""
-    return (
-        f"the metadata store {metadata_path} has no {missing} of source {source_id}, which this query wrote "
-        f"there: the store was deleted or emptied, or {opts.METADATA_PATH.name} points elsewhere than when the "
-        "query started. Restore the store or point the option back at it; to start over, give the query a new "
-        "checkpointLocation"
-    )
-
-
-def check_pinned(offset: KinesisOffset, now: Mapping[str, str]) -> None:
-    """Refuse option values that change which rows exist against those the query recorded (old offsets: none)."""
-    for name, recorded in sorted((offset.pinned or {}).items()):
-        current = now.get(name)
-        if current is not None and current != recorded:
-            raise ChangedOptionError(
-                f"option {name} is {current!r} but this query started with {recorded!r} (recorded in its "
-                f"checkpoint): it decides which rows the query reads, so it cannot change while the query lives. "
-                f"Set it back to {recorded!r}, or start a new query with a new checkpointLocation"
-            )
 
 
 def fair_shares(keys: list[str], max_rows: int | None, batch_id: int) -> tuple[dict[str, int], list[str]]:
@@ -124,10 +76,7 @@ class BatchPlanner:
             settings.probe_threads,
             settings.max_probes_per_trigger,
         )
-        self.lag: dict[str, int] = {}  # millisBehindLatest per shard, from the last read or probe
-        self._reported_vanished: set[str] = set()  # warned once, not on every idle trigger
-        self.dropped_out_of_range = 0  # KPL sub-records outside their shard's range, since this driver started
-        self.loss_events: list[dict[str, Any]] = []  # the last MAX_LOSS_EVENTS data losses executors found
+        self.health = QueryHealth(settings.fail_on_data_loss)  # lag and what reads found: written only there
         self._ends: tuple[tuple[str, int], dict[str, Position], set[str]] | None = None
         self.handoffs: dict[str, Handoff] = {}  # the iterators the last reads ended with (ShardRead.next_iterator)
         efo = settings.efo
@@ -236,7 +185,8 @@ class BatchPlanner:
         reads = store.get_shard_reads(base.source_id, base.batch_id, [split_shard_key(key) for key in keys])
         unread = [key for key in keys if reads[split_shard_key(key)] is None]
         if unread:
-            completed = self.complete_reads(base, store, unread)
+            tasks = self.tasks(replace(base, reads=frozenset(unread)))
+            completed = complete_reads(self.settings, base, store, tasks, self.consumer_arns())
             reads.update({split_shard_key(key): read for key, read in completed.items()})
         positions, waiting = dict(base.shards), set()
         for key in keys:
@@ -247,63 +197,8 @@ class BatchPlanner:
                 self.handoffs[key] = Handoff(positions[key], read.next_iterator, read.iterator_ms)
             if read.stop in MORE_WAITING:
                 waiting.add(key)
-            if read.millis_behind_latest is not None:
-                self.lag[key] = read.millis_behind_latest
-            self._note_findings(base.batch_id, key, read)
+            self.health.read(base.batch_id, key, read)
         return positions, waiting
-
-    def complete_reads(self, base: KinesisOffset, store: MetadataStore, keys: list[str]) -> dict[str, ShardRead]:
-        """Finish batch ``base``'s reads of ``keys`` that no executor finished (in parallel), as an executor
-        would have, without the time limit; first write wins, so a record that appears meanwhile is kept."""
-        if base.source_document and store.get_document(source_document_name(base.source_id)) is None:
-            raise MissingMetadataError(lost_store_message(base.metadata_path, base.source_id, "source document"))
-        reads = parallel_map(lambda key: self._complete_read(base, store, key), keys)
-        return dict(zip(keys, reads, strict=True))
-
-    def _complete_read(self, base: KinesisOffset, store: MetadataStore, key: str) -> ShardRead:
-        (task,) = self.tasks(replace(base, reads=frozenset({key})))
-        limits = FetchLimits(self.settings.max_fetch_records, None, base.until_ms)
-        shard_range = ShardRange(
-            task, limits, self.settings.shard_context(task), fail_on_data_loss=self.settings.fail_on_data_loss
-        )
-        arn = self.consumer_arns().get(task.stream)
-        transport = self.settings.transport(kinesis_reader_client(self.settings.client), task, arn)
-        skipped = sum(stop - start for _page, start, stop in shard_range.slices(transport))
-        assert shard_range.result is not None
-        stored = store.put_shard_read(base.source_id, base.batch_id, shard_range.result)
-        log.warning(
-            "aws-kinesis batch %d did not read %s to its end (the job skipped the batch, stopped reading early, or "
-            "a task never ran): the driver completed the read; the batch's %d records there were not seen by the "
-            "job, and the next batch starts after them at %s",
-            base.batch_id,
-            key_label(key),
-            skipped,
-            stored.next_start().to_json(),
-        )
-        return stored
-
-    def _note_findings(self, batch_id: int, key: str, read: ShardRead) -> None:
-        """Log and count what the read found that the query should know about (executors only log locally)."""
-        if read.dropped_out_of_range:
-            self.dropped_out_of_range += read.dropped_out_of_range
-            log.warning(
-                "aws-kinesis batch %d dropped %d KPL sub-records on %s whose hash key is outside the shard's range "
-                "(an aggregate written across a reshard; the KPL sends them again to the right shard)",
-                batch_id,
-                read.dropped_out_of_range,
-                key_label(key),
-            )
-        if read.data_loss is not None:
-            event = {"batchId": batch_id, "shard": key, "kind": read.data_loss.kind}
-            event["position"] = read.data_loss.position.to_json()
-            self.loss_events = [*self.loss_events, event][-MAX_LOSS_EVENTS:]
-            log.warning(
-                "aws-kinesis batch %d lost data on %s: %s at %s (kinesis.failOnDataLoss is false, the query went on)",
-                batch_id,
-                key_label(key),
-                read.data_loss.kind,
-                read.data_loss.position.to_json(),
-            )
 
     def _track(self, positions: dict[str, Position], parents: dict[str, tuple[str, ...]]) -> None:
         """Fold the current listings in; an unfinished shard that vanished is lost data."""
@@ -311,14 +206,10 @@ class BatchPlanner:
             listing = self.catalog.shards(stream)
             vanished = track_listing(positions, parents, stream, listing, lambda _shard: Position(TRIM_HORIZON))
             for key, position in vanished.items():
-                if key in self._reported_vanished:
-                    continue
-                gone = ShardGoneError("ListShards no longer shows it")
-                data_loss(key_label(key), position, gone, self.settings.fail_on_data_loss, "the other shards")
-                self._reported_vanished.add(key)
+                self.health.vanished(key, position)
         self.prober.forget(set(positions))
         self.handoffs = {key: handoff for key, handoff in self.handoffs.items() if key in positions}
-        self.lag = {key: lag for key, lag in self.lag.items() if key in positions}
+        self.health.forget(positions)
 
     def _find_waiting(
         self,
@@ -358,8 +249,7 @@ class BatchPlanner:
         self, key: str, result: ProbeResult, positions: dict[str, Position], with_data: set[str], arrivals: list[int]
     ) -> bool:
         """Fold one probe result into the plan; True when it finished the shard."""
-        if result.millis_behind_latest is not None:
-            self.lag[key] = result.millis_behind_latest
+        self.health.probed(key, result.millis_behind_latest)
         fail = self.settings.fail_on_data_loss
         if result.found is Found.DATA:
             with_data.add(key)
@@ -376,32 +266,14 @@ class BatchPlanner:
             return True
         return False
 
-    # --- lag --------------------------------------------------------------------------------------------------
-
-    def lag_report(self) -> dict[str, Any] | None:
-        """millisBehindLatest per shard and the maximum, for the query progress and the log."""
-        if not self.lag:
-            return None
-        worst = max(sorted(self.lag), key=lambda key: self.lag[key])
-        return {
-            "maxMillisBehindLatest": self.lag[worst],
-            "maxBehindShard": worst,
-            "millisBehindLatest": dict(sorted(self.lag.items())),
-        }
+    # --- reporting ----------------------------------------------------------------------------------------------
 
     def progress_report(self) -> dict[str, Any] | None:
-        """The lag report plus what reads found since this driver started: ``recordsDroppedOutOfRange`` (KPL
-        sub-records outside their shard's hash range) and ``dataLossEvents`` (the last few, with shard and
-        position). pyspark 4.2+ shows it as the source's ``latestOffset`` in the query progress."""
-        report = dict(self.lag_report() or {})
-        if self.dropped_out_of_range:
-            report["recordsDroppedOutOfRange"] = self.dropped_out_of_range
-        if self.loss_events:
-            report["dataLossEvents"] = list(self.loss_events)
-        return report or None
+        """Lag and what reads found (``health.QueryHealth.progress_report``), for the query progress."""
+        return self.health.progress_report()
 
     def _log_plan(self, offset: KinesisOffset) -> None:
-        report = self.lag_report()
+        report = self.health.lag_report()
         behind = f"{report['maxMillisBehindLatest']} ms on {report['maxBehindShard']}" if report else "unknown"
         log.info(
             "aws-kinesis batch %d reads %d of %d readable shards (%d tracked); max millisBehindLatest %s",

@@ -26,7 +26,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from connector.fetch.iterators import (
+from ..fetch.iterators import (
     Handoff,
     PositionGoneError,
     ShardGoneError,
@@ -34,9 +34,9 @@ from connector.fetch.iterators import (
     open_iterator,
     refused_iterator,
 )
-from connector.offsets import Position, shard_label, split_shard_key
-from connector.parallel import WORKERS, parallel_map
-from connector.retry import RetryPolicy
+from ..parallel import WORKERS, parallel_map
+from ..positions import Position, shard_label, split_shard_key
+from ..retry import RetryPolicy
 
 # An answer younger than the interval is reused, but triggers on the interval's own period arrive a few ms
 # early or late: without this slack, every other one would reuse the answer and see new records an interval late.

@@ -1,15 +1,17 @@
 """Driver side: the query's offsets as Spark hands them over, turned into plans (the one home of planning).
 
-Who calls it: ``stream_reader.KinesisStreamReader``, whose Spark calls forward here: ``initialOffset`` ->
-``initial``, ``latestOffset`` -> ``latest``, ``partitions`` -> ``batch`` (then ``BatchPlanner.tasks``),
-``commit`` -> ``committed``. ``BatchPlanner`` (``connector.planner``) makes each plan; this class keeps what the
-two pyspark calling conventions need between calls:
+Who calls it: ``stream_reader.KinesisStreamReader``, whose Spark calls forward here and nowhere else:
+``initialOffset`` -> ``initial``, ``latestOffset`` -> ``latest``, ``partitions`` -> ``batch`` then ``tasks`` and
+``consumer_arns``, ``commit`` -> ``committed``, ``reportLatestOffset`` -> ``progress_report``, ``stop`` ->
+``release``. ``planner.BatchPlanner`` makes each plan; this class keeps what the two pyspark calling conventions
+need between calls:
 
 - pyspark 4.2+ passes ``latestOffset(start, limit)``: the next plan comes from ``start``.
-- pyspark 4.0.2 calls ``latestOffset()`` with no start (NOTES.md), also before ``initialOffset`` and right after
-  a restart, when the reader knows nothing yet. The last offset planned or committed stands in for ``start``;
-  while there is none, the answer is a ``PendingOffset`` (a nonce) which ``batch(start, end)`` resolves from
-  ``start`` once and records in the metadata store, so a batch that runs again resolves it identically.
+- pyspark 4.0.2 calls ``latestOffset()`` with no start, also before ``initialOffset`` and right after a restart,
+  when the reader knows nothing yet (docs/source.md, "pyspark 4.0.2"). The last offset planned or committed
+  stands in for ``start``; while there is none, the answer is a ``PendingOffset`` (a nonce) which
+  ``batch(start, end)`` resolves from ``start`` once and records in the metadata store, so a batch that runs
+  again resolves it identically.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from connector.offsets import KinesisOffset, PendingOffset, parse_offset
-from connector.planner import BatchPlanner, MissingMetadataError, check_pinned, lost_store_message
-from connector.source_settings import SourceSettings
+from ..fetch.range import ShardTask
+from .guards import MissingMetadataError, check_pinned, lost_store_message
+from .offsets import KinesisOffset, PendingOffset, parse_offset
+from .planner import BatchPlanner
+from .settings import SourceSettings
 
 
 def as_dict(offset: KinesisOffset | PendingOffset) -> dict[str, Any]:
@@ -72,6 +76,23 @@ class QueryOffsets:
         offset = self._real(parse_offset(end))
         self._remember(offset, end)
         return offset
+
+    def tasks(self, offset: KinesisOffset) -> list[ShardTask]:
+        """What batch ``offset`` reads: one task per shard (``BatchPlanner.tasks``)."""
+        return self.planner.tasks(offset)
+
+    def consumer_arns(self) -> dict[str, str]:
+        """``{stream: ARN}`` of the query's enhanced fan-out consumers; {} with GetRecords."""
+        return self.planner.consumer_arns()
+
+    def progress_report(self) -> dict[str, Any] | None:
+        """Lag and what reads found, for the query progress (``health``)."""
+        return self.planner.progress_report()
+
+    def release(self) -> None:
+        """The query ends: deregister its enhanced fan-out consumers when the options ask for it."""
+        if self.planner.consumers is not None:
+            self.planner.consumers.release()
 
     def _real(self, offset: KinesisOffset | PendingOffset) -> KinesisOffset:
         """``offset`` itself, or a pending offset's recorded resolution."""

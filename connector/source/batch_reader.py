@@ -10,7 +10,6 @@ A task that runs again reads the same range: nothing in it depends on when it ru
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -18,28 +17,14 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from connector import options as opts
-from connector.aws import kinesis_client, kinesis_reader_client
-from connector.fetch.range import FetchLimits, ShardRange, ShardTask, now_ms
-from connector.offsets import (
-    AFTER_SEQUENCE_NUMBER,
-    AT_SEQUENCE_NUMBER,
-    LATEST,
-    TRIM_HORIZON,
-    Position,
-    PositionSpec,
-)
-from connector.options import OptionError
-from connector.shards import ShardCatalog
-from connector.source_settings import SourceSettings
-
-
-@dataclass(frozen=True)
-class ShardEnd:
-    """An inclusive end: stop after user record (sequence_number, sub_sequence_number)."""
-
-    sequence_number: str
-    sub_sequence_number: int
+from .. import options as opts
+from ..aws.clients import kinesis_client
+from ..clock import now_ms
+from ..fetch.range import FetchLimits, ShardTask
+from ..options import OptionError
+from ..positions import LATEST, TRIM_HORIZON, Position, PositionSpec, ShardEnd, shard_entry
+from .catalog import ShardCatalog
+from .settings import SourceSettings
 
 
 @dataclass(frozen=True)
@@ -50,32 +35,12 @@ class BatchPartition(InputPartition):
     stop_after_ms: int | None
 
 
-def parse_ending_position(text: str) -> dict[str, ShardEnd] | None:
-    """None for ``LATEST``; else the JSON map of shard key (``shardId`` or ``stream/shardId``) to inclusive end."""
-    if text.strip().upper() == LATEST:
-        return None
-    try:
-        raw = json.loads(text)
-        ends = {}
-        for key, value in raw.items():
-            position = Position.from_json(value)
-            if position.kind not in (AT_SEQUENCE_NUMBER, AFTER_SEQUENCE_NUMBER):
-                raise ValueError(f"shard {key!r}: an end must name a sequence number")
-            assert position.sequence_number is not None
-            ends[key] = ShardEnd(str(int(position.sequence_number)), max(position.sub_sequence_number, 0))
-        return ends
-    except (ValueError, AttributeError, TypeError) as exc:
-        raise OptionError(
-            f"option {opts.ENDING_POSITION.name}={text!r} is invalid ({exc}): allowed is {opts.ENDING.allowed}"
-        ) from None
-
-
 class KinesisBatchReader(DataSourceReader):
     """``spark.read.format("aws-kinesis")``: see the module doc."""
 
     def __init__(self, schema: StructType, options: dict[str, str]):
         self.settings = SourceSettings.from_options(options)
-        self.ends = parse_ending_position(self.settings.ending)
+        self.ends = self.settings.ends()
         starting = self.settings.starting
         # LATEST would make a batch read empty: without an explicit start, a batch read starts at the oldest record.
         self.starting = starting if self.settings.starting_given else PositionSpec(Position(TRIM_HORIZON))
@@ -96,7 +61,7 @@ class KinesisBatchReader(DataSourceReader):
                 task = ShardTask(stream, shard.shard_id, shard.starting_hash_key, shard.ending_hash_key, start)
                 end = None
                 if self.ends is not None:
-                    end = self.ends.get(f"{stream}/{shard.shard_id}", self.ends.get(shard.shard_id))
+                    end = shard_entry(self.ends, stream, shard.shard_id, None)
                     if end is None:
                         continue  # an explicit end map reads only the shards it names
                 tasks.append((task, end))
@@ -105,15 +70,8 @@ class KinesisBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, BatchPartition)
-        client = kinesis_reader_client(self.settings.client)
         limits = FetchLimits(stop_after_ms=partition.stop_after_ms)
         for task, end in partition.tasks:
             until = (end.sequence_number, end.sub_sequence_number) if end is not None else None
-            shard_range = ShardRange(
-                task,
-                limits,
-                self.settings.shard_context(task),
-                until=until,
-                fail_on_data_loss=self.settings.fail_on_data_loss,
-            )
-            yield from shard_range.batches(self.settings.transport(client, task))
+            shard_range, transport = self.settings.shard_reader(task, limits, until=until)
+            yield from shard_range.batches(transport)

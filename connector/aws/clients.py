@@ -1,0 +1,126 @@
+"""AWS clients: one per process, service and settings, made on first use (a client cannot be pickled).
+
+Who calls it: every module that calls AWS, through ``kinesis_client``, ``kinesis_reader_client`` (GetRecords
+answers handed over undecoded, for ``fetch.decode``) or ``client`` (S3, DynamoDB, CloudWatch). botocore's own
+retries are off (``connector.retry`` owns them); each client builds its User-Agent header once per set of
+features, not twice per call (``build_user_agent_once``).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from .credentials import credentials_provider, role_session
+from .settings import ClientSettings
+
+_clients: dict[tuple[str, ClientSettings, bool], Any] = {}
+_lock = threading.Lock()
+RAW_BODY = "RawBody"  # where a reader client's GetRecords answer carries its undecoded body
+
+
+def client(service: str, settings: ClientSettings, raw_get_records: bool = False) -> Any:
+    """A boto3 client for ``service``, made once per process and settings (boto3 clients are thread-safe).
+
+    ``settings.endpoint_url`` is used as given: for another service than Kinesis, pass settings whose endpoint is
+    that service's (``dataclasses.replace(settings, endpoint_url=...)``) or None for AWS's.
+    ``raw_get_records``: see ``kinesis_reader_client``.
+    """
+    key = (service, settings, raw_get_records)
+    found = _clients.get(key)
+    if found is not None:
+        return found
+    with _lock:  # boto3 sessions are not thread-safe to create
+        if key not in _clients:
+            made = _new_client(service, settings)
+            build_user_agent_once(made)
+            if raw_get_records:
+                made.meta.events.register(f"before-parse.{service}.GetRecords", _keep_raw_body)
+            _clients[key] = made
+        return _clients[key]
+
+
+def _keep_raw_body(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_: Any) -> None:
+    """botocore's ``before-parse`` hook: a successful GetRecords answer skips botocore's parser.
+
+    The body moves to ``RAW_BODY`` for ``connector.fetch.decode`` and botocore parses an empty object instead. Errors
+    keep their body, so botocore still raises ClientError with the AWS error code.
+    """
+    if response_dict.get("status_code") == 200:
+        customized_response_dict[RAW_BODY] = response_dict["body"]
+        response_dict["body"] = b"{}"
+
+
+_USER_AGENTS_KEPT = 64  # distinct feature sets per client; a probe or a read uses one or two
+
+
+def build_user_agent_once(made: Any) -> None:
+    """Make ``made`` build its User-Agent header once per set of features instead of twice per call.
+
+    botocore rebuilds the header from its parts (SDK, OS, Python, config, features) for every request, once
+    when it serializes the call and again just before sending it (``rebuild_and_replace_user_agent_handler``):
+    ~10 % of the CPU of a driver's GetRecords probe, which at 1,000+ idle shards adds up (``bench/user_agent.py``).
+    Every part but the features (the ``m/`` component, e.g. the retry mode or how credentials were found) is
+    fixed for a client's life, so the string is kept per feature set: the header stays what botocore would send.
+    Signing is untouched (SigV4 does not sign User-Agent). A botocore without these internals keeps its own way.
+    """
+    creator = getattr(made, "_user_agent_creator", None)
+    build = getattr(creator, "to_string", None)
+    if build is None:
+        return
+    try:
+        from botocore.context import get_context
+    except ImportError:  # a botocore before request contexts: nothing to key on, leave it alone
+        return
+    kept: dict[frozenset[str], str] = {}
+
+    def to_string() -> str:
+        context = get_context()
+        features = frozenset(getattr(creator, "_client_features", None) or ())
+        if context is not None:
+            features |= context.features
+        found = kept.get(features)
+        if found is None:
+            if len(kept) >= _USER_AGENTS_KEPT:
+                kept.clear()
+            found = kept[features] = build()
+        return found
+
+    # An instance attribute shadows the method for both callers: the client's serializer and the
+    # request-created handler (a bound method of this same object, which calls ``self.to_string()``).
+    creator.to_string = to_string
+
+
+def _new_client(service: str, settings: ClientSettings) -> Any:
+    # botocore, not boto3: a boto3 client is this same botocore client, and importing boto3 (with s3transfer)
+    # costs every fresh Python worker ~20 ms of CPU before its first read, several times that on a cold disk or
+    # a loaded host (bench/source_throughput.py prints the first batch's parts).
+    import botocore.session
+    from botocore.config import Config
+
+    keys: dict[str, str | None] = {}
+    if service == "kinesis" and settings.role is not None:
+        session = role_session(settings)
+    else:
+        session, keys = botocore.session.get_session(), credentials_provider(settings)
+    config = Config(
+        connect_timeout=settings.connect_timeout_s,
+        read_timeout=settings.read_timeout_s,
+        max_pool_connections=settings.max_pool_connections,
+        # total_max_attempts counts the first try: botocore never retries, connector.retry does.
+        retries={"total_max_attempts": 1, "mode": "standard"},
+    )
+    return session.create_client(
+        service, region_name=settings.region_of(service), endpoint_url=settings.endpoint_url, config=config, **keys
+    )
+
+
+def kinesis_client(settings: ClientSettings) -> Any:
+    """The process's Kinesis client for ``settings``."""
+    return client("kinesis", settings)
+
+
+def kinesis_reader_client(settings: ClientSettings) -> Any:
+    """The process's Kinesis client for reading records: its ``get_records`` answers ``{RAW_BODY: bytes}``
+    (decoded by ``connector.fetch.decode``, ~4x faster than botocore's parser); every other call is as usual."""
+    return client("kinesis", settings, raw_get_records=True)

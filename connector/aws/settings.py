@@ -1,0 +1,171 @@
+"""Everything needed to build an AWS client in any process: ``ClientSettings``, parsed once from the options.
+
+Who calls it: ``source.settings`` and ``sink.settings`` (``ClientSettings.from_options``, on the driver; the
+settings are pickled into tasks), the consumers' command line, the metrics listener and the load generator
+(``ClientSettings(...)`` directly). ``credentials`` and ``clients`` build from these settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlparse
+
+from .. import options as opts
+from ..options import Option, OptionError, ParsedOptions
+from ..retry import RetryPolicy
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+LOOPBACK_REGION = "us-east-1"
+# kinesis.us-west-2.amazonaws.com, kinesis-fips.us-gov-west-1.amazonaws.com, kinesis.cn-north-1.amazonaws.com.cn
+_REGION_IN_HOST = re.compile(r"(?:^|\.)([a-z]{2}(?:-[a-z]+)+-\d+)\.amazonaws\.com(?:\.cn)?$")
+
+
+def infer_region(endpoint_url: str | None) -> str | None:
+    """The region named by an AWS endpoint's host, ``us-east-1`` for a loopback endpoint, else None."""
+    if not endpoint_url:
+        return None
+    host = (urlparse(endpoint_url if "://" in endpoint_url else f"https://{endpoint_url}").hostname or "").lower()
+    if host in LOOPBACK_HOSTS or host.startswith("127."):
+        return LOOPBACK_REGION
+    match = _REGION_IN_HOST.search(host)
+    return match.group(1) if match else None
+
+
+@dataclass(frozen=True)
+class AssumeRole:
+    """The role Kinesis clients assume (``kinesis.sts*`` options). Picklable; the external ID stays out of reprs."""
+
+    role_arn: str
+    session_name: str
+    external_id: str | None = field(default=None, repr=False)
+    duration_s: int = 3600
+    sts_endpoint_url: str | None = None
+
+    def describe(self) -> str:
+        """The role, session and STS endpoint for error messages (never the external ID)."""
+        return f"role {self.role_arn} (session {self.session_name}, STS {self.sts_endpoint_url or 'AWS default'})"
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """Everything needed to build a client in any process. Picklable; secrets are left out of the repr.
+
+    ``region`` serves STS and the metadata store, and Kinesis unless ``kinesis_region`` is set; ``role`` is
+    assumed by Kinesis clients only.
+    """
+
+    region: str
+    endpoint_url: str | None = None
+    access_key_id: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    max_pool_connections: int = 10
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 60.0
+    role: AssumeRole | None = None
+    kinesis_region: str | None = None
+
+    @classmethod
+    def from_options(cls, options: ParsedOptions, max_pool_connections: int = 10) -> ClientSettings:
+        """Build from parsed options; raises OptionError when no region can be found or keys come alone."""
+        endpoint = options[opts.ENDPOINT_URL.key]
+        kinesis_region = options[opts.KINESIS_REGION.key]
+        # With kinesis.kinesisRegion set, the endpoint names the stream's region, not the application's.
+        inferred = None if kinesis_region else infer_region(endpoint)
+        region = options[opts.REGION.key] or inferred or sdk_default_region() or kinesis_region
+        if not region:
+            raise OptionError(
+                f"option {opts.REGION.name} is not set and cannot be inferred from {opts.ENDPOINT_URL.name}="
+                f"{endpoint!r} or the AWS SDK configuration: set it, e.g. us-east-1"
+            )
+        key_id, secret = options[opts.ACCESS_KEY_ID.key], options[opts.SECRET_KEY.key]
+        if (key_id is None) != (secret is None):
+            raise OptionError(
+                f"options {opts.ACCESS_KEY_ID.name} and {opts.SECRET_KEY.name} must be given together (only one is set)"
+            )
+        return cls(
+            region=region,
+            endpoint_url=endpoint,
+            access_key_id=key_id,
+            secret_key=secret,
+            session_token=options[opts.SESSION_TOKEN.key],
+            retry=retry_policy(options),
+            max_pool_connections=max_pool_connections,
+            role=assume_role(options),
+            kinesis_region=kinesis_region,
+        )
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, Any], side: opts.Side = opts.Side.BOTH) -> ClientSettings:
+        """Shortcut from Spark's raw options dict."""
+        return cls.from_options(opts.parse_options(raw, side))
+
+    def without_role(self) -> ClientSettings:
+        """The application's own credentials, without any assumed stream-owner role: the metadata store's clients
+        use these (the table lives with the job, the stream may live in another account)."""
+        return dataclasses.replace(self, role=None)
+
+    def region_of(self, service: str) -> str:
+        """The region a ``service`` client is sent to and signed for."""
+        return (self.kinesis_region or self.region) if service == "kinesis" else self.region
+
+    def where(self) -> str:
+        """Endpoint, region and role for error messages (never credentials)."""
+        role = f" as {self.role.describe()}" if self.role else ""
+        return f"endpoint {self.endpoint_url or 'AWS default'} in region {self.region_of('kinesis')}{role}"
+
+    def secret_values(self) -> tuple[str, ...]:
+        """Every secret value these settings hold, for ``redact``."""
+        found = (self.access_key_id, self.secret_key, self.session_token, self.role and self.role.external_id)
+        return tuple(value for value in found if value)
+
+
+def assume_role(options: ParsedOptions) -> AssumeRole | None:
+    """The ``kinesis.sts*`` options as an AssumeRole, or None without ``kinesis.stsRoleArn``."""
+    role_arn = options[opts.STS_ROLE_ARN.key]
+    if role_arn is None:
+        return None
+    return AssumeRole(
+        role_arn=role_arn,
+        session_name=options[opts.STS_SESSION_NAME.key] or default_session_name(options[opts.STREAM_NAME.key]),
+        external_id=options[opts.STS_EXTERNAL_ID.key],
+        duration_s=options[opts.STS_DURATION_SEC.key],
+        sts_endpoint_url=options[opts.STS_ENDPOINT_URL.key],
+    )
+
+
+def default_session_name(streams: str | None) -> str:
+    """``aws-kinesis-<first stream>-<8 hex>``: names the query's stream in CloudTrail, new for each query.
+
+    Made once on the driver and pickled with the settings, so every process of one query uses the same name.
+    """
+    stream = re.sub(r"[^\w+=,.@-]", "-", (streams or "sink").split(",")[0].strip())[:40]
+    return f"aws-kinesis-{stream}-{secrets.token_hex(4)}"
+
+
+def retry_policy(
+    options: ParsedOptions,
+    retries: Option = opts.CLIENT_NUM_RETRIES,
+    first: Option = opts.CLIENT_RETRY_INTERVALS_MS,
+    longest: Option = opts.CLIENT_MAX_RETRY_INTERVAL_MS,
+) -> RetryPolicy:
+    """The RetryPolicy of three options: how many retries, the first backoff and the longest one (by default the
+    ``kinesis.client*`` options; the source passes the ``kinesis.metadata*Retr*`` ones). Raises OptionError when
+    the first backoff exceeds the longest."""
+    initial, maximum = options[first.key], options[longest.key]
+    if initial > maximum:
+        raise OptionError(f"option {first.name}={initial} must not exceed {longest.name}={maximum}")
+    return RetryPolicy(options[retries.key], initial, maximum)
+
+
+def sdk_default_region() -> str | None:
+    """The AWS SDK's default region (AWS_REGION, AWS_DEFAULT_REGION, the config file), or None."""
+    import botocore.session
+
+    return botocore.session.get_session().get_config_variable("region")

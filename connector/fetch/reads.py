@@ -1,0 +1,127 @@
+"""What one batch's read of one shard returns: where it started and stopped, why, and what it found.
+
+Who calls it: ``fetch.range.ShardRange`` makes a ``ShardRead`` when a read ends; executors record it in the
+metadata store (``connector.metadata``), which keeps it as JSON (``to_json`` / ``from_json``: a stored format,
+read back by later versions, so fields are only ever added, optional); the driver plans the next batch from it
+(``ShardRead.next_start``, ``stop``) and reports what it found (lag, data loss, KPL sub-records out of range).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..positions import AFTER_SEQUENCE_NUMBER, SHARD_END, WHOLE_RECORD, Position
+
+# Why a batch's read of a shard stopped (``ShardRead.stop``); the driver plans the next batch from it.
+STOP_LIMIT = "limit"  # maxFetchRecordsPerShard / maxRecordsPerTrigger reached: more records are waiting
+STOP_TIME = "time"  # maxFetchTimePerShardSec spent: more records are probably waiting
+STOP_BOUND = "bound"  # the next record arrived after the batch's planning time (or AvailableNow's start)
+STOP_CAUGHT_UP = "caughtUp"  # an empty answer at the tip
+STOP_SHARD_END = "shardEnd"  # a closed shard read to its end (or a shard that vanished)
+STOP_END = "end"  # a fixed end reached: a replay's recorded last record, a batch read's ending position
+# Stops after which the shard has records waiting, so the next plan reads it without probing first (a bound stop
+# saw the next record; AvailableNow's own bound probes anyway: see source.planner._find_waiting).
+MORE_WAITING = frozenset({STOP_LIMIT, STOP_TIME, STOP_BOUND})
+
+
+@dataclass(frozen=True)
+class DataLossEvent:
+    """Records a read found gone at ``position`` (``kind``: "position gone" or "shard gone"), with
+    ``kinesis.failOnDataLoss=false``: the read went on from the oldest record, or not at all."""
+
+    position: Position
+    kind: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"position": self.position.to_json(), "kind": self.kind}
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> DataLossEvent:
+        return cls(Position.from_json(body["position"]), str(body["kind"]))
+
+
+@dataclass(frozen=True)
+class ShardRead:
+    """Where one batch's read of one shard started and stopped.
+
+    ``last_*`` name the last user record returned (None when the batch returned nothing from the shard);
+    ``last_complete`` says it was the final user record of its Kinesis record, so the next batch may start after
+    the whole record; ``shard_end`` says the shard is closed and was read to its end; ``stop`` says why the
+    read stopped (``STOP_*``). Optional (absent in older records): ``dropped_out_of_range`` counts KPL
+    sub-records dropped because their hash key is outside the shard's range, ``data_loss`` says the read found
+    its start gone (``kinesis.failOnDataLoss=false``); the driver logs and reports both. ``next_iterator`` is
+    a GetRecords shard iterator pointing exactly at ``next_start()`` (the read consumed its last page whole),
+    received at ``iterator_ms`` (wall clock): the next read or probe of the shard starts with it instead of
+    GetShardIterator while it is fresh. It is a hint, not part of the range: two attempts may hold different ones.
+    """
+
+    stream: str
+    shard_id: str
+    start: Position
+    records: int
+    last_sequence_number: str | None = None
+    last_sub_sequence_number: int = WHOLE_RECORD
+    last_complete: bool = True
+    shard_end: bool = False
+    millis_behind_latest: int | None = None
+    stop: str | None = None
+    dropped_out_of_range: int = 0
+    data_loss: DataLossEvent | None = None
+    next_iterator: str | None = None
+    iterator_ms: int | None = None
+
+    def same_range(self, other: ShardRead) -> bool:
+        """Both name the same records: same start, count and end (bookkeeping such as lag or why the read
+        stopped may differ between two attempts that read the same records)."""
+        return (self.start, self.records, self.next_start()) == (other.start, other.records, other.next_start())
+
+    def next_start(self) -> Position:
+        """Where the next batch starts reading this shard."""
+        if self.shard_end:
+            return Position(SHARD_END)
+        if self.last_sequence_number is None:
+            return self.start
+        sub = WHOLE_RECORD if self.last_complete else self.last_sub_sequence_number
+        return Position(AFTER_SEQUENCE_NUMBER, self.last_sequence_number, sub)
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "stream": self.stream,
+            "shardId": self.shard_id,
+            "start": self.start.to_json(),
+            "records": self.records,
+            "lastSequenceNumber": self.last_sequence_number,
+            "lastSubSequenceNumber": self.last_sub_sequence_number,
+            "lastComplete": self.last_complete,
+            "shardEnd": self.shard_end,
+            "millisBehindLatest": self.millis_behind_latest,
+            "stop": self.stop,
+        }
+        if self.dropped_out_of_range:
+            body["droppedOutOfRange"] = self.dropped_out_of_range
+        if self.data_loss is not None:
+            body["dataLoss"] = self.data_loss.to_json()
+        if self.next_iterator is not None:
+            body["nextShardIterator"] = self.next_iterator
+            body["iteratorMs"] = self.iterator_ms
+        return body
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> ShardRead:
+        return cls(
+            stream=body["stream"],
+            shard_id=body["shardId"],
+            start=Position.from_json(body["start"]),
+            records=int(body["records"]),
+            last_sequence_number=body.get("lastSequenceNumber"),
+            last_sub_sequence_number=int(body.get("lastSubSequenceNumber", WHOLE_RECORD)),
+            last_complete=bool(body.get("lastComplete", True)),
+            shard_end=bool(body.get("shardEnd", False)),
+            millis_behind_latest=body.get("millisBehindLatest"),
+            stop=body.get("stop"),
+            dropped_out_of_range=int(body.get("droppedOutOfRange", 0)),
+            data_loss=DataLossEvent.from_json(body["dataLoss"]) if body.get("dataLoss") else None,
+            next_iterator=body.get("nextShardIterator"),
+            iterator_ms=body.get("iteratorMs"),
+        )

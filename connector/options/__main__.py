@@ -1,0 +1,6 @@
+"""``python -m connector.options > docs/options.md``: the options table (see ``docs``)."""
+
+from .docs import render_markdown
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")

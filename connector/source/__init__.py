@@ -1,0 +1,18 @@
+"""The aws-kinesis source's driver half: ``spark.readStream.format("aws-kinesis")`` and ``spark.read``.
+
+Modules, bottom up:
+- ``offsets``: the offsets Spark checkpoints for each batch, and their JSON form;
+- ``settings``: the source options, checked once and frozen for the query; which transport reads a shard;
+- ``catalog``: the driver's view of each stream's shards (listings cached, reshard lineage tracked);
+- ``probe``: is anything waiting at a shard's position? (one GetRecords, Limit 1, within the shard's budget);
+- ``guards``: the checks that the metadata store and the pinned options are still the query's;
+- ``health``: lag, data losses and dropped sub-records, as reads and probes report them (one writer);
+- ``completion``: completing the reads a batch left unfinished;
+- ``planner``: the offsets of batch k + listings + probes -> the plan of batch k+1;
+- ``query_offsets``: the query's offsets as Spark hands them over (pyspark 4.0.2's pending offsets included),
+  the one thing the stream reader talks to;
+- ``stream_reader`` and ``batch_reader``: Spark's calls only.
+
+``connector.datasource`` imports the readers from here when Spark asks for one. The executor half, which reads a
+shard between two positions, is ``connector.fetch``.
+"""

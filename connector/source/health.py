@@ -1,0 +1,99 @@
+"""The query's health as the driver sees it: lag per shard, and what reads found (data lost, KPL sub-records
+dropped outside their shard's hash range, shards that vanished).
+
+One writer: everything the planner learns about a shard's lag comes in here, from the previous batch's reads
+(``read``) and from probes (``probed``), and leaves with the shard (``forget``). Executors only log locally what
+they find; it reaches the driver in their records (``fetch.reads.ShardRead``), and ``read`` logs it here and
+counts it for the progress report. Who calls it: ``planner.BatchPlanner`` as it plans; the stream reader's
+``reportLatestOffset`` returns ``progress_report()`` (pyspark 4.2+ shows it as the source's ``latestOffset`` in
+the query progress), and the planner's log line for each batch names the worst lag (``lag_report``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from typing import Any
+
+from ..fetch.iterators import ShardGoneError, data_loss
+from ..fetch.reads import ShardRead
+from ..positions import Position, key_label
+
+log = logging.getLogger(__name__)
+MAX_LOSS_EVENTS = 20  # data-loss events kept for the progress report
+
+
+class QueryHealth:
+    """One query's lag and findings, on the driver, since this driver started (never pickled)."""
+
+    def __init__(self, fail_on_data_loss: bool):
+        self.fail_on_data_loss = fail_on_data_loss
+        self._lag: dict[str, int] = {}  # millisBehindLatest per shard, from the last read or probe
+        self._reported_vanished: set[str] = set()  # warned once, not on every idle trigger
+        self.dropped_out_of_range = 0  # KPL sub-records outside their shard's range
+        self.loss_events: list[dict[str, Any]] = []  # the last MAX_LOSS_EVENTS data losses executors found
+
+    def read(self, batch_id: int, key: str, read: ShardRead) -> None:
+        """Batch ``batch_id``'s read of shard ``key``: its lag, and what it found (logged and counted)."""
+        if read.millis_behind_latest is not None:
+            self._lag[key] = read.millis_behind_latest
+        if read.dropped_out_of_range:
+            self.dropped_out_of_range += read.dropped_out_of_range
+            log.warning(
+                "aws-kinesis batch %d dropped %d KPL sub-records on %s whose hash key is outside the shard's range "
+                "(an aggregate written across a reshard; the KPL sends them again to the right shard)",
+                batch_id,
+                read.dropped_out_of_range,
+                key_label(key),
+            )
+        if read.data_loss is not None:
+            event = {"batchId": batch_id, "shard": key, "kind": read.data_loss.kind}
+            event["position"] = read.data_loss.position.to_json()
+            self.loss_events = [*self.loss_events, event][-MAX_LOSS_EVENTS:]
+            log.warning(
+                "aws-kinesis batch %d lost data on %s: %s at %s (kinesis.failOnDataLoss is false, the query went on)",
+                batch_id,
+                key_label(key),
+                read.data_loss.kind,
+                read.data_loss.position.to_json(),
+            )
+
+    def probed(self, key: str, millis_behind_latest: int | None) -> None:
+        """A probe's answer for shard ``key``."""
+        if millis_behind_latest is not None:
+            self._lag[key] = millis_behind_latest
+
+    def vanished(self, key: str, position: Position) -> None:
+        """ListShards no longer shows shard ``key``, not read to its end: lost data, said once (fails the query
+        with ``kinesis.failOnDataLoss``)."""
+        if key in self._reported_vanished:
+            return
+        gone = ShardGoneError("ListShards no longer shows it")
+        data_loss(key_label(key), position, gone, self.fail_on_data_loss, "the other shards")
+        self._reported_vanished.add(key)
+
+    def forget(self, tracked: Collection[str]) -> None:
+        """Keep the lag of the shards still ``tracked`` only."""
+        self._lag = {key: lag for key, lag in self._lag.items() if key in tracked}
+
+    def lag_report(self) -> dict[str, Any] | None:
+        """millisBehindLatest per shard and the maximum, for the query progress and the log."""
+        if not self._lag:
+            return None
+        worst = max(sorted(self._lag), key=lambda key: self._lag[key])
+        return {
+            "maxMillisBehindLatest": self._lag[worst],
+            "maxBehindShard": worst,
+            "millisBehindLatest": dict(sorted(self._lag.items())),
+        }
+
+    def progress_report(self) -> dict[str, Any] | None:
+        """The lag report plus what reads found since this driver started: ``recordsDroppedOutOfRange`` (KPL
+        sub-records outside their shard's hash range) and ``dataLossEvents`` (the last few, with shard and
+        position)."""
+        report = dict(self.lag_report() or {})
+        if self.dropped_out_of_range:
+            report["recordsDroppedOutOfRange"] = self.dropped_out_of_range
+        if self.loss_events:
+            report["dataLossEvents"] = list(self.loss_events)
+        return report or None
