@@ -1,0 +1,91 @@
+"""Fresh virtual environments for the packaging tests: a venv outside the checkout that borrows a project venv's
+third-party packages, with or without the wheel, and a way to run commands in an environment that has no path to
+the checkout or to an index.
+
+Why the fresh venv borrows the project venv's third-party packages: installing pyspark + pyarrow from an index
+costs ~46 s and 660 MB per venv, too much for every CI run. So the fresh venv gets a ``.pth`` line naming the
+project venv's site-packages (pyspark, pyarrow, boto3, ... but never the checkout: that venv has no path to it),
+and the wheel goes in with ``pip install --no-deps --no-index``. That the wheel's own dependency declarations
+hold is checked separately: ``pip install --dry-run --no-index`` of ``<wheel>[spark]`` must find every declared
+requirement already satisfied (no index to fall back on) and install nothing but the wheel.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# The project venvs whose pyspark the fresh venvs borrow; WHEEL_TEST_VENV_NEWEST / _COMPAT override them (a
+# private venv with requirements.txt while the shared ones lag behind).
+VENVS = {
+    "newest": Path(os.environ.get("WHEEL_TEST_VENV_NEWEST", ROOT / ".venv")),
+    "pyspark-4.0.2": Path(os.environ.get("WHEEL_TEST_VENV_COMPAT", ROOT / ".venv-compat")),
+}
+# An environment with no way to the checkout or to an index: no PYTHONPATH, no pip config (find-links).
+CLEAN_ENV_KEYS = ("PATH", "HOME", "JAVA_HOME", "LANG", "TMPDIR")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {key: os.environ[key] for key in CLEAN_ENV_KEYS if key in os.environ}
+    return {**env, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1", **extra}
+
+
+def run(
+    command: list, cwd: Path, timeout: float = 300, stdin: str | None = None, **env: str
+) -> subprocess.CompletedProcess:
+    """Run ``command`` in the clean environment plus ``env``; fail the test with its output if it fails."""
+    result = subprocess.run(
+        [str(part) for part in command],
+        cwd=cwd,
+        env=clean_env(**env),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert result.returncode == 0, f"{command}\nstdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-5000:]}"
+    return result
+
+
+def project_python(which: str) -> Path:
+    """The interpreter of a project venv (``make setup`` / ``make test-compat`` create them)."""
+    python = VENVS[which] / "bin" / "python"
+    if not python.exists():
+        pytest.fail(f"{python} is missing: `make setup` (or `make test-compat`) creates it")
+    return python
+
+
+def borrowing_venv(base_python: Path, where: Path) -> Path:
+    """A new venv at ``where`` that sees ``base_python``'s site-packages (through a .pth line) and nothing else:
+    no checkout, no connector. Returns its interpreter."""
+    run([base_python, "-m", "venv", "--without-pip", where], cwd=where.parent)
+    borrowed = run([base_python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], cwd=where.parent)
+    python = where / "bin" / "python"
+    purelib = Path(
+        run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], cwd=where).stdout.strip()
+    )
+    (purelib / "_borrowed_project_venv.pth").write_text(borrowed.stdout.strip() + "\n")
+    return python
+
+
+def fresh_venv(base_python: Path, where: Path, wheel: Path) -> Path:
+    """A borrowing venv with ``wheel`` installed once its declared dependencies are shown to resolve against what
+    is there."""
+    python = borrowing_venv(base_python, where)
+    # The declared dependencies (with the [spark] extra) are all satisfied by what is installed: no index exists.
+    # base_python's pip works on the fresh venv (`--python`): the fresh venv needs no pip of its own.
+    pip = [base_python, "-m", "pip", "--python", python, "install", "--no-index"]
+    dry = run([*pip, "--dry-run", f"{wheel}[spark]"], cwd=where)
+    assert "Would install pyspark-aws-kinesis-0.1.0\n" in dry.stdout, dry.stdout
+    run([*pip, "--no-deps", wheel], cwd=where)
+    return python
+
+
+def pyspark_home(python: Path, cwd: Path) -> Path:
+    """Where ``python``'s pyspark lives: its bin/ and sbin/ scripts and jars."""
+    out = run([python, "-c", "import pyspark, os; print(os.path.dirname(pyspark.__file__))"], cwd)
+    return Path(out.stdout.strip())
