@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # Tests that run the connector and jobs; the compat target runs them on EMR's pyspark 4.0.2.
 COMPAT_TESTS := tests/connector tests/spark_app
 
-.PHONY: setup demo demo-short test lint test-main test-compat bench clean synth emr-lock requirements
+.PHONY: setup demo demo-short test lint test-main test-compat bench clean synth emr-lock requirements dist
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -60,6 +60,10 @@ test:
 	@$(MAKE) --no-print-directory -j3 --output-sync=target setup $(VENV_COMPAT)/.installed
 	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-main test-compat
+
+# What a release publishes: the sdist and the wheel built from it (`python -m build`, offline), into dist/.
+dist: setup
+	$(PY) -c "from pathlib import Path; from infra.packaging import build_release; print(*build_release(Path('dist')))"
 
 bench: setup
 	$(PY) -m bench.run_all $(BENCH)

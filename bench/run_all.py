@@ -1,7 +1,8 @@
 """Run every benchmark script in bench/ one after another: ``make bench`` (or ``python -m bench.run_all``).
 
 Each script is a module with a ``main()`` that runs the project AND its baseline in the same run and prints
-a table with ratios. Their output is also kept in ``bench/results/<script>.txt``; the README and docs/benchmarks.md quote it.
+a table with ratios. Their output is also kept in ``bench/results/<script>.txt``; docs/benchmarks.md (and the
+README's headlines) quote it.
 Each meets AWS's Kinesis quotas on its local server (``bench.common``) unless ``--no-quotas`` (passed on to every
 benchmark that has a local Kinesis server behind quotas).
 """

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -30,6 +31,12 @@ BOOTSTRAP_SCRIPT = "install-python-deps.sh"
 # A fixed timestamp makes the zip byte-identical for identical sources, so the CDK asset hash (and thus the
 # deployed S3 object) changes only when the code does.
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+
+
+def project_version(root: Path = PROJECT_ROOT) -> str:
+    """The distribution's version: written once, in pyproject.toml (the CHANGELOG's newest entry names it too)."""
+    with (root / "pyproject.toml").open("rb") as handle:
+        return tomllib.load(handle)["project"]["version"]
 
 
 def job_entry(job: str, root: Path = PROJECT_ROOT) -> Path:
@@ -59,6 +66,36 @@ def build_pyfiles_zip(out_dir: Path, root: Path = PROJECT_ROOT, packages: tuple[
     return target
 
 
+def stage_sources(root: Path, dest: Path) -> Path:
+    """Copy what the distribution is built from (`WHEEL_SOURCES`) from `root` to `dest`, without caches."""
+    missing = [name for name in WHEEL_SOURCES if not (root / name).exists()]
+    if missing:
+        raise FileNotFoundError(f"cannot build the wheel: {', '.join(missing)} missing under {root}")
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in WHEEL_SOURCES:
+        if (root / name).is_dir():
+            shutil.copytree(root / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy(root / name, dest / name)
+    return dest
+
+
+def build_release(out_dir: Path, root: Path = PROJECT_ROOT, python: str = sys.executable) -> tuple[Path, Path]:
+    """Build what a release publishes, the sdist and the wheel built from it, with `python -m build` (offline:
+    `--no-isolation`, the setuptools beside `python`), into `out_dir`; return (sdist, wheel). `make dist` runs it."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="release-src-") as tmp:
+        source = stage_sources(root, Path(tmp) / "src")
+        command = [python, "-m", "build", "--no-isolation", "--sdist", "--wheel", "--outdir", str(out_dir), str(source)]
+        env = {**os.environ, "SOURCE_DATE_EPOCH": "315532800"}
+        result = subprocess.run(command, capture_output=True, text=True, env=env)
+        if result.returncode != 0:
+            raise RuntimeError(f"`{' '.join(command)}` failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}")
+    (sdist,) = out_dir.glob("*.tar.gz")
+    (wheel,) = out_dir.glob("*.whl")
+    return sdist, wheel
+
+
 def build_wheel(out_dir: Path, root: Path = PROJECT_ROOT, python: str = sys.executable) -> Path:
     """Build the library's wheel from `root` into `out_dir`, offline, and return its path.
 
@@ -67,18 +104,9 @@ def build_wheel(out_dir: Path, root: Path = PROJECT_ROOT, python: str = sys.exec
     copied first, because setuptools builds in place and would leave `build/` and `*.egg-info` in the checkout.
     `SOURCE_DATE_EPOCH` fixes the zip's timestamps: the same sources give the same bytes (and CDK asset hash).
     """
-    missing = [name for name in WHEEL_SOURCES if not (root / name).exists()]
-    if missing:
-        raise FileNotFoundError(f"cannot build the wheel: {', '.join(missing)} missing under {root}")
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="wheel-src-") as tmp:
-        source = Path(tmp) / "src"
-        for name in WHEEL_SOURCES:
-            if (root / name).is_dir():
-                shutil.copytree(root / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-            else:
-                source.mkdir(parents=True, exist_ok=True)
-                shutil.copy(root / name, source / name)
+        source = stage_sources(root, Path(tmp) / "src")
         dist = Path(tmp) / "dist"
         command = [python, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index"]
         env = {**os.environ, "SOURCE_DATE_EPOCH": "315532800", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}

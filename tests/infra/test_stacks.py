@@ -323,7 +323,7 @@ def test_wheelhouse_asset_holds_the_wheel_and_every_locked_wheel_pinned_by_hash(
     """What the bootstrap action installs, as staged into the cloud assembly."""
     from pathlib import Path
 
-    from infra import wheelhouse
+    from infra import packaging, wheelhouse
 
     staged = Path(pipeline.app.outdir) / pipeline.emr.wheelhouse.asset_path
     pins = wheelhouse.parse_lock(stand_in_wheels)
@@ -331,7 +331,8 @@ def test_wheelhouse_asset_holds_the_wheel_and_every_locked_wheel_pinned_by_hash(
     assert sorted(p.name for p in staged.glob("*.whl")) == sorted([*(pin.filename for pin in pins), own.name])
     lines = (staged / "requirements.txt").read_text().splitlines()[1:]
     assert lines[:-1] == [pin.line() for pin in pins]
-    assert lines[-1] == f"pyspark-aws-kinesis==0.1.0 --hash=sha256:{wheelhouse.sha256_of(own)}  # {own.name}"
+    own_pin = f"pyspark-aws-kinesis=={packaging.project_version()} --hash=sha256:{wheelhouse.sha256_of(own)}"
+    assert lines[-1] == f"{own_pin}  # {own.name}"
 
 
 def logical_id_of_cfn(cfn_resource) -> str:

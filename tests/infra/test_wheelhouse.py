@@ -143,7 +143,7 @@ def test_wheelhouse_pins_every_wheel_by_hash_and_resolves_offline(
     pins = [*wheelhouse.parse_lock(stand_in_wheels)]
     assert requirements[:-1] == [pin.line() for pin in pins]
     assert requirements[-1].startswith(
-        "pyspark-aws-kinesis==0.1.0 --hash=sha256:" + wheelhouse.sha256_of(project_wheel)
+        f"pyspark-aws-kinesis=={packaging.project_version()} --hash=sha256:" + wheelhouse.sha256_of(project_wheel)
     )
     assert sorted(p.name for p in house.glob("*.whl")) == sorted([*(p.filename for p in pins), project_wheel.name])
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from infra import packaging
+
 ROOT = Path(__file__).resolve().parents[2]
 # The project venvs whose pyspark the fresh venvs borrow; WHEEL_TEST_VENV_NEWEST / _COMPAT override them (a
 # private venv with requirements.txt while the shared ones lag behind).
@@ -80,7 +82,7 @@ def fresh_venv(base_python: Path, where: Path, wheel: Path) -> Path:
     # base_python's pip works on the fresh venv (`--python`): the fresh venv needs no pip of its own.
     pip = [base_python, "-m", "pip", "--python", python, "install", "--no-index"]
     dry = run([*pip, "--dry-run", f"{wheel}[spark]"], cwd=where)
-    assert "Would install pyspark-aws-kinesis-0.1.0\n" in dry.stdout, dry.stdout
+    assert f"Would install pyspark-aws-kinesis-{packaging.project_version()}\n" in dry.stdout, dry.stdout
     run([*pip, "--no-deps", wheel], cwd=where)
     return python
 
