@@ -17,6 +17,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.types import StructType
 
 from .fetch.decode import SCHEMA_DDL
+from .options import OptionError
 from .source.settings import SourceSettings
 
 NAME = "aws-kinesis"  # the format name Spark looks the source up by
@@ -31,13 +32,19 @@ class KinesisDataSource(DataSource):
 
     def schema(self) -> str:
         """The fixed source schema (docs/source.md); validates the source options first (fails ``load()``)."""
-        validate_source_options(self.options)
+        try:
+            validate_source_options(self.options)
+        except OptionError as error:
+            raise short_traceback(error) from None
         return SCHEMA_DDL
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from .source.stream_reader import KinesisStreamReader
 
-        return KinesisStreamReader(schema, self.options)
+        try:
+            return KinesisStreamReader(schema, self.options)
+        except OptionError as error:
+            raise short_traceback(error) from None
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from .source.batch_reader import KinesisBatchReader
@@ -53,6 +60,12 @@ class KinesisDataSource(DataSource):
         from .sink import KinesisStreamWriter
 
         return KinesisStreamWriter(schema, self.options)
+
+
+def short_traceback(error: OptionError) -> OptionError:
+    """``error`` without the frames below the caller. Spark prints a Python error's traceback before its message
+    (docs/source.md): with one frame left, the message is the 4th line the user reads, not the 12th."""
+    return error.with_traceback(None)
 
 
 def validate_source_options(options: Mapping[str, Any]) -> SourceSettings:
