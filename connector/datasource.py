@@ -4,6 +4,9 @@ Spark makes a ``KinesisDataSource(options)`` on the driver for every ``load()`` 
 ``schema()`` runs at ``load()`` (``spark.read`` and ``spark.readStream``; a write never calls it): every source
 option check that needs no AWS call runs there, so a bad option fails at ``load()`` instead of at query start,
 where pyspark buries it under "Failed to plan Python data source" and a misleading ``UnboundLocalError``.
+The one check ``schema()`` cannot make, ``kinesis.endingPosition`` on a streaming read (``schema()`` is the same
+for ``spark.read`` and ``spark.readStream``), is made by ``streamReader()`` at query start. Option errors leave
+with one frame of traceback (``short_traceback``), so that their line comes right under Spark's header.
 Readers come from ``stream_reader`` / ``batch_reader``; writers from ``connector.sink`` (imported lazily,
 so a reader never imports the sink).
 """
