@@ -4,8 +4,8 @@ Manages a stream's enhanced fan-out consumers by hand, e.g. to remove one a cras
 (consumers cost money while registered). Credentials come from the AWS SDK's default chain, through
 ``connector.aws``. A mistake is one line on stderr that names the flag or value and what to do; the region is
 checked (botocore's partition data) before any call. Exit codes: 0 done, 1 AWS error or timeout, 2 a flag or its
-value is wrong (usage, unknown --region, no such --stream), 3 no such consumer (deregister), 4 AWS cannot be used
-(no or refused credentials, access denied, endpoint unreachable).
+value is wrong (usage, unknown --region, no such --stream or AWS_PROFILE), 3 no such consumer (deregister),
+4 AWS cannot be used (no or refused credentials, access denied, endpoint unreachable).
 """
 
 from __future__ import annotations
@@ -83,25 +83,34 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _settings(args: argparse.Namespace) -> ClientSettings:
     """The client settings of the flags, after the checks that need no call: a region AWS has, a region at all."""
-    if not (args.region or infer_region(args.endpoint_url) or sdk_default_region()):
-        raise CliError("no region: pass --region (e.g. us-east-1) or set AWS_REGION", EXIT_USAGE)
     raw = {
         opts.REGION.name: args.region,
         opts.ENDPOINT_URL.name: args.endpoint_url,
         opts.ALLOW_UNKNOWN_REGION.name: "true",  # checked below, in the flags' words
     }
     try:
+        if not (args.region or infer_region(args.endpoint_url) or sdk_default_region()):
+            raise CliError("no region: pass --region (e.g. us-east-1) or set AWS_REGION", EXIT_USAGE)
         settings = ClientSettings.from_raw({key: value for key, value in raw.items() if value})
+        problem = None if args.allow_unknown_region else unknown_region_problem(settings.region_of("kinesis"))
     except OptionError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
-    except ProfileNotFound as exc:
-        raise CliError(f"{exc}: fix AWS_PROFILE (`aws configure list-profiles` lists them)", EXIT_USAGE) from None
-    region = settings.region_of("kinesis")
-    problem = None if args.allow_unknown_region else unknown_region_problem(region)
+    except ProfileNotFound as exc:  # botocore reads AWS_PROFILE's profile for the default region and its endpoints
+        raise _no_profile(exc) from None
     if problem:
         source = "--region" if args.region else "the region from AWS_REGION or the AWS config file"
         raise CliError(f"{source}: {problem}; for a region newer than botocore add --allow-unknown-region", EXIT_USAGE)
     return settings
+
+
+def _no_profile(exc: ProfileNotFound) -> CliError:
+    """AWS_PROFILE names a profile the AWS config files do not have."""
+    profile = exc.kwargs.get("profile")
+    return CliError(
+        f"AWS_PROFILE {profile!r}: no such profile in the AWS config files; `aws configure list-profiles` lists them "
+        "(or unset AWS_PROFILE to use the default credentials)",
+        EXIT_USAGE,
+    )
 
 
 def explain(exc: BaseException, args: argparse.Namespace, settings: ClientSettings) -> CliError:
@@ -110,6 +119,8 @@ def explain(exc: BaseException, args: argparse.Namespace, settings: ClientSettin
         f"--endpoint-url {args.endpoint_url}" if args.endpoint_url else f"Kinesis in {settings.region_of('kinesis')}"
     )
     last = exc.last_error if isinstance(exc, RetriesExhaustedError) else exc
+    if isinstance(last, ProfileNotFound):
+        return _no_profile(last)
     if isinstance(last, NoCredentialsError):
         return CliError(f"no AWS credentials found: {CREDENTIALS_HINT}", EXIT_AWS)
     if isinstance(last, BotocoreConnectionError):

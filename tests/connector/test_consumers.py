@@ -118,7 +118,7 @@ def test_deregistration(kinesis_mock: LocalServer, mock_stream, caplog: pytest.L
 # -- the command -----------------------------------------------------------------------------------------------
 
 
-def _cli(server: LocalServer | None, *args: str, keys: bool = True) -> subprocess.CompletedProcess:
+def _cli(server: LocalServer | None, *args: str, keys: bool = True, **aws_env: str) -> subprocess.CompletedProcess:
     """Run ``python -m connector consumers *args`` (against ``server`` unless None) as a user would; ``keys``
     False: no credentials anywhere (no keys, no profile files, no instance metadata)."""
     env = {
@@ -130,6 +130,7 @@ def _cli(server: LocalServer | None, *args: str, keys: bool = True) -> subproces
     }
     if keys:
         env.update(AWS_ACCESS_KEY_ID=DUMMY_ACCESS_KEY, AWS_SECRET_ACCESS_KEY=DUMMY_SECRET_KEY)
+    env.update(aws_env)
     endpoint = ["--endpoint-url", server.endpoint_url] if server else []
     command = [sys.executable, "-m", "connector", "consumers", *args, *endpoint]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, cwd=project_root())
@@ -172,6 +173,12 @@ def test_cli_errors(kinesis_mock: LocalServer) -> None:
 def test_cli_without_credentials_is_one_line(kinesis_mock: LocalServer) -> None:
     line = _one_line(_cli(kinesis_mock, "list", "--stream", "s", keys=False), 4)
     assert line == f"error: no AWS credentials found: {CREDENTIALS_HINT}"
+
+
+@pytest.mark.parametrize("region", [[], ["--region", "us-east-1"]])
+def test_cli_unknown_profile_is_named(kinesis_mock: LocalServer, region: list[str]) -> None:
+    line = _one_line(_cli(kinesis_mock, "list", "--stream", "s", *region, keys=False, AWS_PROFILE="dev"), 2)
+    assert line.startswith("error: AWS_PROFILE 'dev': no such profile in the AWS config files"), line
 
 
 def test_cli_unreachable_endpoint_is_one_line() -> None:
