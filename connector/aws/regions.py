@@ -16,13 +16,16 @@ from functools import lru_cache
 def known_regions(service: str = "kinesis") -> frozenset[str]:
     """Every region botocore's partition data lists for ``service``, in every partition (aws, aws-cn, ...).
     Loading the data costs ~0.1 s once per process; only the driver calls this."""
-    import botocore.session  # lazily: executors never check regions
+    # Lazily: executors never check regions. Straight from botocore's data files, not through a session, which
+    # would read the AWS config files (and fail on an AWS_PROFILE they lack: not this check's business).
+    from botocore.loaders import create_loader
+    from botocore.regions import EndpointResolver
 
-    session = botocore.session.get_session()
+    resolver = EndpointResolver(create_loader().load_data("endpoints"))
     return frozenset(
         region
-        for partition in session.get_available_partitions()
-        for region in session.get_available_regions(service, partition_name=partition)
+        for partition in resolver.get_available_partitions()
+        for region in resolver.get_available_endpoints(service, partition_name=partition)
     )
 
 
