@@ -14,7 +14,7 @@ so a reader never imports the sink).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
@@ -23,6 +23,7 @@ from .fetch.decode import SCHEMA_DDL
 from .options import OptionError
 from .source.settings import SourceSettings
 
+E = TypeVar("E", bound=Exception)
 NAME = "aws-kinesis"  # the format name Spark looks the source up by
 
 
@@ -55,19 +56,26 @@ class KinesisDataSource(DataSource):
         return KinesisBatchReader(schema, self.options)
 
     def writer(self, schema: StructType, overwrite: bool):
-        from .sink import KinesisBatchWriter
+        from .sink import KinesisBatchWriter, KinesisSinkInputError
 
-        return KinesisBatchWriter(schema, self.options)
+        try:
+            return KinesisBatchWriter(schema, self.options)
+        except (OptionError, KinesisSinkInputError) as error:
+            raise short_traceback(error) from None
 
     def streamWriter(self, schema: StructType, overwrite: bool):
-        from .sink import KinesisStreamWriter
+        from .sink import KinesisSinkInputError, KinesisStreamWriter
 
-        return KinesisStreamWriter(schema, self.options)
+        try:
+            return KinesisStreamWriter(schema, self.options)
+        except (OptionError, KinesisSinkInputError) as error:
+            raise short_traceback(error) from None
 
 
-def short_traceback(error: OptionError) -> OptionError:
-    """``error`` without the frames below the caller. Spark prints a Python error's traceback before its message
-    (docs/source.md): with one frame left, the message is the 4th line the user reads, not the 12th."""
+def short_traceback(error: E) -> E:
+    """``error`` (an option or column error) without the frames below the caller. Spark prints a Python error's
+    traceback before its message (docs/source.md): with one frame left, the message is the 4th line the user
+    reads, not the 12th."""
     return error.with_traceback(None)
 
 

@@ -286,3 +286,5 @@ def test_a_bad_sink_option_is_named(spark, kinesalite: LocalServer) -> None:
     options = sink_options(kinesalite.endpoint_url, "s", **{"kinesis.sink.maxConnections": "0"})
     message = _write_error(rows_frame(spark, 5), options)
     assert "option kinesis.sink.maxConnections='0' is invalid" in message
+    # the connector's line right under Spark's header and one frame of traceback
+    assert any("OptionError: option kinesis.sink" in line for line in message.splitlines()[:4]), message[:3000]
