@@ -13,9 +13,14 @@ COMPAT_TESTS := tests/connector tests/spark_app
 
 setup: $(VENV)/.installed node_modules/.installed
 
-$(VENV)/.installed: requirements.txt
+# Then the project itself, editable, so that `.venv/bin/python script.py` from any directory finds the connector and
+# pyspark finds format("aws-kinesis") by itself. Compat mode puts the checkout on sys.path (a .pth line): pyspark's
+# data source lookup lists modules with pkgutil.iter_modules, which does not see the default mode's import hook.
+# Offline: setuptools is pinned in requirements.txt. tests/package/test_editable.py runs this very line.
+$(VENV)/.installed: requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation --config-settings editable_mode=compat -e .
 	@touch $@
 
 $(VENV_COMPAT)/.installed: requirements-compat.txt

@@ -2,7 +2,10 @@
 
 Manages a stream's enhanced fan-out consumers by hand, e.g. to remove one a crashed query left registered
 (consumers cost money while registered). Credentials come from the AWS SDK's default chain, through
-``connector.aws``. Exit codes: 0 done, 1 AWS error or timeout, 2 bad arguments, 3 no such consumer (deregister).
+``connector.aws``. A mistake is one line on stderr that names the flag or value and what to do; the region is
+checked (botocore's partition data) before any call. Exit codes: 0 done, 1 AWS error or timeout, 2 a flag or its
+value is wrong (usage, unknown --region, no such --stream or AWS_PROFILE), 3 no such consumer (deregister),
+4 AWS cannot be used (no or refused credentials, access denied, endpoint unreachable).
 """
 
 from __future__ import annotations
@@ -11,11 +14,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, ProfileNotFound
+from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
 from . import options as opts
 from .aws.clients import kinesis_client
-from .aws.settings import ClientSettings
+from .aws.regions import unknown_region_problem
+from .aws.settings import ClientSettings, infer_region, sdk_default_region
 from .consumers import (
     ConsumerError,
     WaitPolicy,
@@ -25,8 +30,23 @@ from .consumers import (
     stream_arn,
 )
 from .options import OptionError
+from .retry import RetriesExhaustedError, error_code, error_message
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_AWS = 0, 1, 2, 3, 4
+CREDENTIALS_HINT = "set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or run `aws configure`"
+# AWS error codes that mean "these credentials are not good".
+_BAD_CREDENTIALS = frozenset(
+    {"UnrecognizedClientException", "InvalidClientTokenId", "InvalidSignatureException", "ExpiredTokenException"}
+)
+_ACCESS_DENIED = frozenset({"AccessDeniedException", "AccessDenied"})
+
+
+class CliError(Exception):
+    """A mistake or an unusable AWS setup: the one line to print and the exit code."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(" ".join(message.split()))  # one line, whatever AWS's text holds
+        self.exit_code = exit_code
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     consumers.add_argument("--name", help="the consumer's name (required to register or deregister)")
     consumers.add_argument("--region", help="AWS region (default: inferred from the endpoint or the SDK)")
     consumers.add_argument("--endpoint-url", help="Kinesis endpoint (default: the region's AWS endpoint)")
+    consumers.add_argument(
+        "--allow-unknown-region", action="store_true", help="accept a --region that this botocore does not list yet"
+    )
     consumers.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for ACTIVE or gone")
     return parser
 
@@ -47,13 +70,79 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.action != "list" and not args.name:
         parser.error(f"consumers {args.action} needs --name")
-    raw = {opts.REGION.name: args.region, opts.ENDPOINT_URL.name: args.endpoint_url}
     try:
+        settings = _settings(args)
+        try:
+            return _run(args, kinesis_client(settings), settings.retry, WaitPolicy(timeout_s=args.timeout))
+        except (ConsumerError, RetriesExhaustedError, ClientError, BotoCoreError) as exc:
+            raise explain(exc, args, settings) from None
+    except CliError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return error.exit_code
+
+
+def _settings(args: argparse.Namespace) -> ClientSettings:
+    """The client settings of the flags, after the checks that need no call: a region AWS has, a region at all."""
+    raw = {
+        opts.REGION.name: args.region,
+        opts.ENDPOINT_URL.name: args.endpoint_url,
+        opts.ALLOW_UNKNOWN_REGION.name: "true",  # checked below, in the flags' words
+    }
+    try:
+        if not (args.region or infer_region(args.endpoint_url) or sdk_default_region()):
+            raise CliError("no region: pass --region (e.g. us-east-1) or set AWS_REGION", EXIT_USAGE)
         settings = ClientSettings.from_raw({key: value for key, value in raw.items() if value})
-        return _run(args, kinesis_client(settings), settings.retry, WaitPolicy(timeout_s=args.timeout))
-    except (OptionError, ConsumerError, ClientError, BotoCoreError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        problem = None if args.allow_unknown_region else unknown_region_problem(settings.region_of("kinesis"))
+    except OptionError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    except ProfileNotFound as exc:  # botocore reads AWS_PROFILE's profile for the default region and its endpoints
+        raise _no_profile(exc) from None
+    if problem:
+        source = "--region" if args.region else "the region from AWS_REGION or the AWS config file"
+        raise CliError(f"{source}: {problem}; for a region newer than botocore add --allow-unknown-region", EXIT_USAGE)
+    return settings
+
+
+def _no_profile(exc: ProfileNotFound) -> CliError:
+    """AWS_PROFILE names a profile the AWS config files do not have."""
+    profile = exc.kwargs.get("profile")
+    return CliError(
+        f"AWS_PROFILE {profile!r}: no such profile in the AWS config files; `aws configure list-profiles` lists them "
+        "(or unset AWS_PROFILE to use the default credentials)",
+        EXIT_USAGE,
+    )
+
+
+def explain(exc: BaseException, args: argparse.Namespace, settings: ClientSettings) -> CliError:
+    """The one line and exit code for an error of a call: who caused it (a flag, the credentials, the network)."""
+    where = (
+        f"--endpoint-url {args.endpoint_url}" if args.endpoint_url else f"Kinesis in {settings.region_of('kinesis')}"
+    )
+    last = exc.last_error if isinstance(exc, RetriesExhaustedError) else exc
+    if isinstance(last, ProfileNotFound):
+        return _no_profile(last)
+    if isinstance(last, NoCredentialsError):
+        return CliError(f"no AWS credentials found: {CREDENTIALS_HINT}", EXIT_AWS)
+    if isinstance(last, BotocoreConnectionError):
+        return CliError(
+            f"{where} could not be reached ({last}); check --endpoint-url, --region and the network", EXIT_AWS
+        )
+    code = error_code(last)
+    if code == "ResourceNotFoundException":
+        return CliError(
+            f"--stream {args.stream!r}: no such stream at {where} ({error_message(last)}); "
+            "`aws kinesis list-streams` lists them",
+            EXIT_USAGE,
+        )
+    if code in _BAD_CREDENTIALS:
+        return CliError(f"AWS refused the credentials ({code}: {error_message(last)}); {CREDENTIALS_HINT}", EXIT_AWS)
+    if code in _ACCESS_DENIED:
+        return CliError(
+            f"access denied ({error_message(last)}): the caller needs kinesis:DescribeStreamSummary, "
+            "ListStreamConsumers, DescribeStreamConsumer, RegisterStreamConsumer and DeregisterStreamConsumer",
+            EXIT_AWS,
+        )
+    return CliError(str(exc), EXIT_FAILED)
 
 
 def _run(args: argparse.Namespace, kinesis, retry, wait: WaitPolicy) -> int:

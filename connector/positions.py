@@ -14,6 +14,7 @@ It imports nothing of the connector.
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -119,10 +120,9 @@ def parse_position_text(text: str) -> Position:
         return Position(AT_TIMESTAMP, timestamp_ms=_timestamp_ms(rest))
     kind = _ALIASES.get(upper, upper)
     if kind not in (TRIM_HORIZON, LATEST):
-        raise ValueError(
-            f"{text!r} is not a position; allowed: LATEST, TRIM_HORIZON, EARLIEST, AT_TIMESTAMP:<ISO-8601 time>, "
-            "or a JSON map of per-shard positions"
-        )
+        # The allowed forms are said once, by the caller (the option's error): here only a "did you mean".
+        close = difflib.get_close_matches(upper, (LATEST, TRIM_HORIZON, "EARLIEST", AT_TIMESTAMP), n=1, cutoff=0.6)
+        raise ValueError(f"{text!r} is not a position" + (f"; did you mean {close[0]}?" if close else ""))
     return Position(kind)
 
 

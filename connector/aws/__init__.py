@@ -4,7 +4,8 @@ Modules, as botocore splits the job: ``settings`` (``ClientSettings``: endpoint,
 timeouts, parsed once on the driver from the options and pickled into tasks; the retry policies of the options),
 ``credentials`` (the base credentials and the assumed role: assumed once per process and settings, refreshed
 before it expires; error messages without secrets), ``clients`` (one client per process, service and settings;
-the reader client whose GetRecords answers skip botocore's parser; the User-Agent built once).
+the reader client whose GetRecords answers skip botocore's parser; the User-Agent built once), ``regions`` (is
+a region one AWS has, by botocore's partition data: ``settings`` and the consumers' command line ask).
 
 Who calls it: the driver-side readers (ListShards, probes), the executor-side fetchers (GetShardIterator,
 GetRecords, SubscribeToShard), the metadata stores, the sink, the consumers' management, the metrics listener and

@@ -29,9 +29,9 @@ def infer_region(endpoint_url: str | None) -> str | None:
     """The region named by an AWS endpoint's host, ``us-east-1`` for a loopback endpoint, else None."""
     if not endpoint_url:
         return None
-    host = (urlparse(endpoint_url if "://" in endpoint_url else f"https://{endpoint_url}").hostname or "").lower()
-    if host in LOOPBACK_HOSTS or host.startswith("127."):
+    if is_loopback(endpoint_url):
         return LOOPBACK_REGION
+    host = (urlparse(endpoint_url if "://" in endpoint_url else f"https://{endpoint_url}").hostname or "").lower()
     match = _REGION_IN_HOST.search(host)
     return match.group(1) if match else None
 
@@ -84,6 +84,7 @@ class ClientSettings:
                 f"option {opts.REGION.name} is not set and cannot be inferred from {opts.ENDPOINT_URL.name}="
                 f"{endpoint!r} or the AWS SDK configuration: set it, e.g. us-east-1"
             )
+        check_regions(options, region, kinesis_region)
         key_id, secret = options[opts.ACCESS_KEY_ID.key], options[opts.SECRET_KEY.key]
         if (key_id is None) != (secret is None):
             raise OptionError(
@@ -124,6 +125,34 @@ class ClientSettings:
         """Every secret value these settings hold, for ``redact``."""
         found = (self.access_key_id, self.secret_key, self.session_token, self.role and self.role.external_id)
         return tuple(value for value in found if value)
+
+
+def is_loopback(endpoint_url: str | None) -> bool:
+    """Whether ``endpoint_url`` is a server on this machine (a local Kinesis: any region is fine there)."""
+    if not endpoint_url:
+        return False
+    host = (urlparse(endpoint_url if "://" in endpoint_url else f"https://{endpoint_url}").hostname or "").lower()
+    return host in LOOPBACK_HOSTS or host.startswith("127.")
+
+
+def check_regions(options: ParsedOptions, region: str, kinesis_region: str | None) -> None:
+    """Refuse a region AWS does not have (botocore's partition data) at ``load()``, naming where it came from,
+    unless ``kinesis.allowUnknownRegion`` is true or the endpoint is a loopback one. Called by ``from_options``."""
+    if options[opts.ALLOW_UNKNOWN_REGION.key] or is_loopback(options[opts.ENDPOINT_URL.key]):
+        return
+    from .regions import unknown_region_problem
+
+    hatch = f"for a region newer than this botocore set {opts.ALLOW_UNKNOWN_REGION.name}=true"
+    for option, value in ((opts.KINESIS_REGION, kinesis_region), (opts.REGION, region)):
+        problem = value and unknown_region_problem(value)
+        if not problem:
+            continue
+        if options.is_set(option.key):
+            raise OptionError(f"option {option.name}={value!r} is invalid: {problem} ({hatch})")
+        raise OptionError(
+            f"the region {value!r} (from {opts.ENDPOINT_URL.name} or the AWS SDK's AWS_REGION / config file) is "
+            f"invalid: {problem}; set option {opts.REGION.name} ({hatch})"
+        )
 
 
 def assume_role(options: ParsedOptions) -> AssumeRole | None:

@@ -3,7 +3,7 @@ client's retries. ``aws.settings.ClientSettings.from_options`` reads most of the
 
 from __future__ import annotations
 
-from .kinds import EXTERNAL_ID, REGION_NAME, ROLE_ARN, SESSION_NAME, STRING, URL, integer
+from .kinds import BOOL, EXTERNAL_ID, REGION_NAME, ROLE_ARN, SESSION_NAME, STRING, URL, integer
 from .registry import Option, Side, add
 
 STREAM_NAME = add(
@@ -36,6 +36,17 @@ REGION = add(
         "`us-east-1` for a loopback endpoint, else the AWS SDK's default region (AWS_REGION, config file).",
         Side.BOTH,
         default_doc="inferred",
+    )
+)
+ALLOW_UNKNOWN_REGION = add(
+    Option(
+        "kinesis.allowUnknownRegion",
+        BOOL,
+        False,
+        "Accept a `kinesis.region` / `kinesis.kinesisRegion` that this botocore's partition data does not list (a "
+        'region newer than the installed botocore). Otherwise such a region fails at `load()` with a "did you '
+        'mean"; a loopback endpoint (a local server) accepts any region.',
+        Side.BOTH,
     )
 )
 ACCESS_KEY_ID = add(

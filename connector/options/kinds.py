@@ -45,7 +45,10 @@ def integer(minimum: int | None = None, maximum: int | None = None) -> Kind:
     """An integer within [minimum, maximum] (either bound may be open)."""
 
     def parse(raw: str) -> int:
-        value = int(raw.strip())
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ValueError from None  # not int()'s "invalid literal ...": the option's error says what is allowed
         if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
             raise ValueError
         return value

@@ -146,6 +146,7 @@ class SourceSettings:
     deaggregate: bool
     pass_through_corrupt: bool
     efo: EfoSettings | None = None  # kinesis.consumerType=SubscribeToShard
+    ending_given: bool = False  # kinesis.endingPosition was set: a streaming read refuses it
 
     @classmethod
     def from_options(cls, raw: Mapping[str, Any]) -> SourceSettings:
@@ -177,6 +178,7 @@ class SourceSettings:
             deaggregate=parsed[opts.DEAGGREGATE.key],
             pass_through_corrupt=parsed[opts.PASS_THROUGH_CORRUPT.key],
             efo=EfoSettings.from_options(parsed),
+            ending_given=parsed.is_set(opts.ENDING_POSITION.key),
         )
 
     @property

@@ -25,9 +25,11 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
+from .. import options as opts
 from ..clock import now_ms
 from ..compat import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from ..fetch.range import FetchLimits, ShardTask
+from ..options import OptionError
 from .guards import MetadataNotSharedError, MissingMetadataError, check_store_shared
 from .offsets import INITIAL_BATCH
 from .query_offsets import QueryOffsets, as_dict
@@ -60,6 +62,12 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, schema: StructType, options: dict[str, str]):
         self.settings = SourceSettings.from_options(options)
+        if self.settings.ending_given:
+            # schema() cannot tell a streaming load() from a batch one: the first place that knows is here.
+            raise OptionError(
+                f"option {opts.ENDING_POSITION.name} is for batch reads (spark.read) only: a streaming read has no "
+                "end; remove it, or stop at what the stream holds now with .trigger(availableNow=True)"
+            )
         self._offsets: QueryOffsets | None = None  # driver only, made on first use
 
     def __getstate__(self) -> dict[str, Any]:

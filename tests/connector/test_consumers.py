@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import subprocess
 import sys
 
 import pytest
 from efo_util import FAST, QUICK_WAIT, kinesis
 
+from connector.__main__ import CREDENTIALS_HINT
 from connector.consumers import (
     ACTIVE,
     ConsumerError,
@@ -116,15 +118,30 @@ def test_deregistration(kinesis_mock: LocalServer, mock_stream, caplog: pytest.L
 # -- the command -----------------------------------------------------------------------------------------------
 
 
-def _cli(server: LocalServer, *args: str) -> subprocess.CompletedProcess:
+def _cli(server: LocalServer | None, *args: str, keys: bool = True, **aws_env: str) -> subprocess.CompletedProcess:
+    """Run ``python -m connector consumers *args`` (against ``server`` unless None) as a user would; ``keys``
+    False: no credentials anywhere (no keys, no profile files, no instance metadata)."""
     env = {
-        **os.environ,
-        "AWS_ACCESS_KEY_ID": DUMMY_ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": DUMMY_SECRET_KEY,
+        **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        "AWS_EC2_METADATA_DISABLED": "true",
         "PYTHONPATH": str(project_root()),
     }
-    command = [sys.executable, "-m", "connector", "consumers", *args, "--endpoint-url", server.endpoint_url]
+    if keys:
+        env.update(AWS_ACCESS_KEY_ID=DUMMY_ACCESS_KEY, AWS_SECRET_ACCESS_KEY=DUMMY_SECRET_KEY)
+    env.update(aws_env)
+    endpoint = ["--endpoint-url", server.endpoint_url] if server else []
+    command = [sys.executable, "-m", "connector", "consumers", *args, *endpoint]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, cwd=project_root())
+
+
+def _one_line(result: subprocess.CompletedProcess, code: int) -> str:
+    """The single stderr line of a run that must exit ``code`` with nothing on stdout."""
+    assert (result.returncode, result.stdout) == (code, ""), (result.returncode, result.stdout, result.stderr)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
 
 
 @pytest.mark.slow
@@ -148,5 +165,43 @@ def test_cli_lists_registers_and_deregisters(kinesis_mock: LocalServer, mock_str
 def test_cli_errors(kinesis_mock: LocalServer) -> None:
     usage = _cli(kinesis_mock, "register", "--stream", "s")
     assert usage.returncode == 2 and "consumers register needs --name" in usage.stderr
-    missing = _cli(kinesis_mock, "list", "--stream", "no-such-stream")
-    assert missing.returncode == 1 and "ResourceNotFoundException" in missing.stderr
+    missing = _one_line(_cli(kinesis_mock, "list", "--stream", "no-such-stream"), 2)
+    assert missing.startswith("error: --stream 'no-such-stream': no such stream at --endpoint-url "), missing
+    assert missing.endswith("`aws kinesis list-streams` lists them"), missing
+
+
+def test_cli_without_credentials_is_one_line(kinesis_mock: LocalServer) -> None:
+    line = _one_line(_cli(kinesis_mock, "list", "--stream", "s", keys=False), 4)
+    assert line == f"error: no AWS credentials found: {CREDENTIALS_HINT}"
+
+
+@pytest.mark.parametrize("region", [[], ["--region", "us-east-1"]])
+def test_cli_unknown_profile_is_named(kinesis_mock: LocalServer, region: list[str]) -> None:
+    line = _one_line(_cli(kinesis_mock, "list", "--stream", "s", *region, keys=False, AWS_PROFILE="dev"), 2)
+    assert line.startswith("error: AWS_PROFILE 'dev': no such profile in the AWS config files"), line
+
+
+def test_cli_unreachable_endpoint_is_one_line() -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    result = _cli(None, "list", "--stream", "s", "--endpoint-url", url)
+    line = _one_line(result, 4)
+    assert line.startswith(f"error: --endpoint-url {url} could not be reached ("), line
+    assert line.endswith("check --endpoint-url, --region and the network"), line
+
+
+def test_cli_misspelled_region_is_named_before_any_call() -> None:
+    """No endpoint and no server: the region check needs no network."""
+    line = _one_line(_cli(None, "list", "--stream", "s", "--region", "us-eest-1"), 2)
+    assert line.startswith("error: --region: 'us-eest-1' is not a region where AWS has kinesis (did you mean "), line
+    assert "'us-east-1'" in line and line.endswith("add --allow-unknown-region"), line
+
+
+def test_cli_allow_unknown_region_lets_a_new_region_through(kinesis_mock: LocalServer, mock_stream) -> None:
+    """With the flag, the call is made (here against the local server, which takes any region); without, not."""
+    stream = mock_stream()
+    refused = _one_line(_cli(kinesis_mock, "list", "--stream", stream, "--region", "xx-newregion-1"), 2)
+    assert refused.startswith("error: --region: 'xx-newregion-1' is not a region where AWS has kinesis"), refused
+    done = _cli(kinesis_mock, "list", "--stream", stream, "--region", "xx-newregion-1", "--allow-unknown-region")
+    assert done.returncode == 0, done.stderr

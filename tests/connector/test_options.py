@@ -92,7 +92,11 @@ def test_keys_must_come_in_pairs() -> None:
 
 def test_retry_intervals_must_be_ordered() -> None:
     parsed = parse_options(
-        {"kinesis.clientRetryIntervalsMs": "500", "kinesis.clientMaxRetryIntervalMs": "100", "kinesis.region": "x"},
+        {
+            "kinesis.clientRetryIntervalsMs": "500",
+            "kinesis.clientMaxRetryIntervalMs": "100",
+            "kinesis.region": "us-east-1",
+        },
         Side.SOURCE,
     )
     with pytest.raises(OptionError, match=r"kinesis\.clientRetryIntervalsMs=500 must not exceed"):

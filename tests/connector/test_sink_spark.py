@@ -236,6 +236,23 @@ def test_bad_rows_fail_the_task_before_anything_is_sent(spark, kinesalite: Local
     assert read_stream(kinesalite.client("kinesis"), stream) == []
 
 
+def test_a_bad_row_fails_the_write_and_only_its_own_task_sends_nothing(
+    spark, kinesalite: LocalServer, lite_stream
+) -> None:
+    """What docs/sink.md says a failed write leaves behind: the task with the null key sends none of its rows;
+    the other task's rows may be stored (all, some or none: tasks run side by side), each at most once."""
+    stream = lite_stream(shards=1)
+    frame = spark.range(20, numPartitions=2).selectExpr(  # task 0: ids 0-9, task 1: ids 10-19
+        "concat(if(id >= 10, 'bad-task-', 'good-task-'), id) as data",
+        "if(id = 15, null, cast(id as string)) as partitionKey",
+    )
+    message = _write_error(frame, sink_options(kinesalite.endpoint_url, stream))
+    assert "Nothing was sent to Kinesis by this task: column 'partitionKey' is null or empty in 1 of 10 rows" in message
+    stored = Counter(data.decode() for _, data, _ in user_records(kinesalite.client("kinesis"), stream))
+    assert not [data for data in stored if data.startswith("bad-task-")], stored
+    assert set(stored) <= {f"good-task-{i}" for i in range(10)} and set(stored.values()) <= {1}, stored
+
+
 def test_a_record_over_1_mib_fails_before_anything_is_sent(spark, kinesalite: LocalServer, lite_stream) -> None:
     stream = lite_stream(shards=1)
     frame = spark.range(3, numPartitions=1).selectExpr(
@@ -269,3 +286,5 @@ def test_a_bad_sink_option_is_named(spark, kinesalite: LocalServer) -> None:
     options = sink_options(kinesalite.endpoint_url, "s", **{"kinesis.sink.maxConnections": "0"})
     message = _write_error(rows_frame(spark, 5), options)
     assert "option kinesis.sink.maxConnections='0' is invalid" in message
+    # the connector's line right under Spark's header and one frame of traceback
+    assert any("OptionError: option kinesis.sink" in line for line in message.splitlines()[:4]), message[:3000]

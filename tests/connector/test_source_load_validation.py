@@ -38,7 +38,30 @@ BAD_OPTIONS = [
     ),
     ("unsupported consumer type", {**BASE, "kinesis.consumerType": "SubscribeToShard"}, ["kinesis.consumerType"]),
     ("unknown option", {**BASE, "kinesis.streamNmae": "x"}, ["kinesis.streamnmae", "did you mean"]),
+    # issue 28 item 5: the option and what is allowed, never Python's own words
+    (
+        "word for a number",
+        {**BASE, "kinesis.maxRecordsPerTrigger": "ten"},
+        ["option kinesis.maxRecordsPerTrigger='ten' is invalid: allowed is an integer >= 1"],
+    ),
+    (
+        "misspelled starting position",
+        {**BASE, "kinesis.startingPosition": "LATES"},
+        ["kinesis.startingPosition='LATES'", "did you mean LATEST?", "allowed is LATEST, TRIM_HORIZON"],
+    ),
+    (
+        "region AWS does not have",
+        {**BASE, "kinesis.region": "us-eest-1"},
+        ["option kinesis.region='us-eest-1' is invalid", "'us-east-1'", "kinesis.allowUnknownRegion=true"],
+    ),
+    (
+        "inferred region AWS does not have",
+        {"kinesis.streamName": "orders", "kinesis.endpointUrl": "https://kinesis.eu-wset-1.amazonaws.com"},
+        ["the region 'eu-wset-1'", "'eu-west-1'", "set option kinesis.region"],
+    ),
 ]
+# Python's words that must not reach the user in place of the option's
+LEAKS = ("invalid literal", "allowed: LATEST")
 
 
 def _load_error(spark, side: str, options: dict[str, str]) -> str:
@@ -55,6 +78,33 @@ def test_bad_option_fails_at_load(spark, side: str, case: str, options: dict[str
     assert "OptionError" in message, f"{case}: {message[:2000]}"
     for text in expected:
         assert text in message, f"{case}: {text!r} missing from {message[:2000]}"
+    assert not any(leak in message for leak in LEAKS), message
+    # The connector's line comes right after Spark's header and one frame (not under ~12 lines), and is short.
+    lines = message.splitlines()
+    ours = next(i for i, line in enumerate(lines) if "OptionError: " in line)
+    assert ours <= 3 and len(lines[ours]) < 400, message
+
+
+@pytest.mark.parametrize("endpoint", [None, "http://127.0.0.1:4567"])
+def test_unknown_region_is_accepted_with_the_escape_hatch_or_a_local_endpoint(spark, endpoint: str | None) -> None:
+    """A region newer than botocore loads with kinesis.allowUnknownRegion; a loopback endpoint takes any region."""
+    options = {**BASE, "kinesis.region": "xx-newregion-1"}
+    options.update({"kinesis.endpointUrl": endpoint} if endpoint else {"kinesis.allowUnknownRegion": "true"})
+    assert "data" in spark.readStream.format(FORMAT).options(**options).load().columns
+
+
+def test_ending_position_on_a_streaming_read_is_refused_when_the_query_starts(spark, tmp_path) -> None:
+    """schema() cannot tell a streaming load() from a batch one, so the refusal comes at start(), first thing."""
+    ending = '{"shardId-000000000000": {"type": "AT_SEQUENCE_NUMBER", "sequenceNumber": "42"}}'
+    frame = spark.readStream.format(FORMAT).options(**BASE, **{"kinesis.endingPosition": ending}).load()
+    with pytest.raises(Exception) as caught:
+        query = frame.writeStream.format("noop").option("checkpointLocation", str(tmp_path)).start()
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+    message = str(caught.value)
+    assert "option kinesis.endingPosition is for batch reads (spark.read) only" in message, message[:3000]
 
 
 @pytest.mark.parametrize("side", ["stream", "batch"])

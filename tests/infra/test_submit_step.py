@@ -8,6 +8,7 @@ no way to move a step to those states.
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from pathlib import Path
@@ -279,3 +280,44 @@ def test_a_good_submission_passes_every_check(moto, cluster, bucket, aws_env, ca
     assert submit_step.main(_argv(moto, cluster, bucket)) == submit_step.EXIT_OK
     assert "submitted step s-" in capsys.readouterr().out
     assert len(_uploaded(moto, bucket)) == 2
+
+
+@pytest.mark.parametrize(
+    ("mistake", "code", "expected"),
+    [
+        ("region", 2, "error: --region 'eu-wset-1': not a region where botocore knows emr; did you mean 'eu-west-1'?"),
+        ("bucket", 2, "error: --bucket 'no-such-bucket-4711': no such bucket"),
+        ("cluster", 2, "error: --cluster-id 'j-BOGUS0123': no such cluster in"),
+        ("credentials", 4, "error: no AWS credentials found: set AWS_PROFILE (or --profile)"),
+    ],
+)
+def test_mistakes_from_the_command_line_are_one_line_and_upload_nothing(
+    moto, cluster, bucket, aws_env, mistake, code, expected
+):
+    """As a user runs it: `python -m infra.submit_step`, exactly one line on stderr, the documented exit code, and
+    nothing uploaded (the cluster is checked before the code goes up)."""
+    import subprocess
+    import sys
+
+    argv = {
+        "region": _argv(moto, cluster, bucket, region="eu-wset-1"),
+        "bucket": _argv(moto, cluster, "no-such-bucket-4711"),
+        "cluster": _argv(moto, "j-BOGUS0123", bucket),
+        "credentials": _argv(moto, cluster, bucket),
+    }[mistake]
+    env = dict(os.environ)
+    if mistake == "credentials":
+        del env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-m", "infra.submit_step", *argv],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (result.returncode, result.stdout) == (code, ""), result.stderr
+    assert result.stderr.splitlines() == [result.stderr.strip()], result.stderr
+    assert result.stderr.startswith(expected), result.stderr
+    assert _uploaded(moto, bucket) == []
