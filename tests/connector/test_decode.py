@@ -11,7 +11,13 @@ from botocore.exceptions import ClientError
 from source_util import client_settings, first_shard_iterator
 
 from connector.aws.clients import RAW_BODY, kinesis_client, kinesis_reader_client
-from connector.fetch.decode import ARROW_SCHEMA, ShardContext, decode_get_records
+from connector.fetch.decode import (
+    ARROW_SCHEMA,
+    MalformedAnswerError,
+    ShardContext,
+    decode_get_records,
+    decode_subscribe_event,
+)
 from connector.shards import MAX_HASH_KEY
 from localaws import LocalServer
 from localaws.streams import put_records
@@ -65,3 +71,20 @@ def test_the_reader_client_still_raises_aws_errors(kinesalite: LocalServer) -> N
     with pytest.raises(ClientError) as failure:
         kinesis_reader_client(client_settings(kinesalite)).get_records(ShardIterator="not-an-iterator" * 2)
     assert failure.value.response["Error"]["Code"] in ("InvalidArgumentException", "ValidationException")
+
+
+@pytest.mark.parametrize(
+    ("body", "what"),
+    [
+        (b'{"Records": [{"Data": "@@", "PartitionKey": "k", "SequenceNumber": "1"}]}', "Invalid base64"),
+        (b'{"Records": [{"Data": "aGk=", "SequenceNumber": "1"}]}', "missing required field `PartitionKey`"),
+        (b'{"Records": [', "truncated"),
+    ],
+)
+def test_a_malformed_answer_names_the_shard_and_what_is_wrong(body: bytes, what: str) -> None:
+    """botocore would read "@@" as empty data (its base64 ignores what is not base64); we refuse it."""
+    shard = ShardContext("orders", "shardId-000000000007", 0, MAX_HASH_KEY)
+    with pytest.raises(MalformedAnswerError, match=rf"GetRecords answer from .*orders.*shardId-000000000007.*{what}"):
+        decode_get_records(body, shard)
+    with pytest.raises(MalformedAnswerError, match=rf"SubscribeToShardEvent from .*shardId-000000000007.*{what}"):
+        decode_subscribe_event(body, shard)
