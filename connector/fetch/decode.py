@@ -23,8 +23,9 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..kpl import MAGIC, KplFormatError, deaggregate, is_aggregated
+from ..kpl import MAGIC, KplFormatError, Unpacked, hash_key_of, is_aggregated, unpack
 from ..positions import shard_label
+from ..shards import MAX_HASH_KEY
 
 SCHEMA_DDL = (
     "data BINARY, streamName STRING, partitionKey STRING, sequenceNumber STRING, subSequenceNumber BIGINT, "
@@ -241,34 +242,46 @@ def _append_record(page: Page, record: _Record, shard: ShardContext) -> None:
     A corrupt aggregate raises CorruptAggregateError unless ``pass_through_corrupt``.
     """
     sequence, payload = record.SequenceNumber, record.Data
-    arrival = arrival_us(record.ApproximateArrivalTimestamp)
-    users: list[tuple[bytes, str, int]]
-    if not is_aggregated(payload):
-        users = [(payload, record.PartitionKey, 0)]
-    else:
+    data, keys, subs = [payload], [record.PartitionKey], [0]
+    if is_aggregated(payload):
         try:
-            unpacked = deaggregate(payload)
+            unpacked = unpack(payload)
         except KplFormatError as exc:
             if not shard.pass_through_corrupt:
                 raise CorruptAggregateError(
                     f"corrupt KPL aggregate in {shard.label} at sequence "
                     f"number {sequence}: {exc} (set kinesis.kpl.passThroughCorruptAggregates=true to return it as-is)"
                 ) from exc
-            users = [(payload, record.PartitionKey, 0)]
         else:
-            users = [
-                (user.data, user.partition_key, user.sub_sequence_number)
-                for user in unpacked
-                if shard.starting_hash_key <= user.hash_key <= shard.ending_hash_key
-            ]
-            page.dropped_out_of_range += len(unpacked) - len(users)
-    for index, (data, key, sub) in enumerate(users):
-        page.data.append(data)
-        page.keys.append(key)
-        page.sequences.append(sequence)
-        page.subs.append(sub)
-        page.arrivals_us.append(arrival)
-        page.record_ends.append(index == len(users) - 1)
+            data, keys, subs = _in_range(unpacked, shard)
+            page.dropped_out_of_range += len(unpacked.data) - len(data)
+    count = len(data)
+    page.data += data
+    page.keys += keys
+    page.subs += subs
+    page.sequences += [sequence] * count
+    page.arrivals_us += [arrival_us(record.ApproximateArrivalTimestamp)] * count
+    page.record_ends += [False] * (count - 1) + [True] if count else []
+
+
+def _in_range(unpacked: Unpacked, shard: ShardContext) -> tuple[list[bytes], list[str], list[int]]:
+    """(data, partition keys, sub-sequence numbers) of an aggregate's user records whose hash key is in the shard's
+    range. A shard holding every hash key (a one-shard stream) keeps them all without hashing one; otherwise each
+    distinct (partition key, explicit hash key) is hashed once (aggregates repeat keys through their key table)."""
+    subs = range(len(unpacked.data))
+    if shard.starting_hash_key == 0 and shard.ending_hash_key == MAX_HASH_KEY:
+        return unpacked.data, unpacked.partition_keys, list(subs)
+    low, high, verdicts = shard.starting_hash_key, shard.ending_hash_key, {}
+    kept = []
+    for sub, keys in zip(subs, zip(unpacked.partition_keys, unpacked.explicit_hash_keys, strict=True), strict=True):
+        verdict = verdicts.get(keys)
+        if verdict is None:
+            verdict = verdicts[keys] = low <= hash_key_of(*keys) <= high
+        if verdict:
+            kept.append(sub)
+    if len(kept) == len(unpacked.data):
+        return unpacked.data, unpacked.partition_keys, kept
+    return [unpacked.data[i] for i in kept], [unpacked.partition_keys[i] for i in kept], kept
 
 
 def decode_subscribe_event(payload: bytes | str, shard: ShardContext) -> Page:
