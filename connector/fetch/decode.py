@@ -9,9 +9,9 @@ Why not botocore's parsed answer: botocore turns every record into a dict with a
 and runs ~76k records/s per core on 1 KiB records. So the reader's client hands us the raw body
 (``connector.aws.clients.kinesis_reader_client``) and this module decodes it straight into column lists, with
 msgspec: a JSON decoder into typed structs whose ``bytes`` field decodes the base64 ``Data`` in the same C pass.
-Chosen by measurement (``bench/decode.py``, docs/source.md): on 1 KiB records about twice ``orjson`` + ``pybase64``
-per record and three times ``json.loads`` + ``binascii``, which took 85-93 % of the decode before. msgspec is a
-required dependency: there is one decode path, no fallback.
+Chosen by measurement (``bench/decode.py``, docs/source.md): on 1 KiB records about 2.4 times ``orjson`` +
+``pybase64`` per record and 3 times ``json.loads`` + ``binascii``, which took 85-93 % of the decode before. msgspec
+is a required dependency: there is one decode path, no fallback.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ ARROW_SCHEMA = pa.schema(
 class _Record(msgspec.Struct, gc=False):
     """One Kinesis record as GetRecords answers and SubscribeToShardEvents carry it (JSON 1.1).
 
-    ``Data`` is base64 on the wire; as a ``bytes`` field msgspec decodes it (and refuses bad base64 as botocore
-    does). Fields we do not use (``EncryptionType``) are skipped. ``gc=False``: the structs hold no containers,
+    ``Data`` is base64 on the wire; as a ``bytes`` field msgspec decodes it, and refuses what is not base64 (where
+    botocore's would skip such characters). Fields we do not use (``EncryptionType``) are skipped. ``gc=False``: the structs hold no containers,
     so they cannot be part of a reference cycle, and the garbage collector need not track 10,000 of them a page.
     """
 
