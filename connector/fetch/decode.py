@@ -49,8 +49,9 @@ class _Record(msgspec.Struct, gc=False):
     """One Kinesis record as GetRecords answers and SubscribeToShardEvents carry it (JSON 1.1).
 
     ``Data`` is base64 on the wire; as a ``bytes`` field msgspec decodes it, and refuses what is not base64 (where
-    botocore's would skip such characters). Fields we do not use (``EncryptionType``) are skipped. ``gc=False``: the structs hold no containers,
-    so they cannot be part of a reference cycle, and the garbage collector need not track 10,000 of them a page.
+    botocore's would skip such characters). Fields we do not use (``EncryptionType``) are skipped. ``gc=False``:
+    the structs hold no containers, so they cannot be part of a reference cycle, and the garbage collector need
+    not track 10,000 of them a page.
     """
 
     Data: bytes
