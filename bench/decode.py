@@ -1,26 +1,42 @@
-"""Decode speed: a GetRecords answer body to rows, our path against botocore's own parser, in one thread's CPU.
+"""Decode speed: GetRecords bodies and SubscribeToShard events to rows, ours against botocore's own parser, in one
+thread's CPU.
 
 Run: ``.venv/bin/python -m bench.decode [--records N] [--size BYTES] [--repeats N] [--before FILE] [--no-quotas]``
 (``--before``: another version of ``connector/fetch/decode.py``, e.g. ``git show main:connector/fetch/decode.py``,
 measured in the same run, taking turns with this one: a before/after on a shared machine).
 
-The body is a real one: kinesalite's answer to one GetRecords (default 10,000 records of 1 KiB, ~13 MB of
-JSON), fetched once. Baseline: botocore's JSON parser on that body with GetRecords' output shape (what
-``client.get_records`` costs beyond the network). Ours: ``connector.fetch.decode.decode_get_records`` plus the Arrow
-RecordBatch in the source's schema (what ``read()`` yields to Spark), and the decode alone. Printed: records
-per second of this thread's CPU time (not wall time: the machine may be shared), median of ``--repeats`` runs,
-and the ratio to botocore (target >= 3). Nothing here is asserted.
+The bodies are real ones, fetched once from kinesalite: one GetRecords answer of ``--records`` plain records of
+``--size`` random bytes (default 10,000 x 1 KiB, ~15 MB of JSON), and one of the same user records packed into KPL
+aggregates of at most 51,200 bytes (the KPL's default ``AggregationMaxSize``). The SubscribeToShardEvent is the
+plain answer's records as an event payload (``Records``, ``ContinuationSequenceNumber``, ``MillisBehindLatest``:
+what kinesis-mock and AWS send; kinesis-mock is too slow to fill one with 10,000 records).
 
-Where the time goes, printed below the table: the two C calls no pure-Python decode avoids (``json.loads`` of
-the body, ``binascii.a2b_base64`` of each record's Data), and base64 of all records' Data joined into one
-buffer (padding replaced so that it decodes whole; a lower bound of a "one buffer" decode, which would still
-have to cut the padding bytes out): on 1 KiB records it is no faster than one call per record, because
-binascii's per-byte loop, not the per-call cost, is what takes the time.
+Four tables, every row taking turns with the others of its table, median of ``--repeats`` runs, in user records
+per second of this thread's CPU time (not wall time: the machine may be shared); ratio = the row's rate over the
+table's baseline, i.e. the baseline's time for the same body over the row's:
+
+1. GetRecords, plain records. Baseline: botocore's JSON parser with GetRecords' output shape (what
+   ``client.get_records`` costs beyond the network). Ours: ``connector.fetch.decode.decode_get_records`` plus the
+   Arrow RecordBatch in the source's schema (what ``read()`` yields to Spark), and the decode alone.
+2. SubscribeToShardEvent. Baseline: botocore's event-stream parser on the event (what iterating
+   ``subscribe_to_shard``'s EventStream costs per event). Ours: ``decode_subscribe_event`` plus the batch.
+3. GetRecords, KPL aggregates. Baseline: botocore's parser + aws-kinesis-agg's deaggregator (the user records,
+   as the boto3 loop of the other benchmarks reads them); botocore's parser alone, which hands back the aggregates
+   (not the user records), is printed below it. Ours: ``decode_get_records`` (which de-aggregates, checking each
+   aggregate's MD5) plus the batch.
+4. The parser candidates, each building the same column lists of the plain page (data, keys, sequence numbers,
+   arrival floats): ``json.loads`` + ``binascii.a2b_base64`` per record (the decode before msgspec), ``orjson`` +
+   ``pybase64`` per record (when both are importable: they are not the connector's dependencies; add them to
+   ``PYTHONPATH`` from a ``pip install --target`` folder to compare), and msgspec's decoder into typed structs whose
+   ``bytes`` field decodes the base64 (the one ``connector.fetch.decode`` uses). Baseline: botocore's parser.
+
+Nothing here is asserted but that every path yields the same number of user records.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import importlib.util
 import json
 import os
@@ -33,34 +49,58 @@ from types import ModuleType
 from typing import Any
 
 import botocore.parsers
+from aws_kinesis_agg.deaggregator import deaggregate_records
 
 from bench.common import add_quota_flag, local_aws, print_quotas
 from connector.aws.clients import RAW_BODY, kinesis_reader_client
 from connector.aws.settings import ClientSettings
 from connector.fetch import decode
+from connector.kpl import Aggregator
 from connector.shards import MAX_HASH_KEY
 from localaws import LocalAws
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE
 from localaws.streams import create_stream, put_records, unique_name
 
+KPL_AGGREGATE_BYTES = 51_200  # the KPL's default AggregationMaxSize
+SHARD = "shardId-000000000000"
+PUT_CHUNK = 80  # records per PutRecords: 80 aggregates of 51,200 B are 4 MB, under its 5 MiB limit
+Run = Callable[[], object]
 
-def fetch_body(args: argparse.Namespace) -> tuple[bytes, LocalAws]:
-    """One GetRecords answer body of ``--records`` records (through the quotas, unless ``--no-quotas``), and the
-    servers it came from (stopped), for their quota counts."""
+
+def fetch_bodies(args: argparse.Namespace) -> tuple[bytes, bytes, LocalAws]:
+    """The plain and the aggregated GetRecords answer bodies (through the quotas, unless ``--no-quotas``), and the
+    servers they came from (stopped), for their quota counts."""
+    users = [(os.urandom(args.size), f"key-{i}") for i in range(args.records)]
+    aggregator, aggregates = Aggregator(KPL_AGGREGATE_BYTES), []
+    for data, key in users:
+        aggregates += [(record.data, record.partition_key) for record in aggregator.add(data, key)]
+    last = aggregator.flush()
+    aggregates += [(last.data, last.partition_key)] if last else []
     with local_aws(args, KINESALITE) as aws:
         setup = aws.kinesalite.direct.client("kinesis")
-        stream = create_stream(setup, unique_name("bench-decode"), 1)
-        put_records(setup, stream, ((os.urandom(args.size), f"key-{i}") for i in range(args.records)))
-        iterator = aws.kinesalite.client("kinesis").get_shard_iterator(
-            StreamName=stream, ShardId="shardId-000000000000", ShardIteratorType="TRIM_HORIZON"
-        )["ShardIterator"]
         settings = ClientSettings("us-east-1", aws.kinesalite.endpoint_url, DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY)
-        answer = kinesis_reader_client(settings).get_records(ShardIterator=iterator, Limit=args.records)
-        return answer[RAW_BODY], aws
+        bodies = []
+        for records in (users, aggregates):
+            stream = create_stream(setup, unique_name("bench-decode"), 1)
+            for start in range(0, len(records), PUT_CHUNK):  # a PutRecords call takes at most 5 MiB
+                put_records(setup, stream, records[start : start + PUT_CHUNK])
+            iterator = aws.kinesalite.client("kinesis").get_shard_iterator(
+                StreamName=stream, ShardId=SHARD, ShardIteratorType="TRIM_HORIZON"
+            )["ShardIterator"]
+            answer = kinesis_reader_client(settings).get_records(ShardIterator=iterator, Limit=len(records))
+            bodies.append(answer[RAW_BODY])
+        return bodies[0], bodies[1], aws
 
 
-def median_rates(records: int, repeats: int, runs: dict[str, Callable[[], int]]) -> dict[str, float]:
-    """Median records per CPU second of each run; the runs take turns, so a change in the machine's load
+def event_payload(body: bytes) -> bytes:
+    """A SubscribeToShardEvent's payload holding the records of a GetRecords answer."""
+    records = json.loads(body)["Records"]
+    event = {"Records": records, "ContinuationSequenceNumber": records[-1]["SequenceNumber"], "MillisBehindLatest": 0}
+    return json.dumps(event).encode()
+
+
+def median_rates(records: int, repeats: int, runs: dict[str, Run]) -> dict[str, float]:
+    """Median user records per CPU second of each run; the runs take turns, so a change in the machine's load
     between them hits all alike (CPU time is not wall time, but a loaded host still slows caches)."""
     rates: dict[str, list[float]] = {name: [] for name in runs}
     for run in runs.values():
@@ -68,7 +108,7 @@ def median_rates(records: int, repeats: int, runs: dict[str, Callable[[], int]])
     for _ in range(repeats):
         for name, run in runs.items():
             started = time.thread_time()
-            assert run() == records
+            run()
             rates[name].append(records / (time.thread_time() - started))
     return {name: statistics.median(values) for name, values in rates.items()}
 
@@ -84,15 +124,91 @@ def load_decode(path: str) -> ModuleType:
     return module
 
 
-def arrow_run(module: Any, body: bytes) -> Callable[[], int]:
-    """Our path: ``module.decode_get_records`` plus the Arrow batch."""
-    shard = module.ShardContext("bench", "shardId-000000000000", 0, MAX_HASH_KEY)
+def arrow_run(module: Any, decoder: Callable[[bytes, Any], Any], body: bytes, records: int) -> Run:
+    """Our path: ``decoder(body, shard)`` (a ``module`` function) plus the Arrow batch; checks the row count once."""
+    shard = module.ShardContext("bench", SHARD, 0, MAX_HASH_KEY)
 
     def run() -> int:
-        page = module.decode_get_records(body, shard)
+        page = decoder(body, shard)
         return page.to_batch(shard, 0, len(page)).num_rows
 
+    assert run() == records, "the decode lost or invented records"
     return run
+
+
+class BotocoreParsers:
+    """botocore's own parsers, with Kinesis' shapes: the baselines."""
+
+    def __init__(self) -> None:
+        import boto3
+
+        model = boto3.session.Session().client("kinesis", region_name="us-east-1").meta.service_model
+        self.get_records_shape = model.operation_model("GetRecords").output_shape
+        self.event_shape = model.operation_model("SubscribeToShard").output_shape.members["EventStream"]
+        self.json = botocore.parsers.create_parser("json")
+        self.events = botocore.parsers.EventStreamJSONParser()
+
+    def get_records(self, body: bytes) -> dict[str, Any]:
+        return self.json.parse({"body": body, "headers": {}, "status_code": 200}, self.get_records_shape)
+
+    def event(self, payload: bytes) -> dict[str, Any]:
+        headers = {
+            ":message-type": "event",
+            ":event-type": "SubscribeToShardEvent",
+            ":content-type": "application/json",
+        }
+        parsed = self.events.parse({"body": payload, "headers": headers, "status_code": 200}, self.event_shape)
+        return parsed["SubscribeToShardEvent"]
+
+
+def lambda_style(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """botocore's records as the dicts aws-kinesis-agg's deaggregator takes (as bench.common's boto3 loop does)."""
+    return [
+        {
+            "kinesis": {
+                "data": base64.b64encode(r["Data"]).decode(),
+                "partitionKey": r["PartitionKey"],
+                "sequenceNumber": r["SequenceNumber"],
+                "kinesisSchemaVersion": "1.0",
+                "approximateArrivalTimestamp": r["ApproximateArrivalTimestamp"].timestamp(),
+            }
+        }
+        for r in records
+    ]
+
+
+def candidates(body: bytes) -> dict[str, Run]:
+    """The parsers to choose from, each building the plain page's column lists (table 4 of the module doc)."""
+
+    def stdlib() -> int:
+        records = json.loads(body)["Records"]
+        columns = [[a2b_base64(r["Data"]) for r in records], [r["PartitionKey"] for r in records]]
+        columns += [[r["SequenceNumber"] for r in records], [r["ApproximateArrivalTimestamp"] for r in records]]
+        return len(columns[0])
+
+    def msgspec_structs() -> int:
+        records = decode._GET_RECORDS.decode(body).Records or []  # the connector's own decoder
+        columns = [[r.Data for r in records], [r.PartitionKey for r in records]]
+        columns += [[r.SequenceNumber for r in records], [r.ApproximateArrivalTimestamp for r in records]]
+        return len(columns[0])
+
+    runs: dict[str, Run] = {"json.loads + binascii (before)": stdlib}
+    try:
+        import orjson
+        import pybase64
+    except ImportError:
+        print("orjson + pybase64: not importable here, left out (see the module doc)")
+    else:
+
+        def orjson_pybase64() -> int:
+            records = orjson.loads(body)["Records"]
+            columns = [[pybase64.b64decode(r["Data"]) for r in records], [r["PartitionKey"] for r in records]]
+            columns += [[r["SequenceNumber"] for r in records], [r["ApproximateArrivalTimestamp"] for r in records]]
+            return len(columns[0])
+
+        runs["orjson + pybase64"] = orjson_pybase64
+    runs["msgspec typed structs (ours)"] = msgspec_structs
+    return runs
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -103,66 +219,60 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--before", help="another connector/fetch/decode.py to measure in the same run (a row more)")
     add_quota_flag(parser)
     args = parser.parse_args(argv)
-    body, aws = fetch_body(args)
-    import boto3
+    plain, aggregated, aws = fetch_bodies(args)
+    event = event_payload(plain)
+    botocore_parsers = BotocoreParsers()
+    n, shard = args.records, decode.ShardContext("bench", SHARD, 0, MAX_HASH_KEY)
+    before = load_decode(args.before) if args.before else None
 
-    shape = boto3.session.Session().client("kinesis", region_name="us-east-1").meta.service_model
-    output_shape = shape.operation_model("GetRecords").output_shape
-    json_parser = botocore.parsers.create_parser("json")
-    shard = decode.ShardContext("bench", "shardId-000000000000", 0, MAX_HASH_KEY)
-
-    def botocore_parse() -> int:
-        answer = json_parser.parse({"body": body, "headers": {}, "status_code": 200}, output_shape)
-        return len(answer["Records"])
-
-    def ours_decode_only() -> int:
-        return len(decode.decode_get_records(body, shard))
-
-    runs = {
-        "botocore JSON parser (baseline)": botocore_parse,
-        "connector.fetch.decode -> Arrow RecordBatch": arrow_run(decode, body),
-        "connector.fetch.decode, columns only": ours_decode_only,
+    get_records: dict[str, Run] = {
+        "botocore JSON parser (baseline)": lambda: botocore_parsers.get_records(plain),
+        "decode_get_records -> Arrow RecordBatch": arrow_run(decode, decode.decode_get_records, plain, n),
+        "decode_get_records, columns only": lambda: decode.decode_get_records(plain, shard),
     }
-    if args.before:
-        runs["--before's decode -> Arrow RecordBatch"] = arrow_run(load_decode(args.before), body)
-    rates = median_rates(args.records, args.repeats, runs)
-    baseline = rates["botocore JSON parser (baseline)"]
-    print(f"one GetRecords body: {args.records:,} records x {args.size} B, {len(body) / 1e6:.1f} MB")
-    print(f"records per second of this thread's CPU time, median of {args.repeats} runs taking turns")
-    print_table(list(rates.items()), baseline, "(ratio = our rate / botocore's)")
-    print("where the time goes (ratio = rate / the decode's, columns only; each part alone)")
-    print_table(parts(body, args.records, args.repeats), rates["connector.fetch.decode, columns only"], "")
+    if before:
+        get_records["--before's decode -> Arrow RecordBatch"] = arrow_run(before, before.decode_get_records, plain, n)
+    events: dict[str, Run] = {
+        "botocore event parser (baseline)": lambda: botocore_parsers.event(event),
+        "decode_subscribe_event -> Arrow": arrow_run(decode, decode.decode_subscribe_event, event, n),
+    }
+    if before:
+        events["--before's event decode -> Arrow"] = arrow_run(before, before.decode_subscribe_event, event, n)
+    kpl: dict[str, Run] = {
+        "botocore + aws-kinesis-agg (baseline)": lambda: deaggregate_records(
+            lambda_style(botocore_parsers.get_records(aggregated)["Records"])
+        ),
+        "botocore JSON parser, aggregates only": lambda: botocore_parsers.get_records(aggregated),
+        "decode_get_records -> Arrow RecordBatch": arrow_run(decode, decode.decode_get_records, aggregated, n),
+    }
+    if before:
+        kpl["--before's decode -> Arrow RecordBatch"] = arrow_run(before, before.decode_get_records, aggregated, n)
+    parsers = {"botocore JSON parser (baseline)": get_records["botocore JSON parser (baseline)"], **candidates(plain)}
+
+    kinesis_records = len(json.loads(aggregated)["Records"])
+    print(f"user records per second of this thread's CPU time, median of {args.repeats} runs taking turns")
+    print("ratio = rate / the table's first row (its time for the same body / this row's)\n")
+    print(f"1. one GetRecords body: {n:,} records x {args.size} B, {len(plain) / 1e6:.1f} MB")
+    print_table(median_rates(n, args.repeats, get_records))
+    print(f"2. one SubscribeToShardEvent: the same records, {len(event) / 1e6:.1f} MB")
+    print_table(median_rates(n, args.repeats, events))
+    print(
+        f"3. one GetRecords body of KPL aggregates: the same {n:,} user records in {kinesis_records:,} aggregates "
+        f"of <= {KPL_AGGREGATE_BYTES:,} B, {len(aggregated) / 1e6:.1f} MB"
+    )
+    print_table(median_rates(n, args.repeats, kpl))
+    print("4. the parsers to choose from, each to the column lists of body 1")
+    print_table(median_rates(n, args.repeats, parsers))
     print_quotas(aws)
 
 
-def parts(body: bytes, records: int, repeats: int) -> list[tuple[str, float]]:
-    """Rates of the decode's C floor parts alone (see the module doc)."""
-    datas = [record["Data"] for record in json.loads(body)["Records"]]
-    joined = "".join(datas).replace("=", "A").encode("ascii")
-
-    def loads() -> int:
-        return len(json.loads(body)["Records"])
-
-    def per_record() -> int:
-        return len([a2b_base64(data) for data in datas])
-
-    def one_buffer() -> int:
-        a2b_base64(joined)
-        return records
-
-    runs = {
-        "json.loads of the body": loads,
-        "a2b_base64, one call per record": per_record,
-        "a2b_base64, one joined buffer": one_buffer,
-    }
-    return list(median_rates(records, repeats, runs).items())
-
-
-def print_table(rows: list[tuple[str, float]], baseline: float, note: str) -> None:
+def print_table(rates: dict[str, float]) -> None:
+    baseline = next(iter(rates.values()))
     print(f"| {'path':<40} | {'records/s':>12} | {'ratio':>6} |")
-    print(f"|{'-' * 42}|{'-' * 14}|{'-' * 8}|  {note}")
-    for name, rate in rows:
+    print(f"|{'-' * 42}|{'-' * 14}|{'-' * 8}|")
+    for name, rate in rates.items():
         print(f"| {name:<40} | {rate:>12,.0f} | {rate / baseline:6.2f} |")
+    print()
 
 
 if __name__ == "__main__":

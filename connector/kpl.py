@@ -70,9 +70,23 @@ def is_aggregated(data: bytes) -> bool:
     return len(data) > len(MAGIC) + DIGEST_SIZE and data[: len(MAGIC)] == MAGIC
 
 
-def deaggregate(data: bytes) -> list[UserRecord]:
-    """Unpack an aggregated record into its user records, numbered by sub-sequence number from 0."""
-    body, digest = data[len(MAGIC) : -DIGEST_SIZE], data[-DIGEST_SIZE:]
+@dataclass(frozen=True)
+class Unpacked:
+    """An aggregate's user records as columns, in sub-sequence order (index = sub-sequence number)."""
+
+    data: list[bytes]
+    partition_keys: list[str]
+    explicit_hash_keys: list[str | None]  # None: the record has none (its hash key is its partition key's MD5)
+
+
+def unpack(data: bytes) -> Unpacked:
+    """Unpack an aggregated record into columns of its user records.
+
+    Who calls it: ``fetch.decode`` for every aggregate a read meets (columns: no object per user record) and
+    ``deaggregate``. Raises KplFormatError for a bad checksum, an unreadable body or a dangling table index.
+    """
+    view = memoryview(data)  # the checksum and the parser read the body in place, without copying it
+    body, digest = view[len(MAGIC) : -DIGEST_SIZE], view[-DIGEST_SIZE:]
     if hashlib.md5(body).digest() != digest:
         raise KplFormatError("KPL aggregate has a bad MD5 checksum")
     from google.protobuf.message import DecodeError
@@ -82,17 +96,38 @@ def deaggregate(data: bytes) -> list[UserRecord]:
         message.ParseFromString(body)
     except DecodeError as exc:
         raise KplFormatError(f"KPL aggregate has an unreadable protobuf body: {exc}") from exc
-    partition_keys = message.partition_key_table
-    hash_keys = message.explicit_hash_key_table
-    records = []
+    partition_keys, hash_keys, records = (
+        list(message.partition_key_table),
+        message.explicit_hash_key_table,
+        message.records,
+    )
+    try:
+        keys = [partition_keys[record.partition_key_index] for record in records]
+        explicit = [
+            hash_keys[record.explicit_hash_key_index] if record.HasField("explicit_hash_key_index") else None
+            for record in records
+        ]
+    except IndexError as exc:
+        raise KplFormatError(f"KPL aggregate record {_dangling(message)} points outside its key tables") from exc
+    return Unpacked([record.data for record in records], keys, explicit)
+
+
+def _dangling(message: Any) -> int:
+    """The index of the first user record of ``message`` whose key-table index is out of range."""
+    keys, hashes = len(message.partition_key_table), len(message.explicit_hash_key_table)
     for index, record in enumerate(message.records):
-        try:
-            partition_key = partition_keys[record.partition_key_index]
-            hash_key = hash_keys[record.explicit_hash_key_index] if record.HasField("explicit_hash_key_index") else None
-        except IndexError as exc:
-            raise KplFormatError(f"KPL aggregate record {index} points outside its key tables") from exc
-        records.append(UserRecord(record.data, partition_key, hash_key, index))
-    return records
+        if record.partition_key_index >= keys or (
+            record.HasField("explicit_hash_key_index") and record.explicit_hash_key_index >= hashes
+        ):
+            return index
+    return -1
+
+
+def deaggregate(data: bytes) -> list[UserRecord]:
+    """Unpack an aggregated record into its user records, numbered by sub-sequence number from 0."""
+    unpacked = unpack(data)
+    columns = zip(unpacked.data, unpacked.partition_keys, unpacked.explicit_hash_keys, strict=True)
+    return [UserRecord(payload, key, explicit, index) for index, (payload, key, explicit) in enumerate(columns)]
 
 
 def _varint_size(value: int) -> int:

@@ -34,7 +34,7 @@ LOCK_PATH = Path("infra") / "emr-lock.txt"
 REQUIREMENTS_NAME = "requirements.txt"
 CACHE_ENV = "KINESIS_WHEEL_CACHE"
 # The connector's runtime dependencies (pyproject.toml's), pinned to requirements.txt's versions by `lock`.
-CONNECTOR_DEPENDENCIES = ("pyarrow", "boto3", "botocore", "aws-kinesis-agg", "protobuf", "six")
+CONNECTOR_DEPENDENCIES = ("pyarrow", "boto3", "botocore", "aws-kinesis-agg", "protobuf", "six", "msgspec")
 _PIN_RE = re.compile(r"^([A-Za-z0-9_.-]+)==(\S+)\s+--hash=sha256:([0-9a-f]{64})(?:\s+#\s*(\S+\.whl))?\s*$")
 _EXACT_PIN_RE = re.compile(r"^([A-Za-z0-9_.-]+)==([A-Za-z0-9_.+!-]+)")
 

@@ -3,6 +3,8 @@ parse of the same answer; the reader client keeps botocore's errors."""
 
 from __future__ import annotations
 
+import base64
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -11,7 +13,14 @@ from botocore.exceptions import ClientError
 from source_util import client_settings, first_shard_iterator
 
 from connector.aws.clients import RAW_BODY, kinesis_client, kinesis_reader_client
-from connector.fetch.decode import ARROW_SCHEMA, ShardContext, decode_get_records
+from connector.fetch.decode import (
+    ARROW_SCHEMA,
+    MalformedAnswerError,
+    ShardContext,
+    decode_get_records,
+    decode_subscribe_event,
+)
+from connector.kpl import Aggregator, hash_key_of
 from connector.shards import MAX_HASH_KEY
 from localaws import LocalServer
 from localaws.streams import put_records
@@ -65,3 +74,45 @@ def test_the_reader_client_still_raises_aws_errors(kinesalite: LocalServer) -> N
     with pytest.raises(ClientError) as failure:
         kinesis_reader_client(client_settings(kinesalite)).get_records(ShardIterator="not-an-iterator" * 2)
     assert failure.value.response["Error"]["Code"] in ("InvalidArgumentException", "ValidationException")
+
+
+@pytest.mark.parametrize(
+    ("body", "what"),
+    [
+        (b'{"Records": [{"Data": "@@", "PartitionKey": "k", "SequenceNumber": "1"}]}', "Invalid base64"),
+        (b'{"Records": [{"Data": "aGk=", "SequenceNumber": "1"}]}', "missing required field `PartitionKey`"),
+        (b'{"Records": [', "truncated"),
+    ],
+)
+def test_a_malformed_answer_names_the_shard_and_what_is_wrong(body: bytes, what: str) -> None:
+    """botocore would read "@@" as empty data (its base64 ignores what is not base64); we refuse it."""
+    shard = ShardContext("orders", "shardId-000000000007", 0, MAX_HASH_KEY)
+    with pytest.raises(MalformedAnswerError, match=rf"GetRecords answer from .*orders.*shardId-000000000007.*{what}"):
+        decode_get_records(body, shard)
+    with pytest.raises(MalformedAnswerError, match=rf"SubscribeToShardEvent from .*shardId-000000000007.*{what}"):
+        decode_subscribe_event(body, shard)
+
+
+def test_aggregates_keep_only_the_user_records_of_the_shards_hash_range() -> None:
+    """Keys repeat through an aggregate's key table (each distinct key is judged once); explicit hash keys decide
+    over partition keys; a shard holding every hash key keeps all."""
+    aggregator = Aggregator()
+    half = 2**127
+    # one partition key throughout: a verdict kept per partition key alone would be wrong
+    keys = [("k", str(half - 1)), ("k", str(half)), ("k", str(half - 1)), ("k", None), ("k", str(half))]
+    for index, (key, explicit) in enumerate(keys):
+        aggregator.add(f"u{index}".encode(), key, explicit_hash_key=explicit)
+    aggregate = aggregator.flush()
+    assert aggregate is not None and aggregate.user_records == 5
+    pk_inside = hash_key_of("k") < half
+    record = {"Data": base64.b64encode(aggregate.data).decode(), "PartitionKey": "k", "SequenceNumber": "5"}
+    body = json.dumps({"Records": [record], "NextShardIterator": "it", "MillisBehindLatest": 0})
+    lower = decode_get_records(body, ShardContext("s", "shardId-0", 0, half - 1))
+    upper = decode_get_records(body, ShardContext("s", "shardId-1", half, MAX_HASH_KEY - 1))
+    assert lower.subs == [0, 2, 3] if pk_inside else [0, 2]
+    assert upper.subs == [1, 4] if pk_inside else [1, 3, 4]
+    assert lower.dropped_out_of_range + upper.dropped_out_of_range == 5
+    assert [lower.data[i] for i in range(len(lower))] == [f"u{sub}".encode() for sub in lower.subs]
+    assert lower.record_ends[-1] and not any(lower.record_ends[:-1]) and lower.sequences == ["5"] * len(lower)
+    everything = decode_get_records(body, ShardContext("s", "shardId-0", 0, MAX_HASH_KEY))
+    assert everything.subs == [0, 1, 2, 3, 4] and everything.dropped_out_of_range == 0

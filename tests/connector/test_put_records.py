@@ -190,3 +190,27 @@ def test_a_missing_stream_fails_at_once_with_a_clear_message(kinesalite: LocalSe
         put_all(kinesalite.client("kinesis"), "no-such-stream", _entries(3), FAST_RETRY)
     assert info.value.error_codes == Counter({"ResourceNotFoundException": 3})
     assert info.value.stats.calls == 1
+
+
+def test_put_all_encodes_the_body_itself_and_the_clients_other_calls_are_untouched(
+    kinesalite: LocalServer, lite_stream
+) -> None:
+    """botocore validates and serializes a one-entry placeholder, not the entries (``put_all`` encodes them with
+    msgspec); what lands is every entry (empty data, unicode keys, an explicit hash key) and the answer's ShardIds
+    reach ``on_stored``. A plain ``put_records`` on the same client afterwards is botocore's as before."""
+    stream = lite_stream(shards=2)
+    kinesis = kinesalite.client("kinesis")
+    seen: list[list[dict]] = []
+    entries = [Entry(b"", "empty"), Entry("ключ".encode(), "ключ"), Entry(bytes(range(256)), "😀", str(2**128 - 1))]
+    landed: list[str] = []
+    put_all(kinesis, stream, entries, FAST_RETRY, on_stored=lambda entry, shard: landed.append(shard))
+    # registered after put_all's own hooks: sees what botocore goes on to validate and serialize
+    kinesis.meta.events.register(
+        "before-parameter-build.kinesis.PutRecords", lambda params, **_: seen.append(params["Records"])
+    )
+    put_all(kinesis, stream, entries, FAST_RETRY)
+    assert seen == [[{"Data": b"", "PartitionKey": "-"}]]
+    assert sorted(_stored(kinesis, stream)) == sorted([entry.data for entry in entries] * 2)
+    assert landed[2] == list_shard_ids(kinesis, stream)[1] and len(landed) == 3
+    plain = kinesis.put_records(StreamName=stream, Records=[{"Data": b"plain", "PartitionKey": "k"}])
+    assert plain["FailedRecordCount"] == 0 and plain["Records"][0]["ShardId"].startswith("shardId-")
