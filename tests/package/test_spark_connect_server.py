@@ -20,9 +20,17 @@ import pytest
 
 from infra import packaging
 from localaws import LocalServer
-from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 
-from .venvs import VENVS, borrowing_venv, clean_env, fresh_venv, project_python, pyspark_home, run
+from .venvs import (
+    VENVS,
+    borrowing_venv,
+    clean_env,
+    filled_stream_options,
+    fresh_venv,
+    project_python,
+    pyspark_home,
+    run,
+)
 
 CLIENT_APP = Path(__file__).with_name("connect_client_app.py")
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -77,18 +85,8 @@ def test_a_thin_client_reads_and_writes_through_a_standalone_connect_server(
     client_python = borrowing_venv(base, tmp_path / "client-venv")
 
     source, sink = lite_stream(shards=2), lite_stream(shards=1)
-    kinesis = kinesalite.client("kinesis")
     produced = [f"connect-{which}-{i}" for i in range(10)]
-    for i, data in enumerate(produced):
-        kinesis.put_record(StreamName=source, Data=data.encode(), PartitionKey=str(i))
-    options = {
-        "kinesis.streamName": source,
-        "kinesis.endpointUrl": kinesalite.endpoint_url,
-        "kinesis.awsAccessKeyId": DUMMY_ACCESS_KEY,
-        "kinesis.awsSecretKey": DUMMY_SECRET_KEY,
-        "kinesis.startingPosition": "TRIM_HORIZON",
-        "kinesis.metadataPath": str(work / "metadata"),
-    }
+    options = filled_stream_options(kinesalite, source, produced, work)
 
     port = free_port()
     log = tmp_path / "connect-server.log"
@@ -120,7 +118,7 @@ def test_a_thin_client_reads_and_writes_through_a_standalone_connect_server(
     assert result["client_has_connector"] is False, "the client must not need the connector"
     assert result["batch"] == sorted(produced)
     assert result["stream"] == sorted(produced)
-    assert sorted(read_all(kinesis, sink)) == sorted(produced)
+    assert sorted(read_all(kinesalite.client("kinesis"), sink)) == sorted(produced)
 
 
 def read_all(kinesis, stream: str) -> list[str]:

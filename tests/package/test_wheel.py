@@ -21,9 +21,8 @@ import pytest
 
 from infra import packaging
 from localaws import LocalServer
-from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 
-from .venvs import ROOT, VENVS, fresh_venv, project_python, pyspark_home, run
+from .venvs import ROOT, VENVS, filled_stream_options, fresh_venv, project_python, pyspark_home, run
 
 APP = Path(__file__).with_name("wheel_app.py")
 
@@ -44,9 +43,8 @@ def test_wheel_holds_the_library_and_nothing_of_the_monorepo(wheel: Path) -> Non
     assert "Name: pyspark-aws-kinesis" in metadata and "License-Expression: Apache-2.0" in metadata
     required = [line.split(": ", 1)[1] for line in metadata.splitlines() if line.startswith("Requires-Dist: ")]
     runtime = sorted(r for r in required if "extra ==" not in r)
-    assert runtime == sorted(
-        ["boto3>=1.34", "botocore>=1.34", "pyarrow>=15.0", "aws-kinesis-agg>=1.2.3", "protobuf>=4.25", "six>=1.16"]
-    )
+    declared = ["boto3>=1.35.16", "botocore>=1.35.16", "pyarrow>=15.0", "aws-kinesis-agg>=1.2.3", "protobuf>=5.26.1"]
+    assert runtime == sorted([*declared, "six>=1.16", "msgspec>=0.19"])
     assert not any(r.startswith("pyspark") for r in runtime), "the cluster provides pyspark: only the extra adds it"
     assert 'pyspark>=4.0.2; extra == "spark"' in required
     assert "kinesis-generator = generator.cli:main" in entry_points
@@ -92,18 +90,8 @@ def test_installed_wheel_reads_without_registering_in_pyspark_spark_submit_and_o
     assert "--stream" in usage.stdout and "--rate" in usage.stdout
 
     stream = lite_stream(shards=2)
-    kinesis = kinesalite.client("kinesis")
     produced = [f"{which}-{i}" for i in range(12)]
-    for i, data in enumerate(produced):
-        kinesis.put_record(StreamName=stream, Data=data.encode(), PartitionKey=str(i))
-    options = {
-        "kinesis.streamName": stream,
-        "kinesis.endpointUrl": kinesalite.endpoint_url,
-        "kinesis.awsAccessKeyId": DUMMY_ACCESS_KEY,
-        "kinesis.awsSecretKey": DUMMY_SECRET_KEY,
-        "kinesis.startingPosition": "TRIM_HORIZON",
-        "kinesis.metadataPath": str(work / "metadata"),
-    }
+    options = filled_stream_options(kinesalite, stream, produced, work)
     app = shutil.copy(APP, work / "app.py")  # outside the checkout: its directory goes first on sys.path
     spark_home = pyspark_home(python, work)
     spark_env = {"PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python), "SPARK_LOCAL_IP": "127.0.0.1"}

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from infra import packaging
+from localaws import LocalServer
+from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
 # The project venvs whose pyspark the fresh venvs borrow; WHEEL_TEST_VENV_NEWEST / _COMPAT override them (a
@@ -91,3 +93,18 @@ def pyspark_home(python: Path, cwd: Path) -> Path:
     """Where ``python``'s pyspark lives: its bin/ and sbin/ scripts and jars."""
     out = run([python, "-c", "import pyspark, os; print(os.path.dirname(pyspark.__file__))"], cwd)
     return Path(out.stdout.strip())
+
+
+def filled_stream_options(kinesalite: LocalServer, stream: str, produced: list[str], work: Path) -> dict[str, str]:
+    """Put ``produced`` (one record each) into ``stream`` and return the options that read it from the oldest."""
+    kinesis = kinesalite.client("kinesis")
+    for i, data in enumerate(produced):
+        kinesis.put_record(StreamName=stream, Data=data.encode(), PartitionKey=str(i))
+    return {
+        "kinesis.streamName": stream,
+        "kinesis.endpointUrl": kinesalite.endpoint_url,
+        "kinesis.awsAccessKeyId": DUMMY_ACCESS_KEY,
+        "kinesis.awsSecretKey": DUMMY_SECRET_KEY,
+        "kinesis.startingPosition": "TRIM_HORIZON",
+        "kinesis.metadataPath": str(work / "metadata"),
+    }
