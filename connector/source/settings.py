@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import options as opts
@@ -94,6 +95,9 @@ class EfoSettings:
     subscribe_timeout_s: float
     subscribe_max_retries: int
     require_deregistration: bool
+    # Drawn once per reader on the driver, travels to the tasks in the pickled settings: the job's subscription
+    # broker serves only requests that present it (``fetch.efo_client``); never compared, printed or logged.
+    broker_secret: str = field(default_factory=lambda: secrets.token_hex(32), repr=False, compare=False)
 
     @classmethod
     def from_options(cls, parsed: ParsedOptions) -> EfoSettings | None:
@@ -223,7 +227,7 @@ class SourceSettings:
             retry = replace(self.client.retry, max_retries=self.efo.subscribe_max_retries)
             efo = self.efo
             return BrokeredSubscriber(
-                self.client, efo.subscribe_timeout_s, retry, consumer_arn, efo.consumer_name, context
+                self.client, efo.subscribe_timeout_s, retry, consumer_arn, efo.consumer_name, context, efo.broker_secret
             )
         polling = PollingSettings(self.records_per_fetch, self.fetch_interval_s)
         return GetRecordsTransport(kinesis, context, self.client.retry, polling, task.handoff)
