@@ -18,7 +18,7 @@ METADATA_PATH = add(
         "written into the offsets, so a restart finds it. Spark does not tell a Python source its checkpoint "
         "location: set this beside the checkpoint (`<checkpoint>/kinesis-metadata`).",
         Side.SOURCE,
-        default_doc="`<temp dir>/aws-kinesis-metadata` (single machine only)",
+        default_doc="`<temp dir>/aws-kinesis-metadata-<uid>` (single machine only; private to the user)",
     )
 )
 METADATA_S3_ENDPOINT_URL = add(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -27,6 +26,7 @@ from ..metadata.dynamodb import store_uri
 from ..metadata.store import MetadataStore
 from ..options import OptionError, ParsedOptions, Side, parse_options
 from ..positions import PositionSpec, ShardEnd, parse_ending_position, parse_starting_position
+from ..private import open_private_dir, user_temp_path
 from ..retry import RetryPolicy
 
 _STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.\-]{1,128}$")
@@ -34,8 +34,19 @@ DEFAULT_METADATA_DIR = "aws-kinesis-metadata"
 
 
 def default_metadata_path() -> str:
-    """``<temp dir>/aws-kinesis-metadata``: works when driver and executors share a machine (local mode)."""
-    return os.path.join(tempfile.gettempdir(), DEFAULT_METADATA_DIR)
+    """``<temp dir>/aws-kinesis-metadata-<uid>``, created 0700 (works when driver and executors share a machine and
+    a user: local mode). Raises OptionError naming ``kinesis.metadataPath`` when it is a symbolic link or not this
+    user's alone: another local user could read or forge where each batch stopped. Checked once, on the driver;
+    the temp dir's sticky bit keeps the name ours afterwards."""
+    path = user_temp_path(DEFAULT_METADATA_DIR)
+    try:
+        os.close(open_private_dir(path))
+    except OSError as exc:
+        raise OptionError(
+            f"the default of option {opts.METADATA_PATH.name} cannot be used: {exc}; set "
+            f"{opts.METADATA_PATH.name} (beside the checkpoint) or remove {path}"
+        ) from None
+    return path
 
 
 def parse_stream_names(value: str | None) -> tuple[str, ...]:
