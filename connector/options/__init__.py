@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from .common import (
     ACCESS_KEY_ID,
+    ALLOW_HTTP_ENDPOINTS,
     CLIENT_MAX_RETRY_INTERVAL_MS,
     CLIENT_NUM_RETRIES,
     CLIENT_RETRY_INTERVALS_MS,
@@ -105,6 +106,7 @@ from .source import (
 __all__ = [
     "ACCESS_KEY_ID",
     "AGGREGATION_ENABLED",
+    "ALLOW_HTTP_ENDPOINTS",
     "BOOL",
     "CHECK_NEW_RECORD_THREADS",
     "CLIENT_MAX_RETRY_INTERVAL_MS",
