@@ -177,14 +177,16 @@ class Request:
         )
 
 
-_PAGE_LISTS = {"keys": str, "sequences": str, "subs": int, "arrivals_us": (int, type(None)), "record_ends": bool}
+# The exact types JSON gives each field (exact: a bool is not an int here).
+_NONE = type(None)
+_PAGE_LISTS = {"keys": {str}, "sequences": {str}, "subs": {int}, "arrivals_us": {int, _NONE}, "record_ends": {bool}}
 _PAGE_SCALARS = {
-    "kinesis_records": int,
-    "last_sequence": (str, type(None)),
-    "dropped_out_of_range": int,
-    "next_iterator": (str, type(None)),
-    "millis_behind_latest": (int, type(None)),
-    "at_tip": bool,
+    "kinesis_records": {int},
+    "last_sequence": {str, _NONE},
+    "dropped_out_of_range": {int},
+    "next_iterator": {str, _NONE},
+    "millis_behind_latest": {int, _NONE},
+    "at_tip": {bool},
 }
 
 
@@ -200,17 +202,17 @@ def page_from_wire(message: Any, blob: bytes) -> Page:
     if not isinstance(message, dict) or set(message) != {*_PAGE_LISTS, *_PAGE_SCALARS, "sizes"}:
         raise ProtocolError(f"a page with other fields than a page's: {message!r:.200}")
     sizes = message["sizes"]
-    if not isinstance(sizes, list) or not all(type(size) is int and size >= 0 for size in sizes):
+    if not isinstance(sizes, list) or not {type(size) for size in sizes} <= {int} or min(sizes, default=0) < 0:
         raise ProtocolError("a page's sizes must be a list of sizes")
     if sum(sizes) != len(blob):
         raise ProtocolError(f"a page's rows add up to {sum(sizes)} bytes, the frame carries {len(blob)}")
-    for name, kind in _PAGE_LISTS.items():
+    for name, kinds in _PAGE_LISTS.items():
         column = message[name]
-        if not isinstance(column, list) or len(column) != len(sizes) or not all(_is(item, kind) for item in column):
-            raise ProtocolError(f"a page's {name} must be {len(sizes)} values of type {kind}")
-    for name, kind in _PAGE_SCALARS.items():
-        if not _is(message[name], kind):
-            raise ProtocolError(f"a page's {name} must be of type {kind}, got {message[name]!r:.100}")
+        if not isinstance(column, list) or len(column) != len(sizes) or not set(map(type, column)) <= kinds:
+            raise ProtocolError(f"a page's {name} must be {len(sizes)} values of {_names(kinds)}")
+    for name, kinds in _PAGE_SCALARS.items():
+        if type(message[name]) not in kinds:
+            raise ProtocolError(f"a page's {name} must be {_names(kinds)}, got {message[name]!r:.100}")
     data, offset = [], 0
     for size in sizes:
         data.append(blob[offset : offset + size])
@@ -218,8 +220,5 @@ def page_from_wire(message: Any, blob: bytes) -> Page:
     return Page(data=data, **{name: message[name] for name in (*_PAGE_LISTS, *_PAGE_SCALARS)})
 
 
-def _is(value: Any, kind: type | tuple[type, ...]) -> bool:
-    """isinstance, but a bool is not an int (JSON tells them apart)."""
-    if isinstance(value, bool):
-        return kind is bool or (isinstance(kind, tuple) and bool in kind)
-    return isinstance(value, kind)
+def _names(kinds: set[type]) -> str:
+    return " or ".join(sorted("null" if kind is _NONE else kind.__name__ for kind in kinds))
