@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -271,3 +272,15 @@ def test_requests_of_other_credentials_never_share_a_buffer() -> None:
 
     assert request("a").key != request("b").key
     assert request("a").key == request("a").key
+
+
+def test_every_test_the_security_doc_names_exists() -> None:
+    """docs/security.md names the test behind each statement: each name is a test of tests/."""
+    root = Path(__file__).resolve().parents[2]
+    named = set(re.findall(r"\b(test_\w+)\b(?!\.py)", (root / "docs" / "security.md").read_text()))
+    defined = {
+        match
+        for path in (root / "tests").rglob("test_*.py")
+        for match in re.findall(r"^def (test_\w+)", path.read_text(), re.MULTILINE)
+    }
+    assert named and not {name for name in named if not any(test.startswith(name) for test in defined)}
