@@ -1,4 +1,4 @@
-"""The subscription broker: one process per host and user that keeps enhanced fan-out subscriptions open across
+"""The subscription broker: one process per query and host that keeps enhanced fan-out subscriptions open across
 micro-batches and serves their pages to the tasks that read the shards.
 
 Why: Kinesis refuses a new SubscribeToShard on a consumer+shard within 5 s of the previous call, so a subscription

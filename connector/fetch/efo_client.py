@@ -1,4 +1,4 @@
-"""The enhanced fan-out transport that tasks use: pages from this host's subscription broker, or direct.
+"""The enhanced fan-out transport that tasks use: pages from its query's broker on this host, or direct.
 
 Who calls it: ``SourceSettings.transport`` returns a ``BrokeredSubscriber`` for ``kinesis.consumerType=
 SubscribeToShard``; the range reader (``fetch.range.ShardRange``, in an executor's Python worker, or on the driver

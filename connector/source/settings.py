@@ -228,7 +228,7 @@ class SourceSettings:
     def transport(self, kinesis: Any, task: ShardTask, consumer_arn: str | None = None) -> ShardTransport:
         """How ``task``'s shard is read: SubscribeToShard through the enhanced fan-out consumer ``consumer_arn``
         when given (the query's consumer of ``task.stream``: ``consumers.QueryConsumers``; ``kinesis`` is then
-        unused), served by this host's subscription broker, which keeps the subscription open across
+        unused), served by the query's subscription broker on this host, which keeps the subscription open across
         micro-batches (``fetch.efo_client``; subscriptions take their own client with the
         ``subscribeToShard.timeoutSec`` read timeout), else GetRecords through ``kinesis`` (a raw-body reader
         client). The one place that picks a transport."""
