@@ -14,6 +14,11 @@ __all__ = ["NAME", "register"]
 
 
 ALREADY_REGISTERED = "DATA_SOURCE_ALREADY_EXISTS"
+# Spark shows a source's options in plans (explain(), the UI, logs) except those whose key matches this SQL conf
+# (default "(?i)url") or spark.redaction.regex (default: secret, password, token, access key): the keys, the
+# token and the endpoints are hidden already, kinesis.stsExternalId is not.
+OPTIONS_REDACTION = "spark.sql.redaction.options.regex"
+REDACTED = "externalid"
 
 
 def register(spark: Any) -> None:
@@ -29,11 +34,19 @@ def register(spark: Any) -> None:
 
     from .datasource import KinesisDataSource
 
+    redact_external_id(spark)
     try:
         spark.dataSource.register(KinesisDataSource)
     except AnalysisException as exc:  # classic or Spark Connect (a subclass)
         if ALREADY_REGISTERED not in str(exc):
             raise
+
+
+def redact_external_id(spark: Any) -> None:
+    """Widen ``spark``'s option redaction (a runtime SQL conf) to ``kinesis.stsExternalId`` unless it covers it."""
+    current = spark.conf.get(OPTIONS_REDACTION, "(?i)url")
+    if REDACTED not in current.lower():
+        spark.conf.set(OPTIONS_REDACTION, f"{current}|(?i){REDACTED}")
 
 
 def __getattr__(name: str) -> Any:

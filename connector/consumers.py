@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 import pickle
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -35,6 +33,7 @@ from botocore.exceptions import ClientError
 from .aws.clients import kinesis_client
 from .aws.settings import ClientSettings
 from .detached import spawn_detached
+from .private import append_private, user_temp_path
 from .retry import RetriesExhaustedError, RetryPolicy, error_code
 
 log = logging.getLogger(__name__)
@@ -283,7 +282,8 @@ class QueryConsumers:
 
 
 DONE = b"done\n"
-WATCHER_LOG = os.path.join(tempfile.gettempdir(), "aws-kinesis-consumer-watcher.log")
+WATCHER_DIR = "aws-kinesis-consumers"  # <temp dir>/aws-kinesis-consumers-<uid>/watcher.log: this user's alone
+WATCHER_LOG = "watcher.log"
 
 
 def _deregister_all(settings: ClientSettings, streams: tuple[str, ...], name: str) -> None:
@@ -295,7 +295,7 @@ def _deregister_all(settings: ClientSettings, streams: tuple[str, ...], name: st
 def _start_watcher(settings: ClientSettings, streams: tuple[str, ...], name: str) -> subprocess.Popen:
     """``python -m connector.consumers`` in its own session (a kill of this process group spares it), fed the
     consumers to deregister through its stdin, which stays open for as long as this process lives."""
-    # Not this process's stdout/stderr (Spark may wait for their end): the watcher logs to WATCHER_LOG.
+    # Not this process's stdout/stderr (Spark may wait for their end): the watcher logs to its own file.
     watcher = spawn_detached(__name__, stdin=subprocess.PIPE)  # this module, whatever its package is called
     assert watcher.stdin is not None
     message = pickle.dumps((settings, streams, name))
@@ -309,9 +309,21 @@ def _watch(pipe: BinaryIO) -> None:
     size = int.from_bytes(pipe.read(8), "big")
     settings, streams, name = pickle.loads(pipe.read(size))  # from our own parent process only
     if pipe.read() != DONE:
-        logging.basicConfig(filename=WATCHER_LOG, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+        _log_to_private_file()
         log.info("the driver that registered consumer '%s' ended without releasing it: deregistering", name)
         _deregister_all(settings, streams, name)
+
+
+def _log_to_private_file() -> None:
+    """Log to ``watcher.log`` in this user's private directory (created 0700, never through a link). When that
+    directory is not ours or cannot be written, log nowhere: the consumers are deregistered all the same."""
+    try:
+        fd = append_private(user_temp_path(WATCHER_DIR), WATCHER_LOG)
+    except OSError:
+        logging.basicConfig(handlers=[logging.NullHandler()])
+        return
+    stream = open(fd, "a", buffering=1)  # noqa: SIM115 (the watcher's log, open until it exits)
+    logging.basicConfig(stream=stream, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
 
 
 if __name__ == "__main__":

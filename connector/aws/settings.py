@@ -36,6 +36,17 @@ def infer_region(endpoint_url: str | None) -> str | None:
     return match.group(1) if match else None
 
 
+def shown_endpoint(endpoint_url: str | None) -> str:
+    """``endpoint_url`` for messages and reprs, without any user info (options refuse it; other callers may not)."""
+    if not endpoint_url:
+        return "AWS default"
+    scheme, separator, rest = endpoint_url.partition("://")
+    host, slash, path = rest.partition("/")
+    return (
+        f"{scheme}{separator}{host.rpartition('@')[2]}{slash}{path}" if separator else endpoint_url.rpartition("@")[2]
+    )
+
+
 @dataclass(frozen=True)
 class AssumeRole:
     """The role Kinesis clients assume (``kinesis.sts*`` options). Picklable; the external ID stays out of reprs."""
@@ -48,7 +59,7 @@ class AssumeRole:
 
     def describe(self) -> str:
         """The role, session and STS endpoint for error messages (never the external ID)."""
-        return f"role {self.role_arn} (session {self.session_name}, STS {self.sts_endpoint_url or 'AWS default'})"
+        return f"role {self.role_arn} (session {self.session_name}, STS {shown_endpoint(self.sts_endpoint_url)})"
 
 
 @dataclass(frozen=True)
@@ -119,7 +130,7 @@ class ClientSettings:
     def where(self) -> str:
         """Endpoint, region and role for error messages (never credentials)."""
         role = f" as {self.role.describe()}" if self.role else ""
-        return f"endpoint {self.endpoint_url or 'AWS default'} in region {self.region_of('kinesis')}{role}"
+        return f"endpoint {shown_endpoint(self.endpoint_url)} in region {self.region_of('kinesis')}{role}"
 
     def secret_values(self) -> tuple[str, ...]:
         """Every secret value these settings hold, for ``redact``."""

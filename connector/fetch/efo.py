@@ -1,6 +1,6 @@
 """The SubscribeToShard (enhanced fan-out) transport: one shard's records, pushed, as decoded Pages.
 
-Who calls it: the subscription broker (``fetch.efo_broker``, one process per host), whose pump threads keep one
+Who calls it: the subscription broker (``fetch.efo_broker``, per query and host), whose pump threads keep one
 ``ShardSubscriber`` per consumer+shard open across micro-batches, and ``fetch.efo_client.BrokeredSubscriber`` when no
 broker can serve a read (it then reads direct, in the task). Both serve the range reader (``fetch.range.ShardRange``,
 on an executor, or on the driver when it completes an unread shard) with ``kinesis.consumerType=SubscribeToShard``,

@@ -1,4 +1,4 @@
-"""The subscription broker: one process per host and user that keeps enhanced fan-out subscriptions open across
+"""The subscription broker: one process per query and host that keeps enhanced fan-out subscriptions open across
 micro-batches and serves their pages to the tasks that read the shards.
 
 Why: Kinesis refuses a new SubscribeToShard on a consumer+shard within 5 s of the previous call, so a subscription
@@ -6,17 +6,23 @@ per task puts every micro-batch >= 5 s apart. Tasks run in Spark's Python worker
 which host) reads a shard changes from batch to batch, so the subscription lives here, in a process of its own.
 
 Who calls it: ``fetch.efo_client.BrokeredSubscriber`` (the EFO ``ShardTransport`` that ``SourceSettings.transport``
-returns) starts it when no broker answers (``python -m connector.fetch.efo_broker <dir> <pid>``, its own session)
-and talks to it over the Unix socket ``<dir>/broker-<PROTOCOL>.sock``, one connection per ``pages(start)`` call of
-one task; what they say is ``efo_protocol``.
+returns) starts it when no broker of its job answers (``python -m connector.fetch.efo_broker <dir> <pid>``, its own
+session, the job's secret on its stdin: never in argv or the environment, which other processes may read) and
+talks to it over the Unix socket ``<dir>/broker-<PROTOCOL>-<job>.sock``, one connection per ``pages(start)`` call
+of one task; what they say is ``efo_protocol``.
 
-Per (consumer ARN, shard), a ``Subscription`` holds a ``fetch.efo.ShardSubscriber`` (it resubscribes after the
-5-minute end and on recoverable errors) whose pages a pump thread appends to a buffer bounded in bytes: when
-full, the pump stops reading the event stream (back-pressure) until a task consumes pages. A request at a
-position the buffer covers is served from it at once (rows at or before the position cut off, KPL sub-sequence
-positions included); any other position resubscribes there. A page is dropped once a task asked for the page
-after it (the task went through it). "At the tip" = the buffer is drained and the last event said
-millisBehindLatest 0: the task gets a ``"tip"`` at once instead of waiting for the next event.
+Who it serves: a connection from a process of another uid (``SO_PEERCRED``), a frame that is not the protocol's,
+or a request without the job's secret is refused with one log line (``broker.log`` in the private directory) and
+closed, before anything it asks is done. The directory is opened without following links and checked on the
+handle (``connector.private``), and the socket bound through that handle.
+
+Per (credentials' identity, consumer ARN, shard), a ``Subscription`` holds a ``fetch.efo.ShardSubscriber`` (it
+resubscribes after the 5-minute end and on recoverable errors) whose pages a pump thread appends to a buffer bounded
+in bytes: when full, the pump stops reading the event stream (back-pressure) until a task consumes pages. A request
+at a position the buffer covers is served from it at once (rows at or before the position cut off, KPL sub-sequence
+positions included); any other position resubscribes there. A page is dropped once a task asked for the page after
+it (the task went through it). "At the tip" = the buffer is drained and the last event said millisBehindLatest 0:
+the task gets a ``"tip"`` at once instead of waiting for the next event.
 
 A subscription no task read for ``AWS_KINESIS_EFO_BROKER_IDLE_CLOSE_S`` (10 s) is closed, so another host can take
 the shard; the broker exits when it held nothing for ``..._IDLE_EXIT_S`` (60 s) or the process it watches (the
@@ -27,6 +33,7 @@ come from ``connector.aws`` only (``fetch.efo.subscription_client``), built from
 from __future__ import annotations
 
 import contextlib
+import hmac
 import logging
 import os
 import socket
@@ -39,9 +46,21 @@ from dataclasses import replace
 from typing import Any
 
 from ..positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, WHOLE_RECORD, Position
+from ..private import NotPrivateError, open_private_dir, open_private_file, socket_address
 from .decode import Page
 from .efo import ShardSubscriber, subscription_client
-from .efo_protocol import NEXT, Request, pid_path, receive, send, socket_path
+from .efo_protocol import (
+    NEXT,
+    ProtocolError,
+    Request,
+    check_peer,
+    job_name,
+    page_to_wire,
+    pid_name,
+    receive,
+    send,
+    socket_name,
+)
 from .range import skipped_rows
 
 log = logging.getLogger(__name__)
@@ -189,40 +208,54 @@ class Subscription:
 
 
 class Broker:
-    """The subscriptions of this host, keyed by (consumer ARN, shard id); one task at a time per key (its lease)."""
+    """The job's subscriptions on this host, keyed by (credentials' identity, consumer ARN, shard id); one task at a
+    time per key (its lease). Serves only requests that present ``secret``."""
 
-    def __init__(self, max_bytes: int, idle_close_s: float):
+    def __init__(self, max_bytes: int, idle_close_s: float, secret: str):
         self.max_bytes = max_bytes
         self.idle_close_s = idle_close_s
-        self.subscriptions: dict[tuple[str, str], Subscription] = {}
-        self.leases: dict[tuple[str, str], threading.Lock] = {}
+        self.secret = secret.encode()
+        self.subscriptions: dict[tuple[str, str, str], Subscription] = {}
+        self.leases: dict[tuple[str, str, str], threading.Lock] = {}
         self.lock = threading.Lock()
         self.connections = 0
         self.last_busy = time.monotonic()
 
     def serve(self, conn: socket.socket) -> None:
-        """One client connection: a request (or "stats"), then a page for each NEXT."""
-        request = receive(conn)
-        if request == "stats":
+        """One client connection: a request (or "stats"), then a page for each NEXT. ProtocolError (nothing done)
+        for a peer of another uid, a malformed frame or request, or a wrong secret."""
+        check_peer(conn)
+        message, _ = receive(conn)
+        secret = message.get("secret")
+        if not isinstance(secret, str) or not hmac.compare_digest(secret.encode(), self.secret):
+            raise ProtocolError("a request without this job's secret")
+        if message.get("kind") == "stats":
             with self.lock:
-                send(conn, {f"{arn}/{shard}": sub.stats() for (arn, shard), sub in self.subscriptions.items()})
+                items = self.subscriptions.items()
+                stats = {f"{arn}/{shard} {who[:8]}": sub.stats() for (who, arn, shard), sub in items}
+            send(conn, stats)
             return
-        assert isinstance(request, Request)
+        if message.get("kind") != "read":
+            raise ProtocolError(f"a request of kind {message.get('kind')!r:.50} (allowed: read, stats)")
+        request = Request.from_json(message.get("request"))
         with self._lease(request.key):
             subscription, (number, row) = self._positioned(request)
             try:
                 while conn.recv(1) == NEXT:
                     kind, body = subscription.take(number)
                     if kind == "page":
-                        body, row = cut(body, row), 0
-                        number += 1
-                    send(conn, (kind, body))
-                    if kind == "error":
+                        page, blob = page_to_wire(cut(body, row))
+                        row, number = 0, number + 1
+                        send(conn, {"kind": kind, "page": page}, blob)
+                    elif kind == "error":
+                        send(conn, {"kind": kind, "name": body[0], "message": body[1]})
                         return
+                    else:
+                        send(conn, {"kind": kind})
             finally:
                 subscription.used = time.monotonic()
 
-    def _lease(self, key: tuple[str, str]) -> threading.Lock:
+    def _lease(self, key: tuple[str, str, str]) -> threading.Lock:
         with self.lock:
             return self.leases.setdefault(key, threading.Lock())
 
@@ -300,33 +333,39 @@ class _Handler(socketserver.BaseRequestHandler):
             broker.serve(self.request)
         except (EOFError, ConnectionError):  # the task stopped reading (its generator closed): normal
             pass
+        except ProtocolError as exc:
+            log.warning("refused a connection: %s", exc)
         finally:
             broker.connected(-1)
 
 
-def run(directory: str, watch_pid: int) -> None:
-    """The broker's main loop: serve until idle for IDLE_EXIT_S or ``watch_pid`` is gone."""
-    broker = Broker(int(_env_float(ENV_MAX_BUFFER, 16 << 20)), _env_float(ENV_IDLE_CLOSE, 10.0))
+def run(directory: str, watch_pid: int, secret: str) -> None:
+    """The broker's main loop: serve the job ``secret`` names until idle for IDLE_EXIT_S or ``watch_pid`` is gone.
+    Raises NotPrivateError unless ``directory`` is this user's private directory."""
+    broker = Broker(int(_env_float(ENV_MAX_BUFFER, 16 << 20)), _env_float(ENV_IDLE_CLOSE, 10.0), secret)
     idle_exit_s = _env_float(ENV_IDLE_EXIT, 60.0)
-    path = socket_path(directory)
-    if os.path.exists(path):
-        os.unlink(path)  # the starter holds the start lock and found nobody answering there
-    server = _Server(path, _Handler)
+    dir_fd = open_private_dir(directory)
+    job = job_name(secret)
+    name = socket_name(job)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(name, dir_fd=dir_fd)  # the starter holds the start lock and found nobody answering there
+    server = _Server(socket_address(dir_fd, directory, name), _Handler)
     server.broker = broker
-    os.chmod(path, 0o600)
-    with open(pid_path(directory), "w") as out:
+    os.chmod(name, 0o600, dir_fd=dir_fd)
+    pid_fd = open_private_file(dir_fd, pid_name(job), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    with open(pid_fd, "w") as out:
         out.write(str(os.getpid()))
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
-    log.info("broker %d serving at %s (watching %d)", os.getpid(), path, watch_pid)
+    log.info("broker %d serving job %s in %s (watching %d)", os.getpid(), job, directory, watch_pid)
     try:
         while _alive(watch_pid) and time.monotonic() - broker.last_busy < idle_exit_s:
             time.sleep(min(1.0, broker.idle_close_s / 4))
             broker.close_idle()
     finally:
         log.info("broker %d exiting", os.getpid())
-        for leftover in (pid_path(directory), path):  # first, so that a new broker may start meanwhile
+        for leftover in (pid_name(job), name):  # first, so that a new broker may start meanwhile
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(leftover)
+                os.unlink(leftover, dir_fd=dir_fd)
         server.shutdown()
         server.server_close()
         for sub in list(broker.subscriptions.values()):
@@ -334,12 +373,23 @@ def run(directory: str, watch_pid: int) -> None:
 
 
 def main(directory: str, watch_pid: str) -> None:
+    """The process's entry: the job's secret from stdin (one line), the log in the private directory."""
+    secret = sys.stdin.readline().strip()
+    try:
+        dir_fd = open_private_dir(directory)
+    except NotPrivateError as exc:
+        sys.exit(f"subscription broker: {exc}")  # its stderr is nobody's; the starter logs that none answers
+    log_fd = open_private_file(dir_fd, "broker.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.close(dir_fd)
     logging.basicConfig(
-        filename=os.path.join(directory, "broker.log"),
+        stream=open(log_fd, "a", buffering=1),  # noqa: SIM115 (the process's log, open until it exits)
         level=logging.INFO,
         format="%(asctime)s %(process)d %(levelname)s %(name)s %(message)s",
     )
-    run(directory, int(watch_pid))
+    if not secret:
+        log.error("no job secret on stdin: exiting")
+        sys.exit(2)
+    run(directory, int(watch_pid), secret)
 
 
 if __name__ == "__main__":

@@ -1,42 +1,56 @@
-"""The enhanced fan-out transport that tasks use: pages from this host's subscription broker, or direct.
+"""The enhanced fan-out transport that tasks use: pages from its query's broker on this host, or direct.
 
 Who calls it: ``SourceSettings.transport`` returns a ``BrokeredSubscriber`` for ``kinesis.consumerType=
 SubscribeToShard``; the range reader (``fetch.range.ShardRange``, in an executor's Python worker, or on the driver
 when the planner completes an unread read) iterates its ``pages(start)`` like any ``ShardTransport``.
 
-``pages(start)`` connects to the broker (``fetch.efo_broker``; started here, under a lock file, when nobody answers)
-and streams pages of the subscription the broker keeps open across micro-batches, so a batch's read costs no
-SubscribeToShard call when the previous batch's read left the subscription where this one starts. When the
-broker cannot be reached or started, it reads through a direct ``fetch.efo.ShardSubscriber`` (logged). When the
-broker goes away mid-read, it reconnects (a new broker starts) and goes on after the last record it returned:
-nothing is lost or repeated.
+``pages(start)`` connects to its job's broker (``fetch.efo_broker``; started here, under a lock file, when nobody
+answers; the job's secret, drawn on the driver in ``EfoSettings``, handed to it on its stdin) and streams pages of
+the subscription the broker keeps open across micro-batches, so a batch's read costs no SubscribeToShard call when
+the previous batch's read left the subscription where this one starts. When the broker cannot be reached or started,
+it reads through a direct ``fetch.efo.ShardSubscriber`` (logged). When the broker goes away mid-read, it reconnects
+(a new broker starts) and goes on after the last record it returned: nothing is lost or repeated.
 
-The broker's directory is ``$AWS_KINESIS_EFO_BROKER_DIR`` or ``<temp dir>/aws-kinesis-efo-<uid>``, created 0700 and
-refused unless it is this user's and private (requests carry client settings, pickled). ``AWS_KINESIS_EFO_BROKER=
-off`` reads direct always (one subscription per read).
+The broker's directory is ``$AWS_KINESIS_EFO_BROKER_DIR`` or ``<temp dir>/aws-kinesis-efo-<uid>``, created 0700,
+opened without following links and refused unless it is this user's and private (``connector.private``: requests
+carry credentials); the socket is connected through that handle, the broker's uid checked (``SO_PEERCRED``) before
+a request is sent, and its replies are data checked field by field (``efo_protocol``). Any of these refused: one
+warning, and the read goes on direct. ``AWS_KINESIS_EFO_BROKER=off`` reads direct always (one subscription per read).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import glob
 import logging
 import os
 import socket
-import stat
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..aws.settings import ClientSettings
 from ..detached import spawn_detached
 from ..positions import AFTER_SEQUENCE_NUMBER, Position
+from ..private import open_private_dir, open_private_file, socket_address, user_temp_path
 from ..retry import RetryPolicy
 from .decode import Page, ShardContext
 from .efo import ShardSubscriber, SubscriptionError, subscription_client
-from .efo_protocol import ENV_DIR, NEXT, Request, receive, send, socket_path
+from .efo_protocol import (
+    ENV_DIR,
+    NEXT,
+    ProtocolError,
+    Request,
+    check_peer,
+    job_name,
+    page_from_wire,
+    receive,
+    send,
+    socket_name,
+)
 from .iterators import PositionGoneError, ShardGoneError
 
 log = logging.getLogger(__name__)
@@ -56,70 +70,84 @@ class BrokerUnavailableError(OSError):
 
 
 def broker_dir() -> str:
-    return os.environ.get(ENV_DIR) or os.path.join(tempfile.gettempdir(), f"aws-kinesis-efo-{os.getuid()}")
+    return os.environ.get(ENV_DIR) or user_temp_path("aws-kinesis-efo")
 
 
-def _private_dir(directory: str) -> str:
-    """``directory``, created 0700; BrokerUnavailableError unless it is this user's and nobody else's."""
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    info = os.stat(directory)
-    if info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:
-        raise BrokerUnavailableError(f"{directory} is not private to this user (mode {stat.S_IMODE(info.st_mode):o})")
-    return directory
-
-
-def _connect(path: str) -> socket.socket:
+def _connect(address: str) -> socket.socket:
+    """A connection to the socket at ``address`` whose peer runs as this user (ProtocolError otherwise)."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        conn.connect(path)
-    except OSError:
+        conn.connect(address)
+        check_peer(conn)
+    except BaseException:
         conn.close()
         raise
     return conn
 
 
-def connect_broker() -> socket.socket:
-    """A connection to this host's broker, starting one when nobody answers (BrokerUnavailableError if that fails)."""
-    directory = _private_dir(broker_dir())
-    path = socket_path(directory)
+def connect_broker(secret: str) -> socket.socket:
+    """A connection to the broker of the job ``secret`` names, starting one when nobody answers. Raises
+    BrokerUnavailableError when that fails, NotPrivateError for a directory not this user's alone, ProtocolError
+    for a peer of another uid."""
+    directory = broker_dir()
+    dir_fd = open_private_dir(directory)
     try:
-        return _connect(path)
-    except OSError:
-        pass
-    with open(os.path.join(directory, "start.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one starter at a time; the others find it running
-        try:
-            return _connect(path)
-        except OSError:
-            pass
-        broker = _start_broker(directory)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline and broker.poll() is None:
-            try:
-                return _connect(path)
-            except OSError:
-                time.sleep(0.05)
-    raise BrokerUnavailableError(f"no subscription broker answers at {path} (exit code {broker.poll()})")
+        address = socket_address(dir_fd, directory, socket_name(job_name(secret)))
+        with contextlib.suppress(FileNotFoundError, ConnectionRefusedError):
+            return _connect(address)
+        with open(open_private_file(dir_fd, "start.lock", os.O_WRONLY | os.O_CREAT)) as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one starter at a time; the others find it running
+            with contextlib.suppress(FileNotFoundError, ConnectionRefusedError):
+                return _connect(address)
+            broker = _start_broker(directory, secret)
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while time.monotonic() < deadline and broker.poll() is None:
+                try:
+                    return _connect(address)
+                except (FileNotFoundError, ConnectionRefusedError):
+                    time.sleep(0.05)
+        raise BrokerUnavailableError(f"no subscription broker answers in {directory} (exit code {broker.poll()})")
+    finally:
+        os.close(dir_fd)
 
 
-def _start_broker(directory: str) -> subprocess.Popen:
+def _start_broker(directory: str, secret: str) -> subprocess.Popen:
     """``python -m connector.fetch.efo_broker`` in its own session (a kill of this process group spares it),
-    watching this process's parent (in a Spark worker: the Python daemon, which lives as long as the executor)."""
+    watching this process's parent (in a Spark worker: the Python daemon, which lives as long as the executor).
+    The job's secret goes through a pipe: argv and the environment are readable by other processes."""
     log.info("starting the enhanced fan-out subscription broker in %s", directory)
-    broker = spawn_detached(f"{__package__}.efo_broker", directory, str(os.getppid()))  # not imported here
+    broker = spawn_detached(f"{__package__}.efo_broker", directory, str(os.getppid()), stdin=subprocess.PIPE)
+    assert broker.stdin is not None
+    broker.stdin.write(secret.encode() + b"\n")
+    broker.stdin.close()
     threading.Thread(target=broker.wait, name="efo broker reaper", daemon=True).start()  # no zombie when it exits
     return broker
 
 
-def broker_stats() -> dict[str, dict]:
-    """The broker's subscriptions and their buffers ({} when none runs): for tests and diagnosis."""
+def broker_stats(secret: str) -> dict[str, dict]:
+    """The subscriptions and buffers of the job ``secret`` names ({} when its broker does not run): for tests and
+    diagnosis."""
+    directory = broker_dir()
+    dir_fd = open_private_dir(directory)
     try:
-        conn = _connect(socket_path(broker_dir()))
-    except OSError:
+        conn = _connect(socket_address(dir_fd, directory, socket_name(job_name(secret))))
+    except (FileNotFoundError, ConnectionRefusedError):
         return {}
+    finally:
+        os.close(dir_fd)
     with conn:
-        send(conn, "stats")
-        return receive(conn)
+        send(conn, {"secret": secret, "kind": "stats"})
+        stats, _ = receive(conn)
+        return stats
+
+
+def broker_pids(directory: str) -> list[int]:
+    """The brokers with a pid file in ``directory`` (every job's): for tests and diagnosis."""
+    pids = []
+    for path in glob.glob(os.path.join(directory, "broker-*.pid")):
+        with contextlib.suppress(OSError, ValueError), open(path) as handle:
+            pids.append(int(handle.read()))
+    return pids
 
 
 @dataclass
@@ -132,6 +160,7 @@ class BrokeredSubscriber:
     consumer_arn: str
     consumer_name: str
     context: ShardContext
+    secret: str = field(repr=False)  # the job's (EfoSettings.broker_secret): its broker serves no one else
     direct_reads: int = 0  # reads (or their rests) that went direct
 
     def pages(self, start: Position, wanted: Callable[[], int | None] | None = None) -> Iterator[Page]:
@@ -141,9 +170,9 @@ class BrokeredSubscriber:
         position, lost = start, 0
         while True:
             try:
-                conn = connect_broker()
-            except OSError as exc:
-                log.warning("reading %s without the subscription broker: %s", self.context.shard_id, exc)
+                conn = connect_broker(self.secret)
+            except (OSError, ProtocolError) as exc:
+                log.warning("reading %s without the subscription broker: %s", self.what, exc)
                 yield from self._direct(position, wanted)
                 return
             try:
@@ -154,6 +183,10 @@ class BrokeredSubscriber:
                             position = Position(AFTER_SEQUENCE_NUMBER, page.last_sequence)
                         if page.next_iterator is None:
                             return
+            except ProtocolError as exc:
+                log.warning("refused the subscription broker's reply reading %s (%s); going on direct", self.what, exc)
+                yield from self._direct(position, wanted)
+                return
             except (OSError, EOFError) as exc:
                 lost += 1
                 if lost >= RECONNECTS:
@@ -170,14 +203,20 @@ class BrokeredSubscriber:
         request = Request(
             self.settings, self.timeout_s, self.retry, self.consumer_arn, self.consumer_name, self.context, position
         )
-        send(conn, request)
+        send(conn, {"secret": self.secret, "kind": "read", "request": request.to_json()})
         while True:
             conn.sendall(NEXT)
-            kind, body = receive(conn)
-            if kind == "error":
-                name, message = body
+            reply, blob = receive(conn)
+            kind = reply.get("kind")
+            if kind == "page":
+                yield page_from_wire(reply.get("page"), blob)
+            elif kind == "tip" and set(reply) == {"kind"}:
+                yield Page(next_iterator="tip", millis_behind_latest=0)
+            elif kind == "error" and isinstance(reply.get("name"), str) and isinstance(reply.get("message"), str):
+                name, message = reply["name"], reply["message"]
                 raise _ERRORS.get(name, SubscriptionError)(message if name in _ERRORS else f"{name}: {message}")
-            yield body if kind == "page" else Page(next_iterator="tip", millis_behind_latest=0)
+            else:
+                raise ProtocolError(f"a reply that is not a page, a tip or an error: {reply!r:.200}")
 
     def _direct(self, start: Position, wanted: Callable[[], int | None] | None) -> Iterator[Page]:
         self.direct_reads += 1

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from .common import (
     ACCESS_KEY_ID,
+    ALLOW_HTTP_ENDPOINTS,
     ALLOW_UNKNOWN_REGION,
     CLIENT_MAX_RETRY_INTERVAL_MS,
     CLIENT_NUM_RETRIES,
@@ -106,6 +107,7 @@ from .source import (
 __all__ = [
     "ACCESS_KEY_ID",
     "AGGREGATION_ENABLED",
+    "ALLOW_HTTP_ENDPOINTS",
     "ALLOW_UNKNOWN_REGION",
     "BOOL",
     "CHECK_NEW_RECORD_THREADS",

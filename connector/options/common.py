@@ -3,7 +3,7 @@ client's retries. ``aws.settings.ClientSettings.from_options`` reads most of the
 
 from __future__ import annotations
 
-from .kinds import BOOL, EXTERNAL_ID, REGION_NAME, ROLE_ARN, SESSION_NAME, STRING, URL, integer
+from .kinds import BOOL, ENDPOINT, EXTERNAL_ID, REGION_NAME, ROLE_ARN, SESSION_NAME, STRING, integer
 from .registry import Option, Side, add
 
 STREAM_NAME = add(
@@ -20,11 +20,23 @@ STREAM_NAME = add(
 ENDPOINT_URL = add(
     Option(
         "kinesis.endpointUrl",
-        URL,
+        ENDPOINT,
         None,
         "Kinesis endpoint, e.g. `https://kinesis.us-west-2.amazonaws.com` or a local server's URL.",
         Side.BOTH,
         default_doc="the region's AWS endpoint",
+    )
+)
+ALLOW_HTTP_ENDPOINTS = add(
+    Option(
+        "kinesis.allowHttpEndpoints",
+        BOOL,
+        False,
+        "Accept `http://` endpoint URLs (`kinesis.endpointUrl`, `kinesis.stsEndpointUrl`, "
+        "`kinesis.metadata.s3EndpointUrl`, `kinesis.dynamodb.endpointUrl`) for hosts other than loopback ones. "
+        "Requests are signed but not encrypted over http: record data and temporary credentials from STS travel "
+        "in clear. Loopback hosts (`localhost`, `127.0.0.0/8`, `::1`) may use http without it.",
+        Side.BOTH,
     )
 )
 REGION = add(
@@ -132,7 +144,7 @@ STS_DURATION_SEC = add(
 STS_ENDPOINT_URL = add(
     Option(
         "kinesis.stsEndpointUrl",
-        URL,
+        ENDPOINT,
         None,
         "STS endpoint for the AssumeRole call (a VPC endpoint or a local server); with `kinesis.stsRoleArn`.",
         Side.BOTH,

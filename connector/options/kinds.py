@@ -7,10 +7,12 @@ whose message names the problem but never echoes the value.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 
 class HiddenValueError(ValueError):
@@ -110,6 +112,29 @@ def _url(raw: str) -> str:
 
 
 URL = Kind("URL", "a URL or path without user info (no `user:password@`)", _url)
+LOOPBACK_NAMES = frozenset({"localhost", "::1"})
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost``, ``::1`` or an address in 127.0.0.0/8: traffic that never leaves the machine."""
+    try:
+        return host.lower() in LOOPBACK_NAMES or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _endpoint(raw: str) -> str:
+    """An ``http(s)://host[:port][/path]`` URL with no user info (whether ``http`` is allowed for its host is
+    ``registry.parse_options``'s check, which sees the ``kinesis.allowHttpEndpoints`` option too)."""
+    value = _url(raw)
+    parts = urlsplit(value)
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValueError("an endpoint is https://<host>[:<port>]")
+    parts.port  # noqa: B018 (raises ValueError for a port that is not a number in range)
+    return value
+
+
+ENDPOINT = Kind("endpoint", "an https:// URL (http:// for a loopback host), no user info", _endpoint)
 ROLE_ARN = _pattern(
     "ARN",
     "an IAM role ARN, arn:<partition>:iam::<12-digit account>:role/<path/name>",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .kinds import STRING, URL, Kind, choice, integer
+from .kinds import ENDPOINT, STRING, URL, Kind, choice, integer
 from .registry import Option, Side, add
 
 METADATA_PATH = add(
@@ -18,13 +18,13 @@ METADATA_PATH = add(
         "written into the offsets, so a restart finds it. Spark does not tell a Python source its checkpoint "
         "location: set this beside the checkpoint (`<checkpoint>/kinesis-metadata`).",
         Side.SOURCE,
-        default_doc="`<temp dir>/aws-kinesis-metadata` (single machine only)",
+        default_doc="`<temp dir>/aws-kinesis-metadata-<uid>` (single machine only; private to the user)",
     )
 )
 METADATA_S3_ENDPOINT_URL = add(
     Option(
         "kinesis.metadata.s3EndpointUrl",
-        URL,
+        ENDPOINT,
         None,
         "S3 endpoint for an `s3://` `kinesis.metadataPath` (a VPC endpoint or a local S3); same credentials and "
         "region as Kinesis.",
@@ -66,7 +66,7 @@ DYNAMODB_TABLE_NAME = add(
 DYNAMODB_ENDPOINT_URL = add(
     Option(
         "kinesis.dynamodb.endpointUrl",
-        STRING,
+        ENDPOINT,
         None,
         "DynamoDB endpoint of the metadata table (a VPC endpoint or a local server). Not written into the offsets: "
         "a restart uses the value given then.",

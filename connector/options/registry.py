@@ -14,10 +14,12 @@ import enum
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
-from .kinds import HiddenValueError, Kind
+from .kinds import ENDPOINT, HiddenValueError, Kind, is_loopback
 
 PREFIX = "kinesis."
+ALLOW_HTTP_KEY = "kinesis.allowhttpendpoints"  # common.ALLOW_HTTP_ENDPOINTS (registered there)
 
 
 class OptionError(ValueError):
@@ -194,6 +196,21 @@ def unknown_option_error(key: str) -> OptionError:
     return OptionError(f"unknown option {key!r}{hint} (all options: docs/options.md)")
 
 
+def _plain_http_problems(values: Mapping[str, Any]) -> list[str]:
+    """An endpoint option's ``http://`` URL to a host that is not loopback, unless ``kinesis.allowHttpEndpoints``."""
+    if values.get(ALLOW_HTTP_KEY):
+        return []
+    problems = []
+    for key, value in values.items():
+        parts = urlsplit(value) if REGISTRY[key].kind is ENDPOINT else None
+        if parts is not None and parts.scheme.lower() == "http" and not is_loopback(parts.hostname or ""):
+            problems.append(
+                f"option {REGISTRY[key].name}={value!r} is invalid (plain http to {parts.hostname}, which is not a "
+                f"loopback host): use https://, or set {REGISTRY[ALLOW_HTTP_KEY].name}=true to send requests in clear"
+            )
+    return problems
+
+
 def parse_options(raw: Mapping[str, Any], side: Side) -> ParsedOptions:
     """Validate Spark's options dict for ``side`` and return every option's value.
 
@@ -220,6 +237,7 @@ def parse_options(raw: Mapping[str, Any], side: Side) -> ParsedOptions:
                 values[key] = option.parse(value)
             except OptionError as exc:
                 problems.append(str(exc))
+    problems.extend(_plain_http_problems(values))
     given = frozenset(values)
     problems.extend(
         f"option {REGISTRY[key].name} has no effect without option {REGISTRY[REGISTRY[key].requires].name}: set both"

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
+import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import options as opts
@@ -26,6 +26,7 @@ from ..metadata.dynamodb import store_uri
 from ..metadata.store import MetadataStore
 from ..options import OptionError, ParsedOptions, Side, parse_options
 from ..positions import PositionSpec, ShardEnd, parse_ending_position, parse_starting_position
+from ..private import open_private_dir, user_temp_path
 from ..retry import RetryPolicy
 
 _STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.\-]{1,128}$")
@@ -33,8 +34,19 @@ DEFAULT_METADATA_DIR = "aws-kinesis-metadata"
 
 
 def default_metadata_path() -> str:
-    """``<temp dir>/aws-kinesis-metadata``: works when driver and executors share a machine (local mode)."""
-    return os.path.join(tempfile.gettempdir(), DEFAULT_METADATA_DIR)
+    """``<temp dir>/aws-kinesis-metadata-<uid>``, created 0700 (works when driver and executors share a machine and
+    a user: local mode). Raises OptionError naming ``kinesis.metadataPath`` when it is a symbolic link or not this
+    user's alone: another local user could read or forge where each batch stopped. Checked once, on the driver;
+    the temp dir's sticky bit keeps the name ours afterwards."""
+    path = user_temp_path(DEFAULT_METADATA_DIR)
+    try:
+        os.close(open_private_dir(path))
+    except OSError as exc:
+        raise OptionError(
+            f"the default of option {opts.METADATA_PATH.name} cannot be used: {exc}; set "
+            f"{opts.METADATA_PATH.name} (beside the checkpoint) or remove {path}"
+        ) from None
+    return path
 
 
 def parse_stream_names(value: str | None) -> tuple[str, ...]:
@@ -94,6 +106,9 @@ class EfoSettings:
     subscribe_timeout_s: float
     subscribe_max_retries: int
     require_deregistration: bool
+    # Drawn once per reader on the driver, travels to the tasks in the pickled settings: the job's subscription
+    # broker serves only requests that present it (``fetch.efo_client``); never compared, printed or logged.
+    broker_secret: str = field(default_factory=lambda: secrets.token_hex(32), repr=False, compare=False)
 
     @classmethod
     def from_options(cls, parsed: ParsedOptions) -> EfoSettings | None:
@@ -215,7 +230,7 @@ class SourceSettings:
     def transport(self, kinesis: Any, task: ShardTask, consumer_arn: str | None = None) -> ShardTransport:
         """How ``task``'s shard is read: SubscribeToShard through the enhanced fan-out consumer ``consumer_arn``
         when given (the query's consumer of ``task.stream``: ``consumers.QueryConsumers``; ``kinesis`` is then
-        unused), served by this host's subscription broker, which keeps the subscription open across
+        unused), served by the query's subscription broker on this host, which keeps the subscription open across
         micro-batches (``fetch.efo_client``; subscriptions take their own client with the
         ``subscribeToShard.timeoutSec`` read timeout), else GetRecords through ``kinesis`` (a raw-body reader
         client). The one place that picks a transport."""
@@ -225,7 +240,7 @@ class SourceSettings:
             retry = replace(self.client.retry, max_retries=self.efo.subscribe_max_retries)
             efo = self.efo
             return BrokeredSubscriber(
-                self.client, efo.subscribe_timeout_s, retry, consumer_arn, efo.consumer_name, context
+                self.client, efo.subscribe_timeout_s, retry, consumer_arn, efo.consumer_name, context, efo.broker_secret
             )
         polling = PollingSettings(self.records_per_fetch, self.fetch_interval_s)
         return GetRecordsTransport(kinesis, context, self.client.retry, polling, task.handoff)

@@ -7,10 +7,9 @@ then a Spark streaming query: N batches, one subscription, the broker killed mid
 from __future__ import annotations
 
 import contextlib
+import json
 import multiprocessing
 import os
-import pickle
-import pickletools
 import signal
 import tempfile
 import time
@@ -26,7 +25,7 @@ from connector.aws.settings import AssumeRole, ClientSettings
 from connector.fetch import efo_broker, efo_protocol
 from connector.fetch.decode import Page, ShardContext
 from connector.fetch.efo_broker import locate
-from connector.fetch.efo_client import ENV_ENABLED, BrokeredSubscriber, broker_dir, broker_stats
+from connector.fetch.efo_client import ENV_ENABLED, BrokeredSubscriber, broker_dir, broker_pids, broker_stats
 from connector.fetch.range import FetchLimits, ShardRange, ShardTask
 from connector.kpl import Aggregator
 from connector.positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, LATEST, TRIM_HORIZON, Position
@@ -38,6 +37,7 @@ from localaws.streams import list_shard_ids, put_records
 # kinesis-mock refuses a resubscription to a consumer+shard for ~5 s, as AWS does
 PATIENT = RetryPolicy(max_retries=12, initial_interval_ms=500, max_interval_ms=2000)
 FULL = (0, 2**128 - 1)
+SECRET = "test-job-secret"  # the job these tests read as (a query draws its own: EfoSettings.broker_secret)
 
 
 @pytest.fixture
@@ -50,9 +50,9 @@ def broker(monkeypatch: pytest.MonkeyPatch):
     _kill_broker(directory)
 
 
-def _broker_pid(directory: str) -> int | None:
+def _broker_pid(directory: str, secret: str = SECRET) -> int | None:
     try:
-        return int(Path(efo_protocol.pid_path(directory)).read_text())
+        return int(Path(directory, efo_protocol.pid_name(efo_protocol.job_name(secret))).read_text())
     except (FileNotFoundError, ValueError):
         return None
 
@@ -67,7 +67,7 @@ def _kill_broker(directory: str) -> None:
 def _read(endpoint: str, arn: str, stream: str, shard: str, start: Position, max_records: int | None = None):
     """One task's read of ``shard`` from ``start`` through the broker: (data, where the next read starts)."""
     context = ShardContext(stream, shard, *FULL)
-    transport = BrokeredSubscriber(settings(endpoint), 30.0, PATIENT, arn, "efo-test", context)
+    transport = BrokeredSubscriber(settings(endpoint), 30.0, PATIENT, arn, "efo-test", context, SECRET)
     task = ShardTask(stream, shard, *FULL, start)
     shard_range = ShardRange(task, FetchLimits(max_records=max_records), context)
     rows = [row for batch in shard_range.batches(transport) for row in batch.column("data").to_pylist()]
@@ -112,39 +112,38 @@ def _page(*records: tuple[str, int]) -> Page:
     )
 
 
-# The module paths the broker's messages name, per protocol (``efo_protocol.PROTOCOL`` names the socket). A broker
-# still running from an earlier install unpickles these with its own code: when a class of a request or a page
-# moves, it could not, so the protocol must change with them.
-PICKLED_MODULES = {
-    1: {"connector.aws", "connector.decode", "connector.fetch.efo_broker", "connector.offsets", "connector.retry"},
-    2: {
-        "connector.aws.settings",
-        "connector.fetch.decode",
-        "connector.fetch.efo_protocol",
-        "connector.positions",
-        "connector.retry",
-    },
-}
-
-
-def _pickled_modules(message: object) -> set[str]:
-    """The connector's modules that ``message`` names when pickled (protocol 2 spells each class out)."""
-    package = efo_protocol.__name__.split(".")[0]
-    names = {arg.split(" ")[0] for op, arg, _ in pickletools.genops(pickle.dumps(message, 2)) if op.name == "GLOBAL"}
-    return {name for name in names if name.split(".")[0] == package}
-
-
-def test_the_protocol_changes_when_the_pickled_classes_move() -> None:
-    """No server: a request and a page name exactly the modules recorded for this protocol."""
-    role = AssumeRole("arn:aws:iam::123456789012:role/reader", "session")
-    client = ClientSettings("us-east-1", role=role)
+def test_requests_and_pages_cross_the_socket_as_data() -> None:
+    """No server: a request (with a role and its external ID) and a page go through the wire format unchanged, and
+    the wire names no class: JSON objects and a blob."""
+    role = AssumeRole("arn:aws:iam::123456789012:role/reader", "session", external_id="x" * 20)
+    client = ClientSettings("us-east-1", "https://kinesis.us-east-1.amazonaws.com", "AK", "SK", "TOKEN", role=role)
     context = ShardContext("s", "shardId-000000000000", *FULL)
-    request = efo_protocol.Request(client, 60.0, RetryPolicy(), "arn", "name", context, Position(TRIM_HORIZON))
-    found = _pickled_modules(request) | _pickled_modules(("page", _page(("10", 0))))
-    assert found == PICKLED_MODULES[efo_protocol.PROTOCOL], (
-        f"the broker's messages name {sorted(found)}: bump efo_protocol.PROTOCOL and record them here"
+    request = efo_protocol.Request(
+        client, 60.0, RetryPolicy(), "arn", "name", context, Position(AT_SEQUENCE_NUMBER, "5", 2)
     )
-    assert efo_protocol.socket_path("d") == f"d/broker-{efo_protocol.PROTOCOL}.sock"  # a new protocol, a new socket
+    assert efo_protocol.Request.from_json(json.loads(json.dumps(request.to_json()))) == request
+    page = _page(("10", 0), ("30", 0), ("30", 1))
+    page.data[1] = bytes(range(256))  # any bytes
+    message, blob = efo_protocol.page_to_wire(page)
+    assert efo_protocol.page_from_wire(json.loads(json.dumps(message)), blob) == page
+    assert efo_protocol.socket_name("j") == f"broker-{efo_protocol.PROTOCOL}-j.sock"  # a new protocol, a new socket
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda m: m.update(sizes=[1, 1, 1]),  # the blob does not add up
+        lambda m: m.update(keys=["k"]),  # a column of another length
+        lambda m: m.update(subs=[0, "1", 0]),  # a value of another type
+        lambda m: m.update(subs=[0, True, 0]),  # a bool is no int
+        lambda m: m.update(evil="__reduce__"),  # a field a page does not have
+    ],
+)
+def test_a_page_of_another_shape_is_refused(change) -> None:
+    message, blob = efo_protocol.page_to_wire(_page(("10", 0), ("30", 0), ("30", 1)))
+    change(message)
+    with pytest.raises(efo_protocol.ProtocolError):
+        efo_protocol.page_from_wire(message, blob)
 
 
 def test_which_positions_the_buffer_covers() -> None:
@@ -247,7 +246,7 @@ def test_two_worker_processes_read_two_shards_through_one_broker(
         found = _in_processes([(*job[:5], found[job[4]][1], 3) for job in jobs])
         assert {shard: rows for shard, (rows, _) in found.items()} == second
         assert proxy.calls["SubscribeToShard"] == 2  # one per shard, held by the one broker
-        assert len(broker_stats()) == 2
+        assert len(broker_stats(SECRET)) == 2
 
 
 @pytest.mark.slow
@@ -256,7 +255,8 @@ def test_a_broker_killed_mid_read_loses_nothing(kinesis_mock: LocalServer, mock_
     (shard,) = list_shard_ids(kinesis_mock.client("kinesis"), stream)
     consumer = active_consumer(kinesis_mock.endpoint_url, stream)
     context = ShardContext(stream, shard, *FULL)
-    transport = BrokeredSubscriber(settings(kinesis_mock.endpoint_url), 30.0, PATIENT, consumer.arn, "t", context)
+    url = kinesis_mock.endpoint_url
+    transport = BrokeredSubscriber(settings(url), 30.0, PATIENT, consumer.arn, "t", context, SECRET)
     produced = put_numbered(kinesis_mock, stream, "a", 4)
     got: list[bytes] = []
     with_rows = (page for page in transport.pages(Position(TRIM_HORIZON)) if len(page))
@@ -285,13 +285,13 @@ def test_idle_subscriptions_close_their_sockets_and_the_broker_exits(
     produced = put_numbered(kinesis_mock, stream, "a", 3)
     assert _read_until(kinesis_mock.endpoint_url, consumer.arn, stream, shard, Position(TRIM_HORIZON), 3)[0] == produced
     pid = _broker_pid(broker)
-    assert pid is not None and len(broker_stats()) == 1
+    assert pid is not None and len(broker_stats(SECRET)) == 1
     assert sockets_to(kinesis_mock.port, pid) >= 1  # the open subscription
-    wait_for(lambda: broker_stats() == {}, 10, 0.1, "the idle subscription closed")
+    wait_for(lambda: broker_stats(SECRET) == {}, 10, 0.1, "the idle subscription closed")
     if os.path.exists(f"/proc/{pid}"):
         assert sockets_to(kinesis_mock.port, pid) == 0
     wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 15, 0.1, "the idle broker to exit")
-    assert not os.path.exists(efo_protocol.socket_path(broker))
+    assert not os.path.exists(os.path.join(broker, efo_protocol.socket_name(efo_protocol.job_name(SECRET))))
 
 
 @pytest.mark.slow
@@ -309,7 +309,7 @@ def test_a_full_buffer_stops_reading_the_subscription_and_loses_nothing(
         time.sleep(1.5)
         produced += put_numbered(kinesis_mock, stream, prefix, 3)
     time.sleep(1.5)
-    (stats,) = broker_stats().values()
+    (stats,) = broker_stats(SECRET).values()
     assert stats["paused"] and stats["pages"] == 1 and stats["bytes"] == stats["largest_page"]
     more, _ = _read_until(url, consumer.arn, stream, shard, start, len(produced) - len(got))
     assert got + more == produced
@@ -324,6 +324,7 @@ def test_streaming_query_batches_share_one_subscription_and_survive_a_killed_bro
     with FaultProxy(kinesis_mock.endpoint_url) as proxy:
         options = efo_options(proxy, stream, tmp_path / "meta")
         output = tmp_path / "out"
+        before = set(broker_pids(broker_dir()))
         query = (
             spark.readStream.format(FORMAT)
             .options(**options)
@@ -344,8 +345,7 @@ def test_streaming_query_batches_share_one_subscription_and_survive_a_killed_bro
             for number in range(4):  # one batch (or more) per round
                 round_of(number)
             assert proxy.calls["SubscribeToShard"] == 1  # 4 batches or more (each round waited for the last)
-            pid = _broker_pid(broker_dir())
-            assert pid is not None
+            (pid,) = set(broker_pids(broker_dir())) - before  # the query's broker (a job of its own)
             os.kill(pid, signal.SIGKILL)
             for number in range(4, 6):
                 round_of(number)

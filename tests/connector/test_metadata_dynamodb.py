@@ -6,6 +6,7 @@ The contract every store shares (first write wins, concurrent writers, purge) is
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -146,7 +147,8 @@ def test_options_put_the_table_and_its_region_into_the_offsets() -> None:
     assert parse_store_uri(_settings(**{"kinesis.dynamodb.tableName": "meta"}).metadata_path) == ("meta", "eu-west-1")
     settings = _settings(**{"kinesis.dynamodb.tableName": "meta", "kinesis.dynamodb.region": "us-west-2"})
     assert settings.metadata_path == "dynamodb://meta?region=us-west-2"
-    assert _settings(**{"kinesis.metadataCommitterType": "path"}).metadata_path.endswith("aws-kinesis-metadata")
+    path = _settings(**{"kinesis.metadataCommitterType": "path"}).metadata_path
+    assert path.endswith(f"aws-kinesis-metadata-{os.getuid()}")
 
 
 @pytest.mark.parametrize(

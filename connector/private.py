@@ -1,0 +1,71 @@
+"""Private per-user directories for what the connector writes on a host by default, opened without following links.
+
+Who calls it: ``fetch.efo_client`` and ``fetch.efo_broker`` (the subscription broker's socket, pid file, start lock
+and log), ``consumers`` (the deregistration watcher's log) and ``source.settings`` / ``metadata.filesystem`` (the
+default metadata path). A default under the shared temp directory is ``<temp dir>/<name>-<uid>``: another local user
+could create that name first (a directory of theirs, or a symbolic link to one), so every use opens it with
+``O_DIRECTORY|O_NOFOLLOW`` and checks owner and mode on the open handle, and then works relative to that handle
+(``dir_fd``, or the ``/proc/self/fd/<n>/<name>`` path for a Unix socket), never by its name again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+
+# On Linux a Unix socket can be bound and connected through the directory handle's /proc path, which the kernel
+# resolves to the opened directory itself (a rename or symbolic link swap of the name does not change it).
+_PROC_FD = "/proc/self/fd"
+
+
+class NotPrivateError(OSError):
+    """A directory that is not this user's alone (or not a directory: a link, a file)."""
+
+
+def user_temp_path(name: str) -> str:
+    """``<temp dir>/<name>-<uid>``: one default per user, never shared between users."""
+    return os.path.join(tempfile.gettempdir(), f"{name}-{os.getuid()}")
+
+
+def open_private_dir(path: str) -> int:
+    """A handle (fd, close-on-exec) on directory ``path``, created 0700 when missing. Raises NotPrivateError when
+    ``path`` is a symbolic link or not a directory, not owned by this user, or open to group or others."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)  # never follows a link at ``path``: EEXIST
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:  # ELOOP: a symbolic link; ENOTDIR: a file
+        raise NotPrivateError(f"{path} is not a private directory of this user ({exc.strerror})") from None
+    info = os.fstat(fd)
+    mode = stat.S_IMODE(info.st_mode)
+    if info.st_uid != os.getuid() or mode & 0o077:
+        os.close(fd)
+        raise NotPrivateError(
+            f"{path} is not private to this user (owner uid {info.st_uid}, mode {mode:o}; "
+            f"needed: uid {os.getuid()}, mode 700)"
+        )
+    return fd
+
+
+def open_private_file(dir_fd: int, name: str, flags: int, mode: int = 0o600) -> int:
+    """``name`` inside the private directory ``dir_fd``, never through a symbolic link, created ``mode``."""
+    return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+
+
+def append_private(path: str, name: str) -> int:
+    """An fd appending to ``<path>/<name>``, ``path`` a private directory (NotPrivateError otherwise)."""
+    dir_fd = open_private_dir(path)
+    try:
+        return open_private_file(dir_fd, name, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    finally:
+        os.close(dir_fd)
+
+
+def socket_address(dir_fd: int, directory: str, name: str) -> str:
+    """Where to bind or connect the Unix socket ``name`` of the private directory ``dir_fd`` (opened from
+    ``directory``): through the handle on Linux; elsewhere by name (the directory was checked just before)."""
+    if os.path.isdir(_PROC_FD):
+        return f"{_PROC_FD}/{dir_fd}/{name}"
+    return os.path.join(directory, name)

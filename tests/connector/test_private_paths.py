@@ -1,0 +1,91 @@
+"""Every default the connector writes on a host is this user's alone: the default metadata path and the consumer
+deregistration watcher's log live in ``<temp dir>/<name>-<uid>``, created 0700, refused (never followed) when a
+symbolic link or another user's directory holds the name; a watcher that cannot log still deregisters."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+import pytest
+from efo_util import settings
+from source_util import wait_for
+from test_consumers import _names
+
+from connector.consumers import WATCHER_DIR, WATCHER_LOG, QueryConsumers
+from connector.options import OptionError
+from connector.source.settings import DEFAULT_METADATA_DIR, SourceSettings
+from localaws import LocalServer
+
+NOBODY = 65534
+
+
+def _metadata_path() -> str:
+    return SourceSettings.from_options({"kinesis.streamname": "s", "kinesis.region": "eu-west-1"}).metadata_path
+
+
+@pytest.fixture
+def temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temp dir of this test's own, for this process (tempfile) and the processes it starts (TMPDIR)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    return tmp_path
+
+
+def test_the_default_metadata_path_is_per_user_and_private(temp_dir: Path) -> None:
+    path = _metadata_path()
+    assert path == str(temp_dir / f"{DEFAULT_METADATA_DIR}-{os.getuid()}")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o700
+    assert _metadata_path() == path  # ours: used again
+
+
+@pytest.mark.parametrize("squatted", ["symlink", "open mode", "other owner"])
+def test_a_squatted_default_metadata_path_is_refused_naming_the_option(temp_dir: Path, squatted: str) -> None:
+    path = temp_dir / f"{DEFAULT_METADATA_DIR}-{os.getuid()}"
+    if squatted == "symlink":
+        (temp_dir / "elsewhere").mkdir(mode=0o700)
+        path.symlink_to(temp_dir / "elsewhere")
+    elif squatted == "open mode":
+        path.mkdir()
+        path.chmod(0o777)
+    else:
+        if os.getuid() != 0:
+            pytest.skip("needs root to give the directory away")
+        path.mkdir(mode=0o700)
+        os.chown(path, NOBODY, -1)
+    with pytest.raises(OptionError, match=r"default of option kinesis\.metadataPath cannot be used: .*not .*private"):
+        _metadata_path()
+
+
+@pytest.mark.parametrize("log_dir", ["private", "symlink", "other owner"])
+def test_the_watcher_logs_privately_and_deregisters_even_when_it_cannot_log(
+    kinesis_mock: LocalServer, mock_stream, temp_dir: Path, log_dir: str
+) -> None:
+    """The driver's process goes away (its pipe to the watcher closes without "done"): the watcher deregisters the
+    consumer, logging to its private directory, or nowhere when that name is squatted."""
+    directory = temp_dir / f"{WATCHER_DIR}-{os.getuid()}"
+    if log_dir == "symlink":
+        (temp_dir / "elsewhere").mkdir(mode=0o700)
+        directory.symlink_to(temp_dir / "elsewhere")
+    elif log_dir == "other owner":
+        if os.getuid() != 0:
+            pytest.skip("needs root to give the directory away")
+        directory.mkdir(mode=0o700)
+        os.chown(directory, NOBODY, -1)
+    stream = mock_stream(shards=1)
+    consumers = QueryConsumers(settings(kinesis_mock.endpoint_url), (stream,), "watched", deregister=True)
+    consumers.arns()
+    assert _names(kinesis_mock, stream) == {"watched": "ACTIVE"}
+    watcher, consumers._watcher = consumers._watcher, None  # as if the driver died: release() never runs
+    assert watcher is not None and watcher.stdin is not None
+    watcher.stdin.close()
+    assert watcher.wait(60) == 0
+    gone = lambda: _names(kinesis_mock, stream).get("watched", "DELETING") == "DELETING"  # noqa: E731
+    wait_for(gone, 30, 0.2, "the deregistration")
+    if log_dir == "private":
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+        assert "deregistering" in (directory / WATCHER_LOG).read_text()
+    else:
+        assert not (temp_dir / "elsewhere" / WATCHER_LOG).exists()
