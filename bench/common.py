@@ -14,6 +14,7 @@ import argparse
 import base64
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -75,20 +76,7 @@ def boto3_loop(kinesis, stream: str, deaggregate: bool = False) -> int:
         records = list(iterate_shard(kinesis, stream, shard_id))
         if deaggregate:
             # aws-kinesis-agg takes Lambda-style dicts and hands aggregated payloads back base64-encoded.
-            records = deaggregate_records(
-                [
-                    {
-                        "kinesis": {
-                            "data": base64.b64encode(r["Data"]).decode(),
-                            "partitionKey": r["PartitionKey"],
-                            "sequenceNumber": r["SequenceNumber"],
-                            "kinesisSchemaVersion": "1.0",
-                            "approximateArrivalTimestamp": r["ApproximateArrivalTimestamp"].timestamp(),
-                        }
-                    }
-                    for r in records
-                ]
-            )
+            records = deaggregate_records(lambda_style(records))
         count += len(records)
     return count
 
@@ -179,3 +167,44 @@ def steady_state(batches: list[tuple[int, int]]) -> tuple[int, float]:
     """Rows and seconds of the batches after the first (all of them if there is one), from ``batch_sizes``."""
     rest = batches[1:] or batches
     return sum(rows for rows, _ in rest), sum(ms for _, ms in rest) / 1000
+
+
+def lambda_style(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """botocore's records as the Lambda-style dicts aws-kinesis-agg's deaggregator takes (it hands aggregated
+    payloads back base64-encoded)."""
+    return [
+        {
+            "kinesis": {
+                "data": base64.b64encode(r["Data"]).decode(),
+                "partitionKey": r["PartitionKey"],
+                "sequenceNumber": r["SequenceNumber"],
+                "kinesisSchemaVersion": "1.0",
+                "approximateArrivalTimestamp": r["ApproximateArrivalTimestamp"].timestamp(),
+            }
+        }
+        for r in records
+    ]
+
+
+def median_rates(records: int, repeats: int, runs: dict[str, Callable[[], object]]) -> dict[str, float]:
+    """Median records per CPU second of each run; the runs take turns, so a change in the machine's load between
+    them hits all alike (CPU time is not wall time, but a loaded host still slows caches)."""
+    rates: dict[str, list[float]] = {name: [] for name in runs}
+    for run in runs.values():
+        run()  # warm up: the first run pays for fresh memory pages
+    for _ in range(repeats):
+        for name, run in runs.items():
+            started = time.thread_time()
+            run()
+            rates[name].append(records / (time.thread_time() - started))
+    return {name: statistics.median(values) for name, values in rates.items()}
+
+
+def print_rate_table(rates: dict[str, float]) -> None:
+    """A Markdown table of records/s, each row's ratio to the first row's (the baseline)."""
+    baseline = next(iter(rates.values()))
+    print(f"| {'path':<40} | {'records/s':>12} | {'ratio':>6} |")
+    print(f"|{'-' * 42}|{'-' * 14}|{'-' * 8}|")
+    for name, rate in rates.items():
+        print(f"| {name:<40} | {rate:>12,.0f} | {rate / baseline:6.2f} |")
+    print()

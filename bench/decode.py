@@ -36,13 +36,10 @@ Nothing here is asserted but that every path yields the same number of user reco
 from __future__ import annotations
 
 import argparse
-import base64
 import importlib.util
 import json
 import os
-import statistics
 import sys
-import time
 from binascii import a2b_base64
 from collections.abc import Callable
 from types import ModuleType
@@ -51,7 +48,7 @@ from typing import Any
 import botocore.parsers
 from aws_kinesis_agg.deaggregator import deaggregate_records
 
-from bench.common import add_quota_flag, local_aws, print_quotas
+from bench.common import add_quota_flag, lambda_style, local_aws, median_rates, print_quotas, print_rate_table
 from connector.aws.clients import RAW_BODY, kinesis_reader_client
 from connector.aws.settings import ClientSettings
 from connector.fetch import decode
@@ -97,20 +94,6 @@ def event_payload(body: bytes) -> bytes:
     records = json.loads(body)["Records"]
     event = {"Records": records, "ContinuationSequenceNumber": records[-1]["SequenceNumber"], "MillisBehindLatest": 0}
     return json.dumps(event).encode()
-
-
-def median_rates(records: int, repeats: int, runs: dict[str, Run]) -> dict[str, float]:
-    """Median user records per CPU second of each run; the runs take turns, so a change in the machine's load
-    between them hits all alike (CPU time is not wall time, but a loaded host still slows caches)."""
-    rates: dict[str, list[float]] = {name: [] for name in runs}
-    for run in runs.values():
-        run()  # warm up: the first run pays for fresh memory pages
-    for _ in range(repeats):
-        for name, run in runs.items():
-            started = time.thread_time()
-            run()
-            rates[name].append(records / (time.thread_time() - started))
-    return {name: statistics.median(values) for name, values in rates.items()}
 
 
 def load_decode(path: str) -> ModuleType:
@@ -159,22 +142,6 @@ class BotocoreParsers:
         }
         parsed = self.events.parse({"body": payload, "headers": headers, "status_code": 200}, self.event_shape)
         return parsed["SubscribeToShardEvent"]
-
-
-def lambda_style(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """botocore's records as the dicts aws-kinesis-agg's deaggregator takes (as bench.common's boto3 loop does)."""
-    return [
-        {
-            "kinesis": {
-                "data": base64.b64encode(r["Data"]).decode(),
-                "partitionKey": r["PartitionKey"],
-                "sequenceNumber": r["SequenceNumber"],
-                "kinesisSchemaVersion": "1.0",
-                "approximateArrivalTimestamp": r["ApproximateArrivalTimestamp"].timestamp(),
-            }
-        }
-        for r in records
-    ]
 
 
 def candidates(body: bytes) -> dict[str, Run]:
@@ -253,26 +220,17 @@ def main(argv: list[str] | None = None) -> None:
     print(f"user records per second of this thread's CPU time, median of {args.repeats} runs taking turns")
     print("ratio = rate / the table's first row (its time for the same body / this row's)\n")
     print(f"1. one GetRecords body: {n:,} records x {args.size} B, {len(plain) / 1e6:.1f} MB")
-    print_table(median_rates(n, args.repeats, get_records))
+    print_rate_table(median_rates(n, args.repeats, get_records))
     print(f"2. one SubscribeToShardEvent: the same records, {len(event) / 1e6:.1f} MB")
-    print_table(median_rates(n, args.repeats, events))
+    print_rate_table(median_rates(n, args.repeats, events))
     print(
         f"3. one GetRecords body of KPL aggregates: the same {n:,} user records in {kinesis_records:,} aggregates "
         f"of <= {KPL_AGGREGATE_BYTES:,} B, {len(aggregated) / 1e6:.1f} MB"
     )
-    print_table(median_rates(n, args.repeats, kpl))
+    print_rate_table(median_rates(n, args.repeats, kpl))
     print("4. the parsers to choose from, each to the column lists of body 1")
-    print_table(median_rates(n, args.repeats, parsers))
+    print_rate_table(median_rates(n, args.repeats, parsers))
     print_quotas(aws)
-
-
-def print_table(rates: dict[str, float]) -> None:
-    baseline = next(iter(rates.values()))
-    print(f"| {'path':<40} | {'records/s':>12} | {'ratio':>6} |")
-    print(f"|{'-' * 42}|{'-' * 14}|{'-' * 8}|")
-    for name, rate in rates.items():
-        print(f"| {name:<40} | {rate:>12,.0f} | {rate / baseline:6.2f} |")
-    print()
 
 
 if __name__ == "__main__":

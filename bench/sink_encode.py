@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import time
 from collections.abc import Callable
 
@@ -29,7 +28,7 @@ import botocore.parsers
 import botocore.serialize
 import botocore.validate
 
-from bench.common import add_quota_flag, local_aws, print_quotas
+from bench.common import add_quota_flag, local_aws, median_rates, print_quotas, print_rate_table
 from connector.aws.clients import client
 from connector.aws.settings import ClientSettings
 from connector.retry import RetryPolicy
@@ -40,19 +39,6 @@ from localaws.streams import create_stream, unique_name
 CALL = 500
 RETRY = RetryPolicy(max_retries=10, initial_interval_ms=100, max_interval_ms=1000)
 Run = Callable[[], object]
-
-
-def median_rates(records: int, repeats: int, runs: dict[str, Run]) -> dict[str, float]:
-    """Median records per CPU second of each run, the runs taking turns (after one warm-up each)."""
-    rates: dict[str, list[float]] = {name: [] for name in runs}
-    for run in runs.values():
-        run()
-    for _ in range(repeats):
-        for name, run in runs.items():
-            started = time.thread_time()
-            run()
-            rates[name].append(records / (time.thread_time() - started))
-    return {name: statistics.median(values) for name, values in rates.items()}
 
 
 def botocore_put(kinesis, stream: str, entries: list[ours.Entry]) -> None:
@@ -114,19 +100,10 @@ def main(argv: list[str] | None = None) -> None:
         }
         print(f"records per second of this thread's CPU time, median of {args.repeats} runs taking turns\n")
         print(f"1. {args.records:,} records x {args.size} B into kinesalite, {CALL} entries a call")
-        print_table(median_rates(args.records, args.repeats, calls))
+        print_rate_table(median_rates(args.records, args.repeats, calls))
         print(f"2. the encoding of one call of {CALL} entries x {args.size} B, and its answer")
-        print_table(median_rates(CALL, args.repeats * 4, encode_runs(entries, plain)))
+        print_rate_table(median_rates(CALL, args.repeats * 4, encode_runs(entries, plain)))
     print_quotas(aws)
-
-
-def print_table(rates: dict[str, float]) -> None:
-    baseline = next(iter(rates.values()))
-    print(f"| {'path':<40} | {'records/s':>12} | {'ratio':>6} |")
-    print(f"|{'-' * 42}|{'-' * 14}|{'-' * 8}|")
-    for name, rate in rates.items():
-        print(f"| {name:<40} | {rate:>12,.0f} | {rate / baseline:6.2f} |")
-    print()
 
 
 if __name__ == "__main__":
