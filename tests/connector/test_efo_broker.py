@@ -6,12 +6,10 @@ then a Spark streaming query: N batches, one subscription, the broker killed mid
 
 from __future__ import annotations
 
-import contextlib
 import json
 import multiprocessing
 import os
 import signal
-import tempfile
 import time
 from pathlib import Path
 
@@ -40,28 +38,11 @@ FULL = (0, 2**128 - 1)
 SECRET = "test-job-secret"  # the job these tests read as (a query draws its own: EfoSettings.broker_secret)
 
 
-@pytest.fixture
-def broker(monkeypatch: pytest.MonkeyPatch):
-    """A private broker directory for this test (short: Unix socket paths are limited), its broker killed after."""
-    directory = tempfile.mkdtemp(prefix="efo-")
-    monkeypatch.setenv(efo_protocol.ENV_DIR, directory)
-    monkeypatch.setenv(efo_broker.ENV_IDLE_EXIT, "20")
-    yield directory
-    _kill_broker(directory)
-
-
 def _broker_pid(directory: str, secret: str = SECRET) -> int | None:
     try:
         return int(Path(directory, efo_protocol.pid_name(efo_protocol.job_name(secret))).read_text())
     except (FileNotFoundError, ValueError):
         return None
-
-
-def _kill_broker(directory: str) -> None:
-    pid = _broker_pid(directory)
-    if pid is not None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
 
 
 def _read(endpoint: str, arn: str, stream: str, shard: str, start: Position, max_records: int | None = None):

@@ -5,11 +5,9 @@ line, no request (credentials) is sent to anything but the job's own broker, and
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -21,7 +19,7 @@ import pytest
 from efo_util import FULL_RANGE, PATIENT, active_consumer, settings
 from source_util import put_numbered
 
-from connector.fetch import efo_broker, efo_protocol
+from connector.fetch import efo_protocol
 from connector.fetch.decode import ShardContext
 from connector.fetch.efo_client import BrokeredSubscriber, broker_pids, broker_stats
 from connector.positions import TRIM_HORIZON, Position
@@ -33,18 +31,6 @@ SECRET = "job-a-secret"
 OTHER = "job-b-secret"
 NOBODY = 65534
 ROOT_ONLY = pytest.mark.skipif(os.getuid() != 0, reason="needs root to act as another uid")
-
-
-@pytest.fixture
-def broker(monkeypatch: pytest.MonkeyPatch):
-    """A private broker directory for this test (short: Unix socket paths are limited); its brokers killed after."""
-    directory = tempfile.mkdtemp(prefix="efo-")
-    monkeypatch.setenv(efo_protocol.ENV_DIR, directory)
-    monkeypatch.setenv(efo_broker.ENV_IDLE_EXIT, "20")
-    yield directory
-    for pid in broker_pids(directory):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
 
 
 def _read(server: LocalServer, stream: str, count: int, secret: str = SECRET) -> tuple[list[bytes], BrokeredSubscriber]:
