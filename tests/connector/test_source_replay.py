@@ -76,6 +76,30 @@ def test_pyspark_40_calling_convention_and_restart(kinesalite: LocalServer, lite
     assert read_all(again, list(again.partitions(end, after_restart))) == last
 
 
+def test_pending_documents_stay_bounded_over_many_restarts(kinesalite: LocalServer, lite_stream, tmp_path) -> None:
+    """4.0.2: every driver start writes one pending-offset resolution; they leave with their batches, so after
+    N restarts the store holds at most kinesis.minBatchesToRetain of them (before: N)."""
+    stream = lite_stream(shards=1)
+    options = source_options(kinesalite, stream, tmp_path, **{"kinesis.minBatchesToRetain": "2"})
+    source = reader(options)
+    pending = roundtrip(source.latestOffset())
+    end = pending
+    rows: list[dict] = read_all(source, list(source.partitions(roundtrip(source.initialOffset()), pending)))
+    source.commit(pending)
+    produced: list[bytes] = []
+    for restart in range(8):
+        produced += put_numbered(kinesalite, stream, f"r{restart}", 2)
+        restarted = reader(options)  # the driver died after committing `end`
+        after_restart = roundtrip(restarted.latestOffset())
+        restarted.commit(end)
+        rows += read_all(restarted, list(restarted.partitions(end, after_restart)))
+        restarted.commit(after_restart)
+        end = after_restart
+    assert payloads(rows) == produced
+    documents = [path for path in (tmp_path / "pending").glob("*.json") if not path.name.startswith("source-")]
+    assert 1 <= len(documents) <= 2, sorted(path.name for path in documents)
+
+
 def test_latest_starts_at_query_start_and_survives_idle_batches(
     kinesis_mock: LocalServer, mock_stream, tmp_path
 ) -> None:
