@@ -31,7 +31,8 @@ class QueryHealth:
         self._lag: dict[str, int] = {}  # millisBehindLatest per shard, from the last read or probe
         self._reported_vanished: set[str] = set()  # warned once, not on every idle trigger
         self.dropped_out_of_range = 0  # KPL sub-records outside their shard's range
-        self.loss_events: list[dict[str, Any]] = []  # the last MAX_LOSS_EVENTS data losses executors found
+        self.loss_events: list[dict[str, Any]] = []  # the last MAX_LOSS_EVENTS data losses (driver or executors)
+        self.loss_count = 0  # every data loss since this driver started (loss_events keeps the last few)
 
     def read(self, batch_id: int, key: str, read: ShardRead) -> None:
         """Batch ``batch_id``'s read of shard ``key``: its lag, and what it found (logged and counted)."""
@@ -47,9 +48,7 @@ class QueryHealth:
                 key_label(key),
             )
         if read.data_loss is not None:
-            event = {"batchId": batch_id, "shard": key, "kind": read.data_loss.kind}
-            event["position"] = read.data_loss.position.to_json()
-            self.loss_events = [*self.loss_events, event][-MAX_LOSS_EVENTS:]
+            self.lost(batch_id, key, read.data_loss.position, read.data_loss.kind)
             log.warning(
                 "aws-kinesis batch %d lost data on %s: %s at %s (kinesis.failOnDataLoss is false, the query went on)",
                 batch_id,
@@ -57,6 +56,13 @@ class QueryHealth:
                 read.data_loss.kind,
                 read.data_loss.position.to_json(),
             )
+
+    def lost(self, batch_id: int, key: str, position: Position, kind: str) -> None:
+        """Shard ``key``'s records from ``position`` on are lost (``kind``: "position gone", "shard gone"), found
+        by the driver planning batch ``batch_id`` or by that batch's executor; counted for the progress report."""
+        event = {"batchId": batch_id, "shard": key, "kind": kind, "position": position.to_json()}
+        self.loss_events = [*self.loss_events, event][-MAX_LOSS_EVENTS:]
+        self.loss_count += 1
 
     def probed(self, key: str, millis_behind_latest: int | None) -> None:
         """A probe's answer for shard ``key``."""
@@ -89,11 +95,12 @@ class QueryHealth:
 
     def progress_report(self) -> dict[str, Any] | None:
         """The lag report plus what reads found since this driver started: ``recordsDroppedOutOfRange`` (KPL
-        sub-records outside their shard's hash range) and ``dataLossEvents`` (the last few, with shard and
-        position)."""
+        sub-records outside their shard's hash range), ``dataLossEvents`` (the last few, with shard and
+        position) and ``dataLossCount`` (all of them)."""
         report = dict(self.lag_report() or {})
         if self.dropped_out_of_range:
             report["recordsDroppedOutOfRange"] = self.dropped_out_of_range
         if self.loss_events:
             report["dataLossEvents"] = list(self.loss_events)
+            report["dataLossCount"] = self.loss_count
         return report or None
