@@ -19,9 +19,10 @@ retention, so the proxy does it for them. Records of the shard before the sequen
 as trimmed: a GetShardIterator or SubscribeToShard at or after a trimmed sequence number is answered
 ``InvalidArgumentException`` about the ``StartingSequenceNumber`` (as the connector's docs say AWS answers a
 trimmed position), and ``TRIM_HORIZON`` starts at ``first_kept`` (the oldest record left), in both calls.
-AT_TIMESTAMP and LATEST pass unchanged. A trim stands for days passing: from then on GetRecords takes only
-iterators the proxy handed out after the trim (any other is answered ``ExpiredIteratorException``, as every
-iterator is after 5 minutes); those calls skip the other faults.
+AT_TIMESTAMP and LATEST pass unchanged. ``proxy.expire_shard(stream, shard_id)``: ListShards no longer shows
+the shard (a closed shard leaves the listing once its records passed the retention). A trim stands for days
+passing: from then on GetRecords takes only iterators the proxy handed out after the trim (any other is
+answered ``ExpiredIteratorException``, as every iterator is after 5 minutes); those calls skip the other faults.
 
 With ``record=True`` it also keeps, for every request, the action and who signed it for which region and
 service (``proxy.signed``, from the SigV4 ``Authorization`` header): tests prove with it which credentials a
@@ -151,12 +152,18 @@ class FaultProxy:
         self._thread: threading.Thread | None = None
         self.trimmed: dict[tuple[str, str], int] = {}  # (stream, shard id) -> first sequence number kept
         self.fresh_iterators: set[str] = set()  # handed out since the first trim: the only ones not expired
+        self.expired_shards: set[tuple[str, str]] = set()  # (stream, shard id) ListShards leaves out
 
     def trim(self, stream: str, shard_id: str, first_kept: str) -> None:
         """From now on, the records of ``shard_id`` before sequence number ``first_kept`` are trimmed (see the
         module doc); ``first_kept`` must be a record's sequence number (TRIM_HORIZON starts there)."""
         with self._lock:
             self.trimmed[(stream, shard_id)] = int(first_kept)
+
+    def expire_shard(self, stream: str, shard_id: str) -> None:
+        """From now on ListShards answers leave out ``shard_id`` of ``stream`` (see the module doc)."""
+        with self._lock:
+            self.expired_shards.add((stream, shard_id))
 
     def retention_answer(self, action: str, body: bytes) -> tuple[bytes, dict | None]:
         """``body`` for the server (TRIM_HORIZON moved to the first record kept), or an error document to answer
@@ -287,6 +294,9 @@ class FaultHandler(BaseHTTPRequestHandler):
         self.proxy.note(request)
         action = request.action
         self.proxy.count_call(action)
+        if action == "ListShards" and self.proxy.expired_shards:
+            self._list_without_expired(body)
+            return
         if self.proxy.trimmed and action in ("GetShardIterator", "GetRecords", "SubscribeToShard"):
             body, answered = self._retention(action, body)
             if answered:
@@ -331,6 +341,18 @@ class FaultHandler(BaseHTTPRequestHandler):
             self._put_records_with_failures(body, faults.put_records_entry_failure_rate)
             return
         self._forward(body)
+
+    def _list_without_expired(self, body: bytes) -> None:
+        """A ListShards answer without the shards ``expire_shard`` named (for the stream the request names)."""
+        stream = _stream_name(json.loads(body))
+        status, headers, payload = self._send_upstream(body)
+        if status == 200:
+            answer = json.loads(payload)
+            with self.proxy._lock:
+                gone = {shard for name, shard in self.proxy.expired_shards if name == stream}
+            answer["Shards"] = [shard for shard in answer.get("Shards", []) if shard["ShardId"] not in gone]
+            payload = json.dumps(answer).encode()
+        self._reply(status, headers, payload)
 
     def _retention(self, action: str, body: bytes) -> tuple[bytes, bool]:
         """After a trim (module doc): refuse trimmed positions and expired iterators, move TRIM_HORIZON, note the

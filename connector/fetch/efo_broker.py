@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -195,7 +196,9 @@ class Broker:
         self.max_bytes = max_bytes
         self.idle_close_s = idle_close_s
         self.subscriptions: dict[tuple[str, str], Subscription] = {}
-        self.leases: dict[tuple[str, str], threading.Lock] = {}
+        # A lease lives while its key has a subscription or a task holding or awaiting it: shards come and go with
+        # reshards, and a broker can run for months.
+        self.leases: dict[tuple[str, str], _Lease] = {}
         self.lock = threading.Lock()
         self.connections = 0
         self.last_busy = time.monotonic()
@@ -208,7 +211,7 @@ class Broker:
                 send(conn, {f"{arn}/{shard}": sub.stats() for (arn, shard), sub in self.subscriptions.items()})
             return
         assert isinstance(request, Request)
-        with self._lease(request.key):
+        with self.lease(request.key):
             subscription, (number, row) = self._positioned(request)
             try:
                 while conn.recv(1) == NEXT:
@@ -222,9 +225,23 @@ class Broker:
             finally:
                 subscription.used = time.monotonic()
 
-    def _lease(self, key: tuple[str, str]) -> threading.Lock:
+    @contextlib.contextmanager
+    def lease(self, key: tuple[str, str], wait: bool = True) -> Iterator[bool]:
+        """Hold ``key``'s lease (one task at a time per consumer+shard); yields False when ``wait`` is False and
+        another holds it. The lease is forgotten once nobody uses it and the key has no subscription."""
         with self.lock:
-            return self.leases.setdefault(key, threading.Lock())
+            entry = self.leases.setdefault(key, _Lease())
+            entry.users += 1
+        acquired = entry.lock.acquire(blocking=wait)
+        try:
+            yield acquired
+        finally:
+            if acquired:
+                entry.lock.release()
+            with self.lock:
+                entry.users -= 1
+                if not entry.users and key not in self.subscriptions and self.leases.get(key) is entry:
+                    del self.leases[key]
 
     def _positioned(self, request: Request) -> tuple[Subscription, tuple[int, int]]:
         """The subscription to serve ``request`` from, and where in it: the open one when its buffer covers the
@@ -248,16 +265,13 @@ class Broker:
         with self.lock:
             idle = [key for key, sub in self.subscriptions.items() if now - sub.used > self.idle_close_s]
         for key in idle:
-            lease = self._lease(key)
-            if not lease.acquire(blocking=False):
-                continue  # a task is reading it
-            try:
+            with self.lease(key, wait=False) as free:
+                if not free:
+                    continue  # a task is reading it
                 with self.lock:
                     sub = self.subscriptions.pop(key)
                 log.info("closing the idle subscription to %s", sub.subscriber.what)
                 sub.close()
-            finally:
-                lease.release()
         with self.lock:
             if self.subscriptions or self.connections:
                 self.last_busy = time.monotonic()
@@ -266,6 +280,14 @@ class Broker:
         with self.lock:
             self.connections += delta
             self.last_busy = time.monotonic()
+
+
+class _Lease:
+    """A key's lock and how many tasks hold or await it (``Broker.lease``)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
 
 
 def _env_float(name: str, default: float) -> float:

@@ -79,8 +79,9 @@ class QueryHealth:
         self._reported_vanished.add(key)
 
     def forget(self, tracked: Collection[str]) -> None:
-        """Keep the lag of the shards still ``tracked`` only."""
+        """Keep the lag (and the vanished warnings) of the shards still ``tracked`` only."""
         self._lag = {key: lag for key, lag in self._lag.items() if key in tracked}
+        self._reported_vanished = {key for key in self._reported_vanished if key in tracked}
 
     def lag_report(self) -> dict[str, Any] | None:
         """millisBehindLatest per shard and the maximum, for the query progress and the log."""
