@@ -182,6 +182,12 @@ class Driver:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
 
+    def abandon(self) -> None:
+        """SIGKILL a driver still running (the harness is failing or interrupted): it is in a session of its own."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
     def errors(self) -> list[str]:
         return [path.read_text() for path in sorted(self.work.glob("driver-*.error"))]
 
@@ -402,36 +408,45 @@ def run(args: argparse.Namespace) -> int:
         )
         table = unique_name("soakmeta")
         driver = Driver(driver_config(args, server, aws, work, streams, table), work)
-        driver.start()
-        driver.wait_started()
-        sent_ids: Counter[str] = Counter()
-        sent = [0]
-        sampler = Sampler(driver, sent, store_gauge(args, aws, work, table), args.sample_s)
-        sampler.start()
-        sender, result = send_in_background(streams[0], server, args, sent_ids, sent)
-        notes: list[str] = []
-        reshards: list[float] = []
-        for at_s, event in events_due(args):
-            while sampler.elapsed() < at_s and sender.is_alive():
-                time.sleep(1)
-            if event == "restart":
-                driver.kill(sampler.elapsed())
-                driver.start()
-                notes.append(f"{at_s / 60:.1f} min: driver SIGKILLed and restarted")
-            else:
-                reshards.append(sampler.elapsed())
-                notes.append(f"{at_s / 60:.1f} min: {reshard(kinesis, streams[0], merge=event == 'merge')}")
-        sender.join()
-        drain_deadline = time.monotonic() + 300
-        while sampler.read_so_far() < sent[0] and time.monotonic() < drain_deadline:
+        try:
+            return _soak(args, aws, server, kinesis, streams, table, driver)
+        finally:
+            driver.abandon()
+
+
+def _soak(args, aws, server, kinesis, streams: tuple[str, str], table: str, driver: Driver) -> int:
+    """The run proper (``run`` cleans up): driver, sampler, sender, the scheduled kills and reshards, the check."""
+    work = driver.work
+    driver.start()
+    driver.wait_started()
+    sent_ids: Counter[str] = Counter()
+    sent = [0]
+    sampler = Sampler(driver, sent, store_gauge(args, aws, work, table), args.sample_s)
+    sampler.start()
+    sender, result = send_in_background(streams[0], server, args, sent_ids, sent)
+    notes: list[str] = []
+    reshards: list[float] = []
+    for at_s, event in events_due(args):
+        while sampler.elapsed() < at_s and sender.is_alive():
             time.sleep(1)
-        time.sleep(3)  # the last batch's sink commit
-        sampler.done.set()
-        sampler.join()
-        sampler.samples.append(sampler.sample())
-        driver.stop()
-        got = file_sink_ids(work / "out") if args.sink == "file" else sink_ids(kinesis, streams[1])
-        errors = driver.errors()
+        if event == "restart":
+            driver.kill(sampler.elapsed())
+            driver.start()
+            notes.append(f"{at_s / 60:.1f} min: driver SIGKILLed and restarted")
+        else:
+            reshards.append(sampler.elapsed())
+            notes.append(f"{at_s / 60:.1f} min: {reshard(kinesis, streams[0], merge=event == 'merge')}")
+    sender.join()
+    drain_deadline = time.monotonic() + 300
+    while sampler.read_so_far() < sent[0] and time.monotonic() < drain_deadline:
+        time.sleep(1)
+    time.sleep(3)  # the last batch's sink commit
+    sampler.done.set()
+    sampler.join()
+    sampler.samples.append(sampler.sample())
+    driver.stop()
+    got = file_sink_ids(work / "out") if args.sink == "file" else sink_ids(kinesis, streams[1])
+    errors = driver.errors()
     summary = result.get("summary")
     return report(args, sampler.samples, driver.restarts, reshards, notes, sent_ids, got, summary, errors, aws)
 
