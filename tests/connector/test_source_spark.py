@@ -125,7 +125,7 @@ def test_restart_from_checkpoint_reads_every_record_once(spark, kinesalite: Loca
 
 
 def test_restarts_leave_a_bounded_store(spark, kinesalite: LocalServer, lite_stream, tmp_path) -> None:
-    """Four stops and starts on one checkpoint, more batches after each: the metadata store keeps
+    """Five starts on one checkpoint, more batches after each: the metadata store keeps
     kinesis.minBatchesToRetain batches and at most as many pending documents (pyspark 4.0.2 writes one per start;
     4.2+ none), not one per start."""
     stream = lite_stream(shards=1)
@@ -135,7 +135,7 @@ def test_restarts_leave_a_bounded_store(spark, kinesalite: LocalServer, lite_str
     )
     output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     produced: list[bytes] = []
-    for start in range(4):
+    for start in range(5):
         produced += _put(kinesalite, stream, f"s{start}", 20)  # at least 4 batches of 5
         query = (
             spark.readStream.format(FORMAT)
@@ -158,7 +158,7 @@ def test_restarts_leave_a_bounded_store(spark, kinesalite: LocalServer, lite_str
     (source_dir,) = [path for path in meta.iterdir() if path.name != "pending"]
     assert len([path for path in source_dir.iterdir() if path.name.isdigit()]) <= bound
     pending = [path.name for path in (meta / "pending").glob("*.json") if not path.name.startswith("source-")]
-    assert len(pending) <= bound, pending  # one per start before: 4
+    assert len(pending) <= bound, pending  # one per restart before: 4
 
 
 def _metadata_options(store: str, request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
