@@ -16,8 +16,8 @@ two thirds two adjacent shards are merged.
 
 Every ``--sample-s`` seconds (``bench.soak_gauges``): the driver JVM's heap used after a full GC, metaspace and
 code cache (``jcmd``), its threads, RSS, descriptors and sockets; the same for pyspark's streaming source runner
-(the driver-side Python process of our source), the Python workers (mean RSS per worker: Spark reaps and starts
-them, so their sum is not a leak gauge), the subscription broker (``--efo``) and the driver's own Python
+(the driver-side Python process of our source), the Python workers (mean and largest RSS per worker: Spark reaps
+and starts them, so their sum is not a leak gauge), the subscription broker (``--efo``) and the driver's own Python
 process; the metadata store's entries and MiB and the checkpoint's files and MiB; the lag. This harness's own
 RSS (it keeps every sent id) is plotted as "harness" and never judged.
 
@@ -87,6 +87,7 @@ class Sample:
     runner_sockets: int
     workers: int
     worker_mean_rss_mb: float
+    worker_max_rss_mb: float
     workers_fds: int
     workers_sockets: int
     brokers: int
@@ -114,6 +115,7 @@ GAUGES: dict[str, float] = {
     "runner_fds": 8,
     "runner_sockets": 4,
     "worker_mean_rss_mb": 8.0,
+    "worker_max_rss_mb": 16.0,
     "driver_python_rss_mb": 8.0,
     "store_entries": 50,
     "store_mb": 1.0,
@@ -122,7 +124,15 @@ GAUGES: dict[str, float] = {
 }
 EFO_GAUGES: dict[str, float] = {"broker_rss_mb": 8.0, "broker_fds": 8, "broker_sockets": 4}
 JVM = ("jvm_heap_after_gc_mb", "jvm_metaspace_mb", "jvm_code_cache_mb")
-RSS = ("jvm_rss_mb", "runner_rss_mb", "worker_mean_rss_mb", "broker_rss_mb", "driver_python_rss_mb", "harness_rss_mb")
+RSS = (
+    "jvm_rss_mb",
+    "runner_rss_mb",
+    "worker_mean_rss_mb",
+    "worker_max_rss_mb",
+    "broker_rss_mb",
+    "driver_python_rss_mb",
+    "harness_rss_mb",
+)
 FDS = ("jvm_fds", "jvm_sockets", "runner_fds", "runner_sockets", "broker_fds", "broker_sockets")
 PANELS = (
     ("JVM after full GC: heap, metaspace, code cache (MiB)", JVM),
@@ -245,6 +255,7 @@ class Sampler(threading.Thread):
             runner.sockets,
             pool.count,
             round(pool.rss_mb / pool.count, 1) if pool.count else 0.0,
+            round(max((gauges.process(pid).rss_mb for pid in workers), default=0.0), 1),
             pool.fds,
             pool.sockets,
             broker.count,
