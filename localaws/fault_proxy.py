@@ -165,6 +165,20 @@ class FaultProxy:
         with self._lock:
             self.expired_shards.add((stream, shard_id))
 
+    def is_fresh(self, iterator: str) -> bool:
+        """Whether the proxy handed ``iterator`` out since the first trim (others count as expired)."""
+        with self._lock:
+            return iterator in self.fresh_iterators
+
+    def handed_out(self, iterator: str) -> None:
+        with self._lock:
+            self.fresh_iterators.add(iterator)
+
+    def expired_in(self, stream: str) -> set[str]:
+        """The shard ids of ``stream`` that ListShards leaves out."""
+        with self._lock:
+            return {shard for name, shard in self.expired_shards if name == stream}
+
     def retention_answer(self, action: str, body: bytes) -> tuple[bytes, dict | None]:
         """``body`` for the server (TRIM_HORIZON moved to the first record kept), or an error document to answer
         instead (a position that was trimmed)."""
@@ -348,8 +362,7 @@ class FaultHandler(BaseHTTPRequestHandler):
         status, headers, payload = self._send_upstream(body)
         if status == 200:
             answer = json.loads(payload)
-            with self.proxy._lock:
-                gone = {shard for name, shard in self.proxy.expired_shards if name == stream}
+            gone = self.proxy.expired_in(stream)
             answer["Shards"] = [shard for shard in answer.get("Shards", []) if shard["ShardId"] not in gone]
             payload = json.dumps(answer).encode()
         self._reply(status, headers, payload)
@@ -359,9 +372,7 @@ class FaultHandler(BaseHTTPRequestHandler):
         iterators handed out. Returns the body to go on with (SubscribeToShard) and whether it was answered."""
         proxy = self.proxy
         if action == "GetRecords":
-            with proxy._lock:
-                fresh = json.loads(body).get("ShardIterator") in proxy.fresh_iterators
-            if not fresh:
+            if not proxy.is_fresh(json.loads(body).get("ShardIterator", "")):
                 proxy.count("expired_iterator")
                 message = "Iterator expired (issued before the retention proxy's trim)"
                 self._answer(400, {"__type": "ExpiredIteratorException", "message": message})
@@ -378,8 +389,7 @@ class FaultHandler(BaseHTTPRequestHandler):
             answer = json.loads(payload)
             iterator = answer.get("NextShardIterator" if action == "GetRecords" else "ShardIterator")
             if iterator:
-                with proxy._lock:
-                    proxy.fresh_iterators.add(iterator)
+                proxy.handed_out(iterator)
         self._reply(status, headers, payload)
         return body, True
 

@@ -69,13 +69,14 @@ class QueryHealth:
         if millis_behind_latest is not None:
             self._lag[key] = millis_behind_latest
 
-    def vanished(self, key: str, position: Position) -> None:
-        """ListShards no longer shows shard ``key``, not read to its end: lost data, said once (fails the query
-        with ``kinesis.failOnDataLoss``)."""
+    def vanished(self, batch_id: int, key: str, position: Position) -> None:
+        """ListShards no longer shows shard ``key``, not read to its end (found planning batch ``batch_id``): lost
+        data, said and counted once (fails the query with ``kinesis.failOnDataLoss``)."""
         if key in self._reported_vanished:
             return
         gone = ShardGoneError("ListShards no longer shows it")
         data_loss(key_label(key), position, gone, self.fail_on_data_loss, "the other shards")
+        self.lost(batch_id, key, position, "shard gone")
         self._reported_vanished.add(key)
 
     def forget(self, tracked: Collection[str]) -> None:

@@ -148,8 +148,8 @@ class BatchPlanner:
         check_pinned(base, self.settings.pinned)
         positions, waiting = self._after(base)
         parents = dict(base.parents)
-        self._track(positions, parents)
         batch_id = base.batch_id + 1
+        self._track(positions, parents, batch_id)
         with_data, arrivals = self._find_waiting(positions, parents, waiting, bound_ms, batch_id)
         if not with_data and not force:
             return None
@@ -200,13 +200,14 @@ class BatchPlanner:
             self.health.read(base.batch_id, key, read)
         return positions, waiting
 
-    def _track(self, positions: dict[str, Position], parents: dict[str, tuple[str, ...]]) -> None:
-        """Fold the current listings in; an unfinished shard that vanished is lost data."""
+    def _track(self, positions: dict[str, Position], parents: dict[str, tuple[str, ...]], batch_id: int) -> None:
+        """Fold the current listings in (planning batch ``batch_id``); an unfinished shard that vanished is lost
+        data."""
         for stream in self.settings.streams:
             listing = self.catalog.shards(stream)
             vanished = track_listing(positions, parents, stream, listing, lambda _shard: Position(TRIM_HORIZON))
             for key, position in vanished.items():
-                self.health.vanished(key, position)
+                self.health.vanished(batch_id, key, position)
         self.prober.forget(set(positions))
         self.handoffs = {key: handoff for key, handoff in self.handoffs.items() if key in positions}
         self.health.forget(positions)

@@ -100,6 +100,10 @@ def test_a_vanished_shard_fails_or_is_skipped(kinesis_mock: LocalServer, mock_st
         _end, rows = next_batch(lenient, start)
     assert sorted(payloads(rows)) == sorted(new)  # shard 0's records: its old position was lost too
     assert "shardId-000000000001 no longer exists" in caplog.text
+    report = lenient.reportLatestOffset()
+    kinds = sorted((event["shard"].rsplit("/", 1)[1], event["kind"]) for event in report["dataLossEvents"])
+    assert kinds == [("shardId-000000000000", "position gone"), ("shardId-000000000001", "shard gone")]
+    assert report["dataLossCount"] == 2
 
 
 def test_data_loss_an_executor_finds_is_reported_by_the_driver(
