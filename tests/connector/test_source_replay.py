@@ -3,9 +3,11 @@ returns the same records, positions carry over between batches, and both pyspark
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
+from efo_util import sockets_to
 from source_util import drain, next_batch, payloads, put_numbered, read_all, reader, roundtrip, source_options
 
 from connector.fetch.range import ReplayError
@@ -161,3 +163,22 @@ def test_commit_purges_beyond_min_batches_to_retain(kinesalite: LocalServer, lit
         start, _rows = next_batch(source, start)
     source_id = parse_offset(start).source_id
     assert sorted(int(p.name) for p in (tmp_path / source_id).iterdir()) == [3, 4]
+
+
+def test_threads_and_sockets_stay_flat_over_many_batches(kinesalite: LocalServer, lite_stream, tmp_path) -> None:
+    """Driver and executor halves in this process, 30 batches over 2 shards: after the first 10 (pools filled),
+    no thread and no connection to the server is added per batch."""
+    stream = lite_stream(shards=2)
+    options = source_options(kinesalite, stream, tmp_path, **{"kinesis.maxFetchRecordsPerShard": "3"})
+    source = reader(options)
+    start = roundtrip(source.initialOffset())
+    counts = []
+    for batch in range(30):
+        put_numbered(kinesalite, stream, f"b{batch}", 6, keys=6)
+        start, rows = next_batch(source, start)
+        assert rows
+        if batch in (9, 29):
+            counts.append((threading.active_count(), sockets_to(kinesalite.port)))
+    (threads_then, sockets_then), (threads_now, sockets_now) = counts
+    assert threads_now <= threads_then, counts
+    assert sockets_now <= sockets_then + 2, counts  # a connection the server closed may be open again
