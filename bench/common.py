@@ -117,9 +117,10 @@ def read_seconds(loop: Callable[..., int], source: Any, stream: str, expected: i
     return time.perf_counter() - started
 
 
-def spark_session(master: str = "local[2]"):
+def spark_session(master: str = "local[2]", **conf: str):
     """A session on ``master`` (Python workers on this interpreter, the checkout on their path: executors of a
-    local-cluster inherit both from the driver's environment), connector registered."""
+    local-cluster inherit both from the driver's environment), connector registered. ``conf``: more Spark settings
+    (``spark.driver.memory`` works here: pyspark starts the JVM with the builder's settings)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(project_root()), os.environ.get("PYTHONPATH")]))
     from pyspark.sql import SparkSession
@@ -132,6 +133,7 @@ def spark_session(master: str = "local[2]"):
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
+        .config(map=conf)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

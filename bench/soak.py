@@ -1,158 +1,289 @@
-"""Soak: a kinesis -> kinesis passthrough query at a steady rate for a long time; memory must stay flat and
-nothing may be lost.
+"""Soak: a kinesis -> kinesis (or -> files) query at a steady rate for a long time, with what happens in
+production: the driver SIGKILLed and restarted on its checkpoint, a split and a merge of the source stream.
+Memory, threads, descriptors and storage must stay bounded, and nothing may be lost.
 
-Run: ``.venv/bin/python -m bench.soak [--minutes 30] [--rate 1000] [--shards 2] [--no-quotas]`` (also
-``bench.run_all soak``). The generator and the query meet AWS's Kinesis quotas by default (``bench.common``); the
-streams are created and the sink read back directly.
+Run: ``.venv/bin/python -m bench.soak [--minutes 60] [--rate 1000] [--shards 2] [--restart-every 15]
+[--efo] [--store path|dynamodb] [--sink kinesis|file] [--no-reshard] [--no-quotas] [--out DIR]`` (also
+``bench.run_all soak``). The generator and the query meet AWS's Kinesis quotas by default (``bench.common``).
 
-The generator's sender (``generator.run``) puts ``--rate`` records/s, each with a unique id, into a kinesalite
-stream; a local[2] query reads it with our source and writes ``data`` and ``partitionKey`` with our sink
-(KPL aggregation on, its default) into a second stream. Every 10 s it samples the driver JVM's RSS, the summed
-RSS of the Python workers that JVM started (``pyspark.daemon`` and its workers, found as its descendants so
-other Spark processes on the machine do not count), this driver's own RSS, and the lag: records sent minus
-records the query has read (from the query progress). Warm-up (JIT, worker pools, connection pools) ends at the
-later of 20 % of the run (at least 60 s) and the first sample where the query had caught up (lag under 10 s of
-records); after it, the driver JVM's RSS and the Python workers' mean RSS per worker (their sum moves with how
-many workers Spark keeps, which is not a leak) must stay within +-10 % of their first post-warm-up samples.
-At the end the query drains, then the sink stream is read back with boto3 and ``connector.kpl``:
-every sent id must be there exactly once.
+The generator's sender (``generator.run``) puts ``--rate`` records/s, each with a unique id, into the source
+stream (kinesalite; kinesis-mock with ``--efo``, which kinesalite cannot serve); the query (``bench.soak_driver``,
+a process of its own with ``spark.driver.memory`` fixed) reads it with our source, over GetRecords or enhanced
+fan-out, keeps its metadata in a directory or a DynamoDB table (moto), and writes with our sink into a second
+stream or with Spark's file sink into a directory. Every ``--restart-every`` minutes the driver's whole process
+group is SIGKILLed and a new driver starts on the checkpoint; at a third of the run a source shard is split, at
+two thirds two adjacent shards are merged.
 
-Writes ``bench/results/soak.csv`` and ``bench/results/soak.png`` (needs matplotlib). The baseline of this
-benchmark is the sender itself: the sent ids are the reference the sink is compared with.
+Every ``--sample-s`` seconds (``bench.soak_gauges``): the driver JVM's heap used after a full GC, metaspace and
+code cache (``jcmd``), its threads, RSS, descriptors and sockets; the same for pyspark's streaming source runner
+(the driver-side Python process of our source), the Python workers (mean and largest RSS per worker: Spark reaps
+and starts them, so their sum is not a leak gauge), the subscription broker (``--efo``) and the driver's own Python
+process; the metadata store's entries and MiB and the checkpoint's files and MiB; the lag. This harness's own
+RSS (it keeps every sent id) is plotted as "harness" and never judged.
+
+Judged after warm-up (the later of 20 % of the run, at least 60 s, and the query first caught up), leaving out
+``REWARM_S`` after each restart: every judged gauge stays within +-10 % of its baseline (the median of its first
+three judged samples) or within its stated constant slack, whichever is wider (``GAUGES``). At the end the
+query drains and stops; the sink is read back: every sent id exactly once into files, at least once into Kinesis
+(the sink is at-least-once: a batch replayed after a kill may write again), no id that was not sent.
+
+Writes ``soak.txt``, ``soak.csv`` and ``soak.png`` (a panel per gauge, bounds drawn, restarts marked; needs
+matplotlib) into ``--out`` (default ``bench/results``).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import os
+import signal
+import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import generator
 from bench import common
+from bench import soak_gauges as gauges
+from connector.fetch.efo_protocol import ENV_DIR
 from connector.kpl import deaggregate, is_aggregated
-from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE
-from localaws.streams import create_stream, iterate_shard, list_shard_ids, unique_name
+from connector.shards import list_shards, open_shards
+from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE, KINESIS_MOCK, MOTO, aws_client
+from localaws.streams import create_stream, iterate_shard, list_shard_ids, unique_name, wait_for_stream_active
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SAMPLE_EVERY_S = 10.0
 TOLERANCE = 0.10
 MIN_SAMPLES_AFTER_WARM_UP = 3
+REWARM_S = 120.0  # after a restart: Spark's start, the first batches, the JIT
+DRIVER_START_S = 240.0
 TEMPLATE = '{"id": "{{random.uuid}}", "country": "{{random.arrayElement(["Spain","Portugal","Finland"])}}"}'
 
 
 @dataclass
 class Sample:
     t_s: float
+    incarnation: int
     sent: int
     read: int
     lag_records: int
-    last_batch_ms: int
-    driver_jvm_rss_mb: float
-    python_workers_rss_mb: float
-    python_workers: int
-    python_worker_mean_rss_mb: float
+    jvm_heap_after_gc_mb: float
+    jvm_metaspace_mb: float
+    jvm_code_cache_mb: float
+    jvm_rss_mb: float
+    jvm_threads: int
+    jvm_fds: int
+    jvm_sockets: int
+    runner_rss_mb: float
+    runner_threads: int
+    runner_fds: int
+    runner_sockets: int
+    workers: int
+    worker_mean_rss_mb: float
+    worker_max_rss_mb: float
+    workers_fds: int
+    workers_sockets: int
+    brokers: int
+    broker_rss_mb: float
+    broker_fds: int
+    broker_sockets: int
     driver_python_rss_mb: float
+    store_entries: int
+    store_mb: float
+    checkpoint_files: int
+    checkpoint_mb: float
+    harness_rss_mb: float
 
 
-JUDGED = ("driver_jvm_rss_mb", "python_worker_mean_rss_mb")
+# judged gauge -> its constant slack (the bound is +-10 % of the baseline or this, whichever is wider)
+GAUGES: dict[str, float] = {
+    "jvm_heap_after_gc_mb": 16.0,
+    "jvm_metaspace_mb": 8.0,
+    "jvm_code_cache_mb": 8.0,
+    "jvm_threads": 8,
+    "jvm_fds": 16,
+    "jvm_sockets": 8,
+    "runner_rss_mb": 8.0,
+    "runner_threads": 4,
+    "runner_fds": 8,
+    "runner_sockets": 4,
+    "worker_mean_rss_mb": 8.0,
+    "worker_max_rss_mb": 16.0,
+    "driver_python_rss_mb": 8.0,
+    "store_entries": 50,
+    "store_mb": 1.0,
+    "checkpoint_files": 50,
+    "checkpoint_mb": 1.0,
+}
+EFO_GAUGES: dict[str, float] = {"broker_rss_mb": 8.0, "broker_fds": 8, "broker_sockets": 4}
+JVM = ("jvm_heap_after_gc_mb", "jvm_metaspace_mb", "jvm_code_cache_mb")
+RSS = (
+    "jvm_rss_mb",
+    "runner_rss_mb",
+    "worker_mean_rss_mb",
+    "worker_max_rss_mb",
+    "broker_rss_mb",
+    "driver_python_rss_mb",
+    "harness_rss_mb",
+)
+FDS = ("jvm_fds", "jvm_sockets", "runner_fds", "runner_sockets", "broker_fds", "broker_sockets")
+PANELS = (
+    ("JVM after full GC: heap, metaspace, code cache (MiB)", JVM),
+    ("RSS (MiB)", RSS),
+    ("threads", ("jvm_threads", "runner_threads")),
+    ("file descriptors / sockets", FDS),
+    ("metadata store (entries) / checkpoint (files)", ("store_entries", "checkpoint_files")),
+    ("lag (records)", ("lag_records",)),
+)
 
 
-def rss_mb(pid: int) -> float:
-    """Resident set size of ``pid`` in MiB (0 when it is gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
+class Driver:
+    """The query's driver process (``bench.soak_driver``): started, SIGKILLed with its process group, restarted."""
 
+    def __init__(self, config: dict[str, Any], work: Path):
+        self.config, self.work = config, work
+        self.incarnation = 0
+        self.process: subprocess.Popen | None = None
+        self.restarts: list[float] = []  # harness seconds of each kill
 
-def descendants(root: int) -> list[int]:
-    """Every live process below ``root`` (from /proc's parent links)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
+    def start(self) -> None:
+        self.incarnation += 1
+        path = self.work / f"driver-{self.incarnation}.config.json"
+        path.write_text(json.dumps({**self.config, "incarnation": self.incarnation}))
+        log = (self.work / f"driver-{self.incarnation}.log").open("w")
+        command = [sys.executable, "-m", "bench.soak_driver", str(path)]
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def status(self) -> dict[str, Any] | None:
+        path = self.work / f"driver-{self.incarnation}.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def wait_started(self) -> dict[str, Any]:
+        deadline = time.monotonic() + DRIVER_START_S
+        while time.monotonic() < deadline:
+            status = self.status()
+            if status is not None:
+                return status
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"the driver exited with {self.process.returncode}: see {self.work}/driver-*.log")
+            time.sleep(0.5)
+        raise RuntimeError(f"the driver did not start within {DRIVER_START_S} s")
+
+    def kill(self, at_s: float) -> None:
+        """SIGKILL the driver's process group (its Python, the JVM, the Python workers); the broker, in a session
+        of its own, lives on as it does on an executor host."""
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        self.restarts.append(at_s)
+
+    def stop(self) -> None:
+        (self.work / "stop").touch()
+        if self.process is not None:
             try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
+                self.process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
 
+    def abandon(self) -> None:
+        """SIGKILL a driver still running (the harness is failing or interrupted): it is in a session of its own."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
 
-def python_workers(jvm_pid: int) -> list[int]:
-    """The pyspark daemon and worker processes the driver JVM started."""
-    workers = []
-    for pid in descendants(jvm_pid):
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"pyspark" in command:
-            workers.append(pid)
-    return workers
+    def errors(self) -> list[str]:
+        return [path.read_text() for path in sorted(self.work.glob("driver-*.error"))]
 
 
 class Sampler(threading.Thread):
-    """Every ``SAMPLE_EVERY_S``: memory of the driver JVM, the Python workers and this process, and the lag."""
+    """Every ``every_s``: the gauges (``Sample``), printed as JSON lines."""
 
-    def __init__(self, query, jvm_pid: int, sent: list[int]) -> None:
+    def __init__(self, driver: Driver, sent: list[int], store: Any, every_s: float) -> None:
         super().__init__(daemon=True)
-        self.query, self.jvm_pid, self.sent = query, jvm_pid, sent
+        self.driver, self.sent, self.store, self.every_s = driver, sent, store, every_s
         self.samples: list[Sample] = []
-        self.read_by_batch: dict[int, int] = {}
         self.started = time.monotonic()
         self.done = threading.Event()
 
-    def read_so_far(self) -> tuple[int, int]:
-        """Records read by the query so far (each batch counted once) and the last batch's duration."""
-        last_ms = 0
-        for progress in self.query.recentProgress:
-            self.read_by_batch[progress.batchId] = progress.numInputRows
-            last_ms = int(progress.durationMs.get("triggerExecution", 0))
-        return sum(self.read_by_batch.values()), last_ms
+    def elapsed(self) -> float:
+        return round(time.monotonic() - self.started, 1)
+
+    def read_so_far(self) -> int:
+        """Rows the query read, each batch counted once (a batch replayed after a kill has the same id)."""
+        rows: dict[int, int] = {}
+        path = self.driver.work / "progress.jsonl"
+        if path.exists():
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    event = json.loads(line)
+                    rows[event["batchId"]] = event["rows"]
+        return sum(rows.values())
 
     def sample(self) -> Sample:
-        read, last_ms = self.read_so_far()
-        workers = python_workers(self.jvm_pid)
-        workers_rss = sum(rss_mb(pid) for pid in workers)
+        status = self.driver.status() or {}
+        jvm_pid, python_pid = status.get("jvm_pid"), status.get("python_pid")
+        runners, workers = gauges.python_roles(jvm_pid) if jvm_pid else ([], [])
+        java, heap = gauges.process(jvm_pid), gauges.jvm(jvm_pid)
+        runner, pool = gauges.total(runners), gauges.total(workers)
+        broker = gauges.total(gauges.brokers(self.driver.work))
+        entries, store_mb = self.store()
+        checkpoint_files, checkpoint_mb = gauges.tree(Path(self.driver.config["checkpoint"]))
+        read = self.read_so_far()
         return Sample(
-            t_s=round(time.monotonic() - self.started, 1),
-            sent=self.sent[0],
-            read=read,
-            lag_records=self.sent[0] - read,
-            last_batch_ms=last_ms,
-            driver_jvm_rss_mb=round(rss_mb(self.jvm_pid), 1),
-            python_workers_rss_mb=round(workers_rss, 1),
-            python_workers=len(workers),
-            python_worker_mean_rss_mb=round(workers_rss / len(workers), 1) if workers else 0.0,
-            driver_python_rss_mb=round(rss_mb(os.getpid()), 1),
+            self.elapsed(),
+            self.driver.incarnation,
+            self.sent[0],
+            read,
+            self.sent[0] - read,
+            round(heap.heap_after_gc_mb, 1),
+            round(heap.metaspace_mb, 1),
+            round(heap.code_cache_mb, 1),
+            round(java.rss_mb, 1),
+            java.threads,
+            java.fds,
+            java.sockets,
+            round(runner.rss_mb, 1),
+            runner.threads,
+            runner.fds,
+            runner.sockets,
+            pool.count,
+            round(pool.rss_mb / pool.count, 1) if pool.count else 0.0,
+            round(max((gauges.process(pid).rss_mb for pid in workers), default=0.0), 1),
+            pool.fds,
+            pool.sockets,
+            broker.count,
+            round(broker.rss_mb, 1),
+            broker.fds,
+            broker.sockets,
+            round(gauges.process(python_pid).rss_mb, 1),
+            entries,
+            round(store_mb, 2),
+            checkpoint_files,
+            round(checkpoint_mb, 2),
+            round(gauges.process(os.getpid()).rss_mb, 1),
         )
 
     def run(self) -> None:
-        while not self.done.wait(SAMPLE_EVERY_S):
+        while not self.done.wait(self.every_s):
             self.samples.append(self.sample())
             print(json.dumps(asdict(self.samples[-1])), flush=True)
+
+
+# --- the run ----------------------------------------------------------------------------------------------------
 
 
 def record_id(data: bytes) -> str:
     return json.loads(data)["id"]
 
 
-def sink_ids(kinesis, stream: str) -> Counter[str]:
+def sink_ids(kinesis: Any, stream: str) -> Counter[str]:
     """Every user record id in ``stream``, de-aggregating KPL records (the sink aggregates by default)."""
     ids: Counter[str] = Counter()
     for shard_id in list_shard_ids(kinesis, stream):
@@ -163,26 +294,202 @@ def sink_ids(kinesis, stream: str) -> Counter[str]:
     return ids
 
 
+def file_sink_ids(directory: Path) -> Counter[str]:
+    """Every id in the files Spark's file sink committed (its ``_spark_metadata`` log; files of a batch a kill
+    interrupted are not in it, and readers of the sink never see them)."""
+    committed: set[str] = set()
+    for entry in sorted((directory / "_spark_metadata").glob("[0-9]*")):
+        for line in entry.read_text().splitlines()[1:]:  # the first line is the log's version
+            if line.strip():
+                committed.add(json.loads(line)["path"].removeprefix("file://"))
+    ids: Counter[str] = Counter()
+    for path in committed:
+        ids.update(record_id(line.encode()) for line in Path(path).read_text().splitlines() if line.strip())
+    return ids
+
+
+def reshard(kinesis: Any, stream: str, merge: bool) -> str:
+    """Split the first open shard in two, or merge the first two adjacent open shards; says what it did."""
+    shards = sorted(open_shards(list_shards(kinesis, stream)), key=lambda shard: shard.starting_hash_key)
+    if merge:
+        adjacent = itertools.pairwise(shards)
+        low, high = next((a, b) for a, b in adjacent if b.starting_hash_key == a.ending_hash_key + 1)
+        kinesis.merge_shards(StreamName=stream, ShardToMerge=low.shard_id, AdjacentShardToMerge=high.shard_id)
+        done = f"merged {low.shard_id} and {high.shard_id}"
+    else:
+        parent = shards[0]
+        middle = (parent.starting_hash_key + parent.ending_hash_key) // 2
+        kinesis.split_shard(StreamName=stream, ShardToSplit=parent.shard_id, NewStartingHashKey=str(middle))
+        done = f"split {parent.shard_id}"
+    time.sleep(0.5)
+    wait_for_stream_active(kinesis, stream, timeout_s=60)
+    return done
+
+
+def store_gauge(args: argparse.Namespace, aws: Any, work: Path, table: str) -> Any:
+    """A function giving the metadata store's (entries, MiB)."""
+    if args.store == "dynamodb":
+        dynamodb = aws_client("dynamodb", aws.moto.endpoint_url)
+        return lambda: gauges.table(dynamodb, table)
+    return lambda: gauges.tree(work / "metadata")
+
+
+def driver_config(args: argparse.Namespace, server: Any, aws: Any, work: Path, streams: tuple[str, str], table: str):
+    source = common.options(server, streams[0], str(work / "metadata"))
+    if args.efo:
+        source.update({"kinesis.consumertype": "SubscribeToShard", "kinesis.consumername": unique_name("soak")})
+    if args.store == "dynamodb":
+        del source["kinesis.metadatapath"]
+        source.update(
+            {
+                "kinesis.metadatacommittertype": "DYNAMODB",
+                "kinesis.dynamodb.tablename": table,
+                "kinesis.dynamodb.endpointurl": aws.moto.endpoint_url,
+            }
+        )
+    sink = {
+        "kinesis.streamName": streams[1],
+        "kinesis.endpointUrl": server.endpoint_url,
+        "kinesis.awsAccessKeyId": DUMMY_ACCESS_KEY,
+        "kinesis.awsSecretKey": DUMMY_SECRET_KEY,
+    }
+    (work / "broker").mkdir(mode=0o700)
+    return {
+        "work": str(work),
+        "source": source,
+        "sink": args.sink,
+        "sink_options": sink,
+        "file_sink": str(work / "out"),
+        "checkpoint": str(work / "checkpoint"),
+        "spark": {"spark.driver.memory": args.driver_memory},
+        "env": {ENV_DIR: str(work / "broker"), "AWS_ACCESS_KEY_ID": DUMMY_ACCESS_KEY},
+    }
+
+
+def send_in_background(source: str, server: Any, args: argparse.Namespace, sent_ids: Counter[str], sent: list[int]):
+    lock = threading.Lock()
+    result: dict[str, Any] = {}
+
+    def on_sent(batch: list[tuple[str, bytes]]) -> None:  # the sender's worker threads
+        with lock:
+            sent_ids.update(record_id(data) for _, data in batch)
+            sent[0] += len(batch)
+
+    def send() -> None:
+        result["summary"] = generator.run(
+            source,
+            TEMPLATE,
+            rate=args.rate,
+            duration_s=args.minutes * 60,
+            endpoint_url=server.endpoint_url,
+            region="us-east-1",
+            workers=2,
+            on_sent=on_sent,
+        )
+
+    thread = threading.Thread(target=send, name="soak-sender", daemon=True)
+    thread.start()
+    return thread, result
+
+
+def events_due(args: argparse.Namespace) -> list[tuple[float, str]]:
+    """(harness second, "restart" / "split" / "merge") in order."""
+    run_s = args.minutes * 60
+    due = []
+    if args.restart_every > 0:
+        every = args.restart_every * 60
+        due += [(every * n, "restart") for n in range(1, int(run_s // every) + 1) if every * n < run_s]
+    if not args.no_reshard:
+        due += [(run_s / 3, "split"), (2 * run_s / 3, "merge")]
+    return sorted(due)
+
+
+def run(args: argparse.Namespace) -> int:
+    specs = [KINESIS_MOCK if args.efo else KINESALITE] + ([MOTO] if args.store == "dynamodb" else [])
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", DUMMY_ACCESS_KEY)  # the generator's client: the servers take any
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", DUMMY_SECRET_KEY)
+    with common.local_aws(args, *specs) as aws, tempfile.TemporaryDirectory(prefix="soak-") as tmp:
+        work = Path(tmp)
+        server = aws.kinesis_mock if args.efo else aws.kinesalite
+        direct = getattr(server, "direct", server)  # setting up, resharding and the check: not what is measured
+        kinesis = direct.client("kinesis")
+        streams = (
+            create_stream(kinesis, unique_name("soak-src"), args.shards),
+            create_stream(kinesis, unique_name("soak-sink"), args.shards),
+        )
+        table = unique_name("soakmeta")
+        driver = Driver(driver_config(args, server, aws, work, streams, table), work)
+        try:
+            return _soak(args, aws, server, kinesis, streams, table, driver)
+        finally:
+            driver.abandon()
+
+
+def _soak(args, aws, server, kinesis, streams: tuple[str, str], table: str, driver: Driver) -> int:
+    """The run proper (``run`` cleans up): driver, sampler, sender, the scheduled kills and reshards, the check."""
+    work = driver.work
+    driver.start()
+    driver.wait_started()
+    sent_ids: Counter[str] = Counter()
+    sent = [0]
+    sampler = Sampler(driver, sent, store_gauge(args, aws, work, table), args.sample_s)
+    sampler.start()
+    sender, result = send_in_background(streams[0], server, args, sent_ids, sent)
+    notes: list[str] = []
+    reshards: list[float] = []
+    for at_s, event in events_due(args):
+        while sampler.elapsed() < at_s and sender.is_alive():
+            time.sleep(1)
+        if event == "restart":
+            driver.kill(sampler.elapsed())
+            driver.start()
+            notes.append(f"{at_s / 60:.1f} min: driver SIGKILLed and restarted")
+        else:
+            reshards.append(sampler.elapsed())
+            notes.append(f"{at_s / 60:.1f} min: {reshard(kinesis, streams[0], merge=event == 'merge')}")
+    sender.join()
+    drain_deadline = time.monotonic() + 300
+    while sampler.read_so_far() < sent[0] and time.monotonic() < drain_deadline:
+        time.sleep(1)
+    time.sleep(3)  # the last batch's sink commit
+    sampler.done.set()
+    sampler.join()
+    sampler.samples.append(sampler.sample())
+    driver.stop()
+    got = file_sink_ids(work / "out") if args.sink == "file" else sink_ids(kinesis, streams[1])
+    errors = driver.errors()
+    summary = result.get("summary")
+    return report(args, sampler.samples, driver.restarts, reshards, notes, sent_ids, got, summary, errors, aws)
+
+
+# --- judging and showing ----------------------------------------------------------------------------------------
+
+
 def warm_up_s(samples: list[Sample], run_s: float, rate: float) -> float:
-    """Warm-up ends at the later of 20 % of the run (at least 60 s) and the first sample where the query had caught
-    up (lag under 10 s of records): Spark's start, the first batches and the worker pools are behind it by then.
-    Infinite when the query never caught up."""
+    """The later of 20 % of the run (at least 60 s) and the first sample where the query had caught up (lag under
+    10 s of records); infinite when it never caught up."""
     caught_up = next((s.t_s for s in samples if s.read and s.lag_records < 10 * rate), float("inf"))
     return max(60.0, 0.2 * run_s, caught_up)
 
 
-def rss_changes(samples: list[Sample], warm_up: float) -> dict[str, float]:
-    """Per judged RSS series: the largest relative change from the first post-warm-up sample (NaN: no sample).
+def judged_samples(samples: list[Sample], warm_up: float, restarts: list[float]) -> list[Sample]:
+    """After warm-up, with a driver up, not within ``REWARM_S`` after a restart."""
+    return [
+        s for s in samples if s.t_s >= warm_up and s.jvm_rss_mb and not any(0 <= s.t_s - r < REWARM_S for r in restarts)
+    ]
 
-    Python workers are judged per worker (their mean RSS): Spark reaps idle workers and starts new ones, so their
-    sum moves with their count, which is not a leak; a leaking worker still moves the mean."""
-    after = [s for s in samples if s.t_s >= warm_up]
-    changes = {}
-    for name in JUDGED:
-        values = [getattr(s, name) for s in after]
-        base = values[0] if values else 0.0
-        changes[name] = max(abs(v - base) / base for v in values) if base else float("nan")
-    return changes
+
+def bounds(samples: list[Sample], judged: dict[str, float]) -> dict[str, tuple[float, float, float]]:
+    """Per judged gauge: (baseline, bound, largest deviation from the baseline)."""
+    found = {}
+    for name, slack in judged.items():
+        values = [getattr(s, name) for s in samples]
+        if not values:
+            continue
+        baseline = statistics.median(values[:3])
+        bound = max(TOLERANCE * baseline, slack)
+        found[name] = (baseline, bound, max(abs(v - baseline) for v in values))
+    return found
 
 
 def write_csv(samples: list[Sample], path: Path) -> None:
@@ -192,8 +499,8 @@ def write_csv(samples: list[Sample], path: Path) -> None:
         writer.writerows(asdict(s) for s in samples)
 
 
-def plot(samples: list[Sample], warm_up: float, path: Path, title: str) -> bool:
-    """RSS and lag over time, warm-up shaded; False when matplotlib is missing."""
+def plot(samples, warm_up, restarts, reshards, found, path: Path, title: str) -> bool:
+    """A panel per group of gauges, each judged gauge's band drawn, warm-up shaded, restarts marked."""
     try:
         import matplotlib
 
@@ -202,128 +509,104 @@ def plot(samples: list[Sample], warm_up: float, path: Path, title: str) -> bool:
     except ImportError:
         return False
     minutes = [s.t_s / 60 for s in samples]
-    figure, (memory, lag) = plt.subplots(2, 1, sharex=True, figsize=(9, 6))
-    for name, label in (
-        ("driver_jvm_rss_mb", "driver JVM"),
-        ("python_workers_rss_mb", "Python workers (sum)"),
-        ("python_worker_mean_rss_mb", "Python worker (mean)"),
-        ("driver_python_rss_mb", "driver Python"),
-    ):
-        memory.plot(minutes, [getattr(s, name) for s in samples], label=label)
-    lag.plot(minutes, [s.lag_records for s in samples], color="tab:red", label="records sent, not yet read")
-    for axis in (memory, lag):
-        axis.axvspan(0, min(warm_up, samples[-1].t_s) / 60, color="grey", alpha=0.15, label="warm-up")
-        axis.legend(loc="upper left", fontsize="small")
+    figure, axes = plt.subplots(len(PANELS), 1, sharex=True, figsize=(10, 3 * len(PANELS)))
+    for axis, (label, names) in zip(axes, PANELS, strict=True):
+        for name in names:
+            # no driver process between a kill and the new driver's start: a gap, not a zero
+            gap = name not in ("store_entries", "checkpoint_files", "lag_records", "harness_rss_mb")
+            values = [float("nan") if gap and not s.jvm_rss_mb else getattr(s, name) for s in samples]
+            if not any(value == value and value for value in values):  # all NaN or zero: not in this run
+                continue
+            line = axis.plot(
+                minutes, values, label=name.replace("_", " ") + (" (not judged)" if name == "harness_rss_mb" else "")
+            )[0]
+            if name in found:
+                baseline, bound, _ = found[name]
+                for edge in (baseline - bound, baseline + bound):
+                    axis.axhline(edge, color=line.get_color(), linestyle=":", linewidth=0.8)
+        axis.axvspan(0, min(warm_up, samples[-1].t_s) / 60, color="grey", alpha=0.15)
+        for at in restarts:
+            axis.axvline(at / 60, color="tab:red", linestyle="--", linewidth=0.8)
+        for at in reshards:
+            axis.axvline(at / 60, color="tab:green", linestyle="-.", linewidth=0.8)
+        axis.set_ylabel(label, fontsize="small")
+        axis.legend(loc="upper left", fontsize="x-small")
         axis.grid(alpha=0.3)
-    memory.set_ylabel("RSS (MiB)")
-    lag.set_ylabel("lag (records)")
-    lag.set_xlabel("minutes")
-    memory.set_title(title)
+    axes[0].set_title(
+        f"{title}\n(grey: warm-up, red dashes: driver SIGKILLed, green: split / merge, dotted: the +-bound)",
+        fontsize="small",
+    )
+    axes[-1].set_xlabel("minutes")
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    figure.savefig(path, dpi=90)
     plt.close(figure)
     return True
 
 
-def run_query(spark, server, source: str, sink: str, work: Path):
-    options = common.options(server, source, str(work / "metadata"))
-    sink_options = {
-        "kinesis.streamName": sink,
-        "kinesis.endpointUrl": server.endpoint_url,
-        "kinesis.awsAccessKeyId": DUMMY_ACCESS_KEY,
-        "kinesis.awsSecretKey": DUMMY_SECRET_KEY,
-    }
-    return (
-        spark.readStream.format("aws-kinesis")
-        .options(**options)
-        .load()
-        .select("data", "partitionKey")
-        .writeStream.format("aws-kinesis")
-        .options(**sink_options)
-        .option("checkpointLocation", str(work / "checkpoint"))
-        .trigger(processingTime="1 second")
-        .start()
+def report(args, samples, restarts, reshards, notes, sent_ids, got, summary, errors, aws) -> int:
+    run_s = args.minutes * 60
+    judged = {**GAUGES, **(EFO_GAUGES if args.efo else {})}
+    warm_up = warm_up_s(samples, run_s, args.rate)
+    kept = judged_samples(samples, warm_up, restarts)
+    found = bounds(kept, judged)
+    flat = len(kept) >= MIN_SAMPLES_AFTER_WARM_UP and all(dev <= bound for _, bound, dev in found.values())
+    missing = sum((sent_ids - got).values())
+    duplicated = sum(count - 1 for count in got.values() if count > 1)
+    extra = sum(count for record, count in got.items() if record not in sent_ids)
+    allowed_duplicates = args.sink == "kinesis" and bool(restarts)  # at-least-once across a kill
+    exact = missing == 0 and extra == 0 and (duplicated == 0 or allowed_duplicates) and not errors
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    transport = "enhanced fan-out, kinesis-mock" if args.efo else "GetRecords, kinesalite"
+    title = (
+        f"soak: {args.rate:,.0f} records/s for {args.minutes:g} min, {transport}, {args.store} store, "
+        f"{args.sink} sink, driver {args.driver_memory}, {len(restarts)} restarts"
     )
+    lines = [title, *notes]
+    sent = summary.records if summary else sum(sent_ids.values())
+    lines.append(f"sent {sent:,} records; sink holds {sum(got.values()):,}")
+    lines.append(
+        f"missing {missing:,}, duplicated {duplicated:,}, unexpected {extra:,}; driver errors: {errors or 'none'}"
+    )
+    judged_note = f"{len(kept)} of {len(samples)} samples judged (none within {REWARM_S:.0f} s after a restart)"
+    lines.append(f"warm-up: first {warm_up:.0f} s; {judged_note}")
+    lines.append(f"{'gauge':<24}{'baseline':>10}{'bound':>9}{'max dev':>9}")
+    for name, (baseline, bound, dev) in found.items():
+        lines.append(f"{name:<24}{baseline:>10.1f}{bound:>9.1f}{dev:>9.1f}{'' if dev <= bound else '  OUT'}")
+    lines.append(
+        f"bounded: {'yes' if flat else 'NOT shown'}; records: {'as documented' if exact else 'NOT as documented'}"
+    )
+    write_csv(samples, out / "soak.csv")
+    plotted = plot(samples, warm_up, restarts, reshards, found, out / "soak.png", title)
+    lines.append(
+        f"wrote {out / 'soak.csv'}" + (f" and {out / 'soak.png'}" if plotted else " (no plot: pip install matplotlib)")
+    )
+    lines.append(aws.quota_summary() or "quotas: not enforced (--no-quotas)")
+    lines.append("verdict: " + ("PASS" if exact and flat else "FAIL"))
+    text = "\n".join(lines)
+    (out / "soak.txt").write_text(text + "\n")
+    print("\n" + text)
+    return 0 if exact and flat else 1
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--rate", type=float, default=1000.0, help="records/s")
     parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument("--restart-every", type=float, default=15.0, help="minutes between driver kills (0: none)")
+    parser.add_argument("--no-reshard", action="store_true", help="no split and merge of the source stream")
+    parser.add_argument("--efo", action="store_true", help="enhanced fan-out (kinesis-mock instead of kinesalite)")
+    parser.add_argument("--store", choices=("path", "dynamodb"), default="path", help="the metadata store")
+    parser.add_argument("--sink", choices=("kinesis", "file"), default="kinesis")
+    parser.add_argument("--driver-memory", default="1g", help="spark.driver.memory: the heap's fixed ceiling")
+    parser.add_argument("--sample-s", type=float, default=10.0, help="seconds between samples")
+    parser.add_argument("--out", default=str(RESULTS), help="where soak.{txt,csv,png} go")
     common.add_quota_flag(parser)
     args = parser.parse_args(argv)
-    run_s = args.minutes * 60
-    RESULTS.mkdir(exist_ok=True)
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", DUMMY_ACCESS_KEY)  # the generator's client: kinesalite takes any
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", DUMMY_SECRET_KEY)
-    with common.local_aws(args, KINESALITE) as aws, tempfile.TemporaryDirectory(prefix="soak-") as tmp:
-        server = aws.kinesalite
-        kinesis = server.direct.client("kinesis")  # creating the streams and the check: not what is measured
-        source = create_stream(kinesis, unique_name("soak-src"), args.shards)
-        sink = create_stream(kinesis, unique_name("soak-sink"), args.shards)
-        spark = common.spark_session()
-        query = run_query(spark, server, source, sink, Path(tmp))
-        jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
-        sent_ids: Counter[str] = Counter()
-        sent = [0]
-        lock = threading.Lock()
-
-        def on_sent(batch: list[tuple[str, bytes]]) -> None:  # called by the sender's worker threads
-            with lock:
-                sent_ids.update(record_id(data) for _, data in batch)
-                sent[0] += len(batch)
-
-        sampler = Sampler(query, jvm_pid, sent)
-        sampler.start()
-        summary = generator.run(
-            source,
-            TEMPLATE,
-            rate=args.rate,
-            duration_s=run_s,
-            endpoint_url=server.endpoint_url,
-            region="us-east-1",
-            workers=2,
-            on_sent=on_sent,
-        )
-        drain_deadline = time.monotonic() + 300
-        while sampler.read_so_far()[0] < sent[0] and time.monotonic() < drain_deadline and query.isActive:
-            time.sleep(1)
-        time.sleep(3)  # the last batch's sink commit
-        sampler.done.set()
-        sampler.join()
-        sampler.samples.append(sampler.sample())
-        error = query.exception()
-        query.stop()
-        got = sink_ids(kinesis, sink)
-    samples = sampler.samples
-    missing = sum((sent_ids - got).values())
-    duplicated = sum(count - 1 for count in got.values() if count > 1)
-    extra = sum(count for record, count in got.items() if record not in sent_ids)
-    warm_up = warm_up_s(samples, run_s, args.rate)
-    changes = rss_changes(samples, warm_up)
-    after = sum(1 for s in samples if s.t_s >= warm_up)
-    # NaN (no sample after warm-up) is not flat; fewer than MIN_SAMPLES_AFTER_WARM_UP prove nothing either.
-    flat = after >= MIN_SAMPLES_AFTER_WARM_UP and all(change <= TOLERANCE for change in changes.values())
-    write_csv(samples, RESULTS / "soak.csv")
-    title = f"soak: {args.rate:,.0f} records/s for {args.minutes:g} min, kinesalite, local[2]"
-    plotted = plot(samples, warm_up, RESULTS / "soak.png", title)
-    print(f"\n{title}")
-    print(f"sent {summary.records:,} records ({summary.failed:,} failed to send); sink holds {sum(got.values()):,}")
-    print(f"missing {missing:,}, duplicated {duplicated:,}, unexpected {extra:,}; query error: {error}")
-    print(f"warm-up: first {warm_up:.0f} s; largest RSS change after it (limit +-{TOLERANCE:.0%}):")
-    for name, change in changes.items():
-        print(f"  {name:<24}{change:>8.1%}")
-    verdict = "stayed" if flat else "was NOT shown to stay"
-    print(f"RSS {verdict} within +-{TOLERANCE:.0%}: {after} of {len(samples)} samples after warm-up")
-    print(
-        f"wrote {RESULTS / 'soak.csv'}"
-        + (f" and {RESULTS / 'soak.png'}" if plotted else " (no plot: pip install matplotlib)")
-    )
-    common.print_quotas(aws)
-    lost_nothing = missing == 0 and duplicated == 0 and extra == 0 and error is None
-    print("verdict:", "PASS" if lost_nothing and flat else "FAIL")
-    return 0 if lost_nothing and flat else 1
+    if args.minutes <= 0 or args.rate <= 0 or args.shards < 2 or args.sample_s <= 0:
+        parser.error("--minutes, --rate and --sample-s must be > 0 and --shards >= 2 (the merge needs two shards)")
+    return run(args)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,16 @@ entries ends with every record stored once. Dropped requests are dropped before 
 same reason. Change ``proxy.faults`` at any time; ``proxy.stats`` counts what was injected, ``proxy.calls``
 every request by action (X-Amz-Target).
 
+Retention (``proxy.trim(stream, shard_id, first_kept)``): no local server trims records past the stream's
+retention, so the proxy does it for them. Records of the shard before the sequence number ``first_kept`` count
+as trimmed: a GetShardIterator or SubscribeToShard at or after a trimmed sequence number is answered
+``InvalidArgumentException`` about the ``StartingSequenceNumber`` (as the connector's docs say AWS answers a
+trimmed position), and ``TRIM_HORIZON`` starts at ``first_kept`` (the oldest record left), in both calls.
+AT_TIMESTAMP and LATEST pass unchanged. ``proxy.expire_shard(stream, shard_id)``: ListShards no longer shows
+the shard (a closed shard leaves the listing once its records passed the retention). A trim stands for days
+passing: from then on GetRecords takes only iterators the proxy handed out after the trim (any other is
+answered ``ExpiredIteratorException``, as every iterator is after 5 minutes); those calls skip the other faults.
+
 With ``record=True`` it also keeps, for every request, the action and who signed it for which region and
 service (``proxy.signed``, from the SigV4 ``Authorization`` header): tests prove with it which credentials a
 client really used. Query-protocol services (STS) name the action in the form body instead of a header.
@@ -74,6 +84,14 @@ def signed_request(headers, body: bytes) -> SignedRequest:
     return SignedRequest(action, key_id, region, service, form)
 
 
+def _stream_name(request: dict) -> str:
+    """The stream a GetShardIterator (name or ARN) or SubscribeToShard (consumer ARN) request names."""
+    if "StreamName" in request:
+        return request["StreamName"]
+    arn = request.get("StreamARN") or request.get("ConsumerARN", "")
+    return arn.split(":stream/", 1)[-1].split("/", 1)[0]
+
+
 @dataclass(frozen=True)
 class Faults:
     """Probabilities (0 to 1) of each fault per selected request, plus a fixed added latency."""
@@ -132,6 +150,65 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self.trimmed: dict[tuple[str, str], int] = {}  # (stream, shard id) -> first sequence number kept
+        self.fresh_iterators: set[str] = set()  # handed out since the first trim: the only ones not expired
+        self.expired_shards: set[tuple[str, str]] = set()  # (stream, shard id) ListShards leaves out
+
+    def trim(self, stream: str, shard_id: str, first_kept: str) -> None:
+        """From now on, the records of ``shard_id`` before sequence number ``first_kept`` are trimmed (see the
+        module doc); ``first_kept`` must be a record's sequence number (TRIM_HORIZON starts there)."""
+        with self._lock:
+            self.trimmed[(stream, shard_id)] = int(first_kept)
+
+    def expire_shard(self, stream: str, shard_id: str) -> None:
+        """From now on ListShards answers leave out ``shard_id`` of ``stream`` (see the module doc)."""
+        with self._lock:
+            self.expired_shards.add((stream, shard_id))
+
+    def is_fresh(self, iterator: str) -> bool:
+        """Whether the proxy handed ``iterator`` out since the first trim (others count as expired)."""
+        with self._lock:
+            return iterator in self.fresh_iterators
+
+    def handed_out(self, iterator: str) -> None:
+        with self._lock:
+            self.fresh_iterators.add(iterator)
+
+    def expired_in(self, stream: str) -> set[str]:
+        """The shard ids of ``stream`` that ListShards leaves out."""
+        with self._lock:
+            return {shard for name, shard in self.expired_shards if name == stream}
+
+    def retention_answer(self, action: str, body: bytes) -> tuple[bytes, dict | None]:
+        """``body`` for the server (TRIM_HORIZON moved to the first record kept), or an error document to answer
+        instead (a position that was trimmed)."""
+        if action not in ("GetShardIterator", "SubscribeToShard") or not self.trimmed:
+            return body, None
+        request = json.loads(body)
+        stream = _stream_name(request)
+        with self._lock:
+            first_kept = self.trimmed.get((stream, request.get("ShardId", "")))
+        if first_kept is None:
+            return body, None
+        position = request.get("StartingPosition", request)  # SubscribeToShard nests it
+        kind = position.get("Type", position.get("ShardIteratorType"))
+        sequence = position.get("SequenceNumber", position.get("StartingSequenceNumber"))
+        if kind in ("AT_SEQUENCE_NUMBER", "AFTER_SEQUENCE_NUMBER") and int(sequence) < first_kept:
+            self.count("trimmed_positions")
+            message = (
+                f"StartingSequenceNumber {sequence} used in {action} on shard {request['ShardId']} in stream "
+                f"{stream} under account 000000000000 is invalid because it is before the trim horizon "
+                "(trimmed past the retention period, by the retention proxy)"
+            )
+            return body, {"__type": "InvalidArgumentException", "message": message}
+        if kind == "TRIM_HORIZON":
+            self.count("moved_trim_horizons")
+            if "StartingPosition" in request:
+                request["StartingPosition"] = {"Type": "AT_SEQUENCE_NUMBER", "SequenceNumber": str(first_kept)}
+            else:
+                request.update(ShardIteratorType="AT_SEQUENCE_NUMBER", StartingSequenceNumber=str(first_kept))
+            return json.dumps(request).encode(), None
+        return body, None
 
     @property
     def endpoint_url(self) -> str:
@@ -231,6 +308,13 @@ class FaultHandler(BaseHTTPRequestHandler):
         self.proxy.note(request)
         action = request.action
         self.proxy.count_call(action)
+        if action == "ListShards" and self.proxy.expired_shards:
+            self._list_without_expired(body)
+            return
+        if self.proxy.trimmed and action in ("GetShardIterator", "GetRecords", "SubscribeToShard"):
+            body, answered = self._retention(action, body)
+            if answered:
+                return
         faults = self.proxy.faults
         if not faults.applies_to(action):
             self._forward(body)
@@ -271,6 +355,43 @@ class FaultHandler(BaseHTTPRequestHandler):
             self._put_records_with_failures(body, faults.put_records_entry_failure_rate)
             return
         self._forward(body)
+
+    def _list_without_expired(self, body: bytes) -> None:
+        """A ListShards answer without the shards ``expire_shard`` named (for the stream the request names)."""
+        stream = _stream_name(json.loads(body))
+        status, headers, payload = self._send_upstream(body)
+        if status == 200:
+            answer = json.loads(payload)
+            gone = self.proxy.expired_in(stream)
+            answer["Shards"] = [shard for shard in answer.get("Shards", []) if shard["ShardId"] not in gone]
+            payload = json.dumps(answer).encode()
+        self._reply(status, headers, payload)
+
+    def _retention(self, action: str, body: bytes) -> tuple[bytes, bool]:
+        """After a trim (module doc): refuse trimmed positions and expired iterators, move TRIM_HORIZON, note the
+        iterators handed out. Returns the body to go on with (SubscribeToShard) and whether it was answered."""
+        proxy = self.proxy
+        if action == "GetRecords":
+            if not proxy.is_fresh(json.loads(body).get("ShardIterator", "")):
+                proxy.count("expired_iterator")
+                message = "Iterator expired (issued before the retention proxy's trim)"
+                self._answer(400, {"__type": "ExpiredIteratorException", "message": message})
+                return body, True
+        else:
+            body, refusal = proxy.retention_answer(action, body)
+            if refusal is not None:
+                self._answer(400, refusal)
+                return body, True
+            if action == "SubscribeToShard":
+                return body, False
+        status, headers, payload = self._send_upstream(body)
+        if status == 200:
+            answer = json.loads(payload)
+            iterator = answer.get("NextShardIterator" if action == "GetRecords" else "ShardIterator")
+            if iterator:
+                proxy.handed_out(iterator)
+        self._reply(status, headers, payload)
+        return body, True
 
     def do_PUT(self) -> None:
         body = self.read_body()

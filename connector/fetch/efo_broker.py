@@ -42,6 +42,7 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -216,7 +217,9 @@ class Broker:
         self.idle_close_s = idle_close_s
         self.secret = secret.encode()
         self.subscriptions: dict[tuple[str, str, str], Subscription] = {}
-        self.leases: dict[tuple[str, str, str], threading.Lock] = {}
+        # A lease lives while its key has a subscription or a task holding or awaiting it: shards come and go with
+        # reshards, and a broker can run for months.
+        self.leases: dict[tuple[str, str, str], _Lease] = {}
         self.lock = threading.Lock()
         self.connections = 0
         self.last_busy = time.monotonic()
@@ -238,7 +241,7 @@ class Broker:
         if message.get("kind") != "read":
             raise ProtocolError(f"a request of kind {message.get('kind')!r:.50} (allowed: read, stats)")
         request = Request.from_json(message.get("request"))
-        with self._lease(request.key):
+        with self.lease(request.key):
             subscription, (number, row) = self._positioned(request)
             try:
                 while conn.recv(1) == NEXT:
@@ -255,9 +258,23 @@ class Broker:
             finally:
                 subscription.used = time.monotonic()
 
-    def _lease(self, key: tuple[str, str, str]) -> threading.Lock:
+    @contextlib.contextmanager
+    def lease(self, key: tuple[str, str, str], wait: bool = True) -> Iterator[bool]:
+        """Hold ``key``'s lease (one task at a time per credentials+consumer+shard); yields False when ``wait`` is
+        False and another holds it. The lease is forgotten once nobody uses it and the key has no subscription."""
         with self.lock:
-            return self.leases.setdefault(key, threading.Lock())
+            entry = self.leases.setdefault(key, _Lease())
+            entry.users += 1
+        acquired = entry.lock.acquire(blocking=wait)
+        try:
+            yield acquired
+        finally:
+            if acquired:
+                entry.lock.release()
+            with self.lock:
+                entry.users -= 1
+                if not entry.users and key not in self.subscriptions and self.leases.get(key) is entry:
+                    del self.leases[key]
 
     def _positioned(self, request: Request) -> tuple[Subscription, tuple[int, int]]:
         """The subscription to serve ``request`` from, and where in it: the open one when its buffer covers the
@@ -281,16 +298,13 @@ class Broker:
         with self.lock:
             idle = [key for key, sub in self.subscriptions.items() if now - sub.used > self.idle_close_s]
         for key in idle:
-            lease = self._lease(key)
-            if not lease.acquire(blocking=False):
-                continue  # a task is reading it
-            try:
+            with self.lease(key, wait=False) as free:
+                if not free:
+                    continue  # a task is reading it
                 with self.lock:
                     sub = self.subscriptions.pop(key)
                 log.info("closing the idle subscription to %s", sub.subscriber.what)
                 sub.close()
-            finally:
-                lease.release()
         with self.lock:
             if self.subscriptions or self.connections:
                 self.last_busy = time.monotonic()
@@ -299,6 +313,14 @@ class Broker:
         with self.lock:
             self.connections += delta
             self.last_busy = time.monotonic()
+
+
+class _Lease:
+    """A key's lock and how many tasks hold or await it (``Broker.lease``)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
 
 
 def _env_float(name: str, default: float) -> float:

@@ -9,7 +9,9 @@ same items; the endpoint comes from ``kinesis.dynamodb.endpointUrl``, never from
 Items (the CDK table's keys, ``infra/metadata.py``):
 - a shard read: ``sourceId`` = the query's source id, ``batchShard`` = ``store.batch_shard_key(...)``
   (``<batch, 20 digits>/<stream>/<shardId>``), ``body`` = the ``ShardRead`` as JSON;
-- a driver document: ``sourceId`` = ``#document`` (``#`` cannot appear in a source id), ``batchShard`` = its name.
+- a driver document: ``sourceId`` = ``#document`` (``#`` cannot appear in a source id), ``batchShard`` = its name;
+- a batch document's marker (``put_batch_document``): ``sourceId`` = the source id, ``batchShard`` =
+  ``<batch, 20 digits>/#document/<name>``; ``purge`` meets it among the batch's items and deletes the document too.
 
 Guarantees: every write is a PutItem conditioned on ``attribute_not_exists(sourceId)`` (first write wins; a
 loser gets the winner's item back), every read is strongly consistent, purge Queries the source's partition
@@ -44,6 +46,7 @@ SORT_KEY = "batchShard"
 TTL_ATTRIBUTE = "expiresAt"
 BODY = "body"
 DOCUMENT_SOURCE = "#document"  # check_id refuses '#': no source id can collide with the documents' partition
+MARKER = "/#document/"  # in a marker's sort key; no stream name holds '#'
 BATCH_GET_LIMIT = 100  # keys per BatchGetItem call (DynamoDB's limit)
 BATCH_WRITE_LIMIT = 25  # requests per BatchWriteItem call (DynamoDB's limit)
 TABLE_WAIT_S = 300.0
@@ -253,6 +256,12 @@ class DynamoDBStore(MetadataStore):
     def get_document(self, name: str) -> dict[str, Any] | None:
         return self._get(self._key(DOCUMENT_SOURCE, check_id("document", name)))
 
+    def put_batch_document(self, source_id: str, batch_id: int, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        check_id("source id", source_id)
+        marker = f"{batch_id:0{BATCH_DIGITS}d}{MARKER}{check_id('document', name)}"
+        self._put(self._key(source_id, marker), {"document": name})
+        return self.put_document(name, body)
+
     # --- retention --------------------------------------------------------------------------------------------
 
     def purge(self, source_id: str, below_batch: int) -> int:
@@ -260,7 +269,10 @@ class DynamoDBStore(MetadataStore):
         numbers), delete them 25 at a time; returns how many batches were deleted."""
         check_id("source id", source_id)
         sort_keys = self._sort_keys_below(source_id, f"{below_batch:0{BATCH_DIGITS}d}")
-        deletes = [{"DeleteRequest": {"Key": self._key(source_id, key)}} for key in sort_keys]
+        documents = [key.split(MARKER, 1)[1] for key in sort_keys if MARKER in key]
+        # documents first: an interrupted purge keeps the markers that name them for the next purge
+        deletes = [{"DeleteRequest": {"Key": self._key(DOCUMENT_SOURCE, name)}} for name in documents]
+        deletes += [{"DeleteRequest": {"Key": self._key(source_id, key)}} for key in sort_keys]
         for i in range(0, len(deletes), BATCH_WRITE_LIMIT):
             self._batch_write(deletes[i : i + BATCH_WRITE_LIMIT])
         return len({key[:BATCH_DIGITS] for key in sort_keys})

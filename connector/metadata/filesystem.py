@@ -57,6 +57,15 @@ class LocalStore(PathStore):
         except FileNotFoundError:
             return []
 
+    def _list_files(self, relative: str) -> list[str]:
+        try:
+            return [entry.name for entry in os.scandir(self._path(relative)) if entry.is_file()]
+        except FileNotFoundError:
+            return []
+
+    def _delete_file(self, relative: str) -> None:
+        self._path(relative).unlink(missing_ok=True)
+
     def _delete_tree(self, relative: str) -> None:
         shutil.rmtree(self._path(relative), ignore_errors=True)
 
@@ -109,6 +118,15 @@ class ArrowFileSystemStore(PathStore):
         selector = self._pafs.FileSelector(self._path(relative), allow_not_found=True)
         directory = self._pafs.FileType.Directory
         return [info.base_name for info in self._fs.get_file_info(selector) if info.type == directory]
+
+    def _list_files(self, relative: str) -> list[str]:
+        selector = self._pafs.FileSelector(self._path(relative), allow_not_found=True)
+        regular = self._pafs.FileType.File
+        return [info.base_name for info in self._fs.get_file_info(selector) if info.type == regular]
+
+    def _delete_file(self, relative: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._fs.delete_file(self._path(relative))
 
     def _delete_tree(self, relative: str) -> None:
         with contextlib.suppress(FileNotFoundError):

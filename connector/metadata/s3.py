@@ -86,6 +86,21 @@ class S3Store(PathStore):
             names.extend(entry["Prefix"][len(prefix) :].rstrip("/") for entry in page.get("CommonPrefixes", []))
         return names
 
+    def _list_files(self, relative: str) -> list[str]:
+        prefix = self._key(relative).rstrip("/") + "/"
+        names: list[str] = []
+        for page in self._s3.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=prefix, Delimiter="/"
+        ):
+            names.extend(entry["Key"][len(prefix) :] for entry in page.get("Contents", []))
+        return names
+
+    def _delete_file(self, relative: str) -> None:
+        # S3 answers a DeleteObject of a missing key with success
+        self._settings.retry.call(
+            self._s3.delete_object, Bucket=self.bucket, Key=self._key(relative), what=f"S3 DeleteObject {relative}"
+        )
+
     def _delete_tree(self, relative: str) -> None:
         prefix = self._key(relative).rstrip("/") + "/"
         for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):

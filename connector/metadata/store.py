@@ -11,6 +11,11 @@ Layout (fixed: stores written by earlier versions are read back): partition key 
 keys, and no item of it expires by TTL. Path stores (``PathStore`` here; ``filesystem.py``, ``s3.py``) keep one
 JSON file per key: ``<metadataPath>/<sourceId>/<batch 20 digits>/<streamName>/<shardId>.json``, and documents
 under ``<metadataPath>/pending/<name>.json``.
+
+A document that belongs to a batch (pyspark 4.0.2's pending-offset resolutions: one per driver start) is written
+with ``put_batch_document``, which first leaves a marker under that batch (path stores: an empty file
+``<sourceId>/<batch>/document-<name>``; DynamoDB: the item ``<batch>/#document/<name>`` in the source's
+partition), so that ``purge`` deletes the document together with its batch and the documents do not pile up.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from ..positions import shard_label
 
 BATCH_DIGITS = 20
 PENDING = "pending"
+MARKER_PREFIX = "document-"  # a path store's marker file in a batch directory (stream directories are directories)
 
 
 class MetadataConflictError(RuntimeError):
@@ -78,6 +84,12 @@ class MetadataStore(ABC):
         """A driver document, or None."""
 
     @abstractmethod
+    def put_batch_document(self, source_id: str, batch_id: int, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``put_document``, and ``purge`` deletes the document with batch ``batch_id`` of ``source_id`` (the
+        driver's pending-offset resolutions; the marker is written first, so a crash between the two writes leaves
+        a marker without a document, never a document nobody purges)."""
+
+    @abstractmethod
     def purge(self, source_id: str, below_batch: int) -> int:
         """Delete the records of batches < ``below_batch``; returns how many batches were deleted."""
 
@@ -112,6 +124,14 @@ class PathStore(MetadataStore):
         """Names of the direct children (directories / prefixes) of ``relative``."""
 
     @abstractmethod
+    def _list_files(self, relative: str) -> list[str]:
+        """Names of the files directly in ``relative`` (not of its subdirectories)."""
+
+    @abstractmethod
+    def _delete_file(self, relative: str) -> None:
+        """Delete one file; no error when it is not there."""
+
+    @abstractmethod
     def _delete_tree(self, relative: str) -> None: ...
 
     # -- the store --
@@ -144,9 +164,20 @@ class PathStore(MetadataStore):
         body = self._read(f"{PENDING}/{check_id('document', name)}.json")
         return json.loads(body) if body is not None else None
 
+    def put_batch_document(self, source_id: str, batch_id: int, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        check_id("source id", source_id)
+        marker = f"{source_id}/{batch_id:0{BATCH_DIGITS}d}/{MARKER_PREFIX}{check_id('document', name)}"
+        self._create(marker, b"")  # False when an earlier attempt left it: the same marker
+        return self.put_document(name, body)
+
     def purge(self, source_id: str, below_batch: int) -> int:
+        """Delete each old batch's marked documents, then its directory (a purge cut short is finished by the next
+        one: the directory, and so its markers, stay until their documents are gone)."""
         check_id("source id", source_id)
         old = [name for name in self._list_dirs(source_id) if name.isdigit() and int(name) < below_batch]
         for name in old:
+            for marker in self._list_files(f"{source_id}/{name}"):
+                if marker.startswith(MARKER_PREFIX):
+                    self._delete_file(f"{PENDING}/{marker.removeprefix(MARKER_PREFIX)}.json")
             self._delete_tree(f"{source_id}/{name}")
         return len(old)

@@ -66,7 +66,8 @@ class ShardCatalog:
     ExclusiveStartShardId; a reshard's children get new, higher ids): one call instead of one per 1,000 shards,
     and nothing to parse when nothing changed. A full listing (``fresh``, the first, and at least every
     ``full_interval_s``) also drops shards that expired and refreshes closed shards' ending sequence numbers.
-    Hash-key ranges never change for a shard id, so ``hash_range`` answers from any earlier listing.
+    Hash-key ranges never change for a shard id, so ``hash_range`` answers from any listing since the last full one
+    (which forgets expired shards: the cache holds the shards listed, however many reshards a long run sees).
     Holds no client (it is pickled with the reader): ``client_factory`` gives the process's client.
     """
 
@@ -94,6 +95,8 @@ class ShardCatalog:
         if cached is None or fresh or not cached[1] or now - self._full_at[stream] >= self._full_interval_s:
             shards = list_shards(self._client_factory(), stream, self._retry)
             self._full_at[stream] = now
+            # shards past the retention leave the cache too: reshards over months must not grow it
+            self._by_key = {key: shard for key, shard in self._by_key.items() if key[0] != stream}
         else:
             last = max(shard.shard_id for shard in cached[1])
             listed = list_shards(self._client_factory(), stream, self._retry, after_shard_id=last)
@@ -103,7 +106,8 @@ class ShardCatalog:
         return shards
 
     def hash_range(self, stream: str, shard_id: str) -> tuple[int, int]:
-        """The shard's hash-key range; the whole space for a shard no listing shows any more (expired)."""
+        """The shard's hash-key range; the whole space for a shard the last full listing no longer showed
+        (expired: it has no records left to check against the range)."""
         shard = self._by_key.get((stream, shard_id))
         if shard is None:
             self.shards(stream, fresh=True)

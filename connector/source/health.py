@@ -31,7 +31,8 @@ class QueryHealth:
         self._lag: dict[str, int] = {}  # millisBehindLatest per shard, from the last read or probe
         self._reported_vanished: set[str] = set()  # warned once, not on every idle trigger
         self.dropped_out_of_range = 0  # KPL sub-records outside their shard's range
-        self.loss_events: list[dict[str, Any]] = []  # the last MAX_LOSS_EVENTS data losses executors found
+        self.loss_events: list[dict[str, Any]] = []  # the last MAX_LOSS_EVENTS data losses (driver or executors)
+        self.loss_count = 0  # every data loss since this driver started (loss_events keeps the last few)
 
     def read(self, batch_id: int, key: str, read: ShardRead) -> None:
         """Batch ``batch_id``'s read of shard ``key``: its lag, and what it found (logged and counted)."""
@@ -47,9 +48,7 @@ class QueryHealth:
                 key_label(key),
             )
         if read.data_loss is not None:
-            event = {"batchId": batch_id, "shard": key, "kind": read.data_loss.kind}
-            event["position"] = read.data_loss.position.to_json()
-            self.loss_events = [*self.loss_events, event][-MAX_LOSS_EVENTS:]
+            self.lost(batch_id, key, read.data_loss.position, read.data_loss.kind)
             log.warning(
                 "aws-kinesis batch %d lost data on %s: %s at %s (kinesis.failOnDataLoss is false, the query went on)",
                 batch_id,
@@ -58,23 +57,32 @@ class QueryHealth:
                 read.data_loss.position.to_json(),
             )
 
+    def lost(self, batch_id: int, key: str, position: Position, kind: str) -> None:
+        """Shard ``key``'s records from ``position`` on are lost (``kind``: "position gone", "shard gone"), found
+        by the driver planning batch ``batch_id`` or by that batch's executor; counted for the progress report."""
+        event = {"batchId": batch_id, "shard": key, "kind": kind, "position": position.to_json()}
+        self.loss_events = [*self.loss_events, event][-MAX_LOSS_EVENTS:]
+        self.loss_count += 1
+
     def probed(self, key: str, millis_behind_latest: int | None) -> None:
         """A probe's answer for shard ``key``."""
         if millis_behind_latest is not None:
             self._lag[key] = millis_behind_latest
 
-    def vanished(self, key: str, position: Position) -> None:
-        """ListShards no longer shows shard ``key``, not read to its end: lost data, said once (fails the query
-        with ``kinesis.failOnDataLoss``)."""
+    def vanished(self, batch_id: int, key: str, position: Position) -> None:
+        """ListShards no longer shows shard ``key``, not read to its end (found planning batch ``batch_id``): lost
+        data, said and counted once (fails the query with ``kinesis.failOnDataLoss``)."""
         if key in self._reported_vanished:
             return
         gone = ShardGoneError("ListShards no longer shows it")
         data_loss(key_label(key), position, gone, self.fail_on_data_loss, "the other shards")
+        self.lost(batch_id, key, position, "shard gone")
         self._reported_vanished.add(key)
 
     def forget(self, tracked: Collection[str]) -> None:
-        """Keep the lag of the shards still ``tracked`` only."""
+        """Keep the lag (and the vanished warnings) of the shards still ``tracked`` only."""
         self._lag = {key: lag for key, lag in self._lag.items() if key in tracked}
+        self._reported_vanished = {key for key in self._reported_vanished if key in tracked}
 
     def lag_report(self) -> dict[str, Any] | None:
         """millisBehindLatest per shard and the maximum, for the query progress and the log."""
@@ -89,11 +97,12 @@ class QueryHealth:
 
     def progress_report(self) -> dict[str, Any] | None:
         """The lag report plus what reads found since this driver started: ``recordsDroppedOutOfRange`` (KPL
-        sub-records outside their shard's hash range) and ``dataLossEvents`` (the last few, with shard and
-        position)."""
+        sub-records outside their shard's hash range), ``dataLossEvents`` (the last few, with shard and
+        position) and ``dataLossCount`` (all of them)."""
         report = dict(self.lag_report() or {})
         if self.dropped_out_of_range:
             report["recordsDroppedOutOfRange"] = self.dropped_out_of_range
         if self.loss_events:
             report["dataLossEvents"] = list(self.loss_events)
+            report["dataLossCount"] = self.loss_count
         return report or None

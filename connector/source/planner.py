@@ -148,11 +148,11 @@ class BatchPlanner:
         check_pinned(base, self.settings.pinned)
         positions, waiting = self._after(base)
         parents = dict(base.parents)
-        self._track(positions, parents)
-        with_data, arrivals = self._find_waiting(positions, parents, waiting, bound_ms)
+        batch_id = base.batch_id + 1
+        self._track(positions, parents, batch_id)
+        with_data, arrivals = self._find_waiting(positions, parents, waiting, bound_ms, batch_id)
         if not with_data and not force:
             return None
-        batch_id = base.batch_id + 1
         caps, reads = fair_shares(sorted(with_data), max_rows, batch_id)
         until = bound_ms if bound_ms is not None else max([now_ms(), *arrivals])
         offset = KinesisOffset(
@@ -200,13 +200,14 @@ class BatchPlanner:
             self.health.read(base.batch_id, key, read)
         return positions, waiting
 
-    def _track(self, positions: dict[str, Position], parents: dict[str, tuple[str, ...]]) -> None:
-        """Fold the current listings in; an unfinished shard that vanished is lost data."""
+    def _track(self, positions: dict[str, Position], parents: dict[str, tuple[str, ...]], batch_id: int) -> None:
+        """Fold the current listings in (planning batch ``batch_id``); an unfinished shard that vanished is lost
+        data."""
         for stream in self.settings.streams:
             listing = self.catalog.shards(stream)
             vanished = track_listing(positions, parents, stream, listing, lambda _shard: Position(TRIM_HORIZON))
             for key, position in vanished.items():
-                self.health.vanished(key, position)
+                self.health.vanished(batch_id, key, position)
         self.prober.forget(set(positions))
         self.handoffs = {key: handoff for key, handoff in self.handoffs.items() if key in positions}
         self.health.forget(positions)
@@ -217,6 +218,7 @@ class BatchPlanner:
         parents: Mapping[str, tuple[str, ...]],
         waiting: set[str],
         bound_ms: int | None,
+        batch_id: int,
     ) -> tuple[set[str], list[int]]:
         """The readable shards with records waiting, and the arrival times the probes saw.
 
@@ -240,15 +242,21 @@ class BatchPlanner:
             answered |= set(results)
             finished_some = False
             for key, result in results.items():
-                finished_some |= self._apply(key, result, positions, with_data, arrivals)
+                finished_some |= self._apply(key, result, positions, with_data, arrivals, batch_id)
             unanswered = len(results) < len(to_probe)
             if not finished_some and not (unanswered and bound_ms is not None and not with_data):
                 return with_data, arrivals
 
     def _apply(
-        self, key: str, result: ProbeResult, positions: dict[str, Position], with_data: set[str], arrivals: list[int]
+        self,
+        key: str,
+        result: ProbeResult,
+        positions: dict[str, Position],
+        with_data: set[str],
+        arrivals: list[int],
+        batch_id: int,
     ) -> bool:
-        """Fold one probe result into the plan; True when it finished the shard."""
+        """Fold one probe result into the plan (for batch ``batch_id``); True when it finished the shard."""
         self.health.probed(key, result.millis_behind_latest)
         fail = self.settings.fail_on_data_loss
         if result.found is Found.DATA:
@@ -257,11 +265,13 @@ class BatchPlanner:
                 arrivals.append(result.arrival_ms)
         elif result.found is Found.POSITION_GONE:
             data_loss(key_label(key), positions[key], PositionGoneError(result.error), fail, "the oldest record there")
+            self.health.lost(batch_id, key, positions[key], "position gone")
             positions[key] = Position(TRIM_HORIZON)
             with_data.add(key)
         elif result.found in (Found.SHARD_END, Found.SHARD_GONE):
             if result.found is Found.SHARD_GONE:
                 data_loss(key_label(key), positions[key], ShardGoneError(result.error), fail, "its children")
+                self.health.lost(batch_id, key, positions[key], "shard gone")
             positions[key] = Position(SHARD_END)
             return True
         return False

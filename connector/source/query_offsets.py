@@ -113,7 +113,8 @@ class QueryOffsets:
             max_rows = self.settings.max_records_per_trigger
             resolved = self.planner.next(base, max_rows, self.available_now_ms, force=True)
             assert resolved is not None
-            recorded = store.put_document(pending.nonce, as_dict(resolved))
+            # purged with the batch it resolves to: one document per driver start must not pile up
+            recorded = store.put_batch_document(resolved.source_id, resolved.batch_id, pending.nonce, as_dict(resolved))
         return parse_offset(recorded)  # type: ignore[return-value]
 
     def _remember(self, offset: KinesisOffset, raw: dict[str, Any]) -> None:

@@ -127,6 +127,22 @@ def test_a_page_of_another_shape_is_refused(change) -> None:
         efo_protocol.page_from_wire(message, blob)
 
 
+def test_leases_of_shards_without_subscriptions_are_forgotten() -> None:
+    """Every shard a broker ever served kept a lock forever (shards come and go with reshards over months); now a
+    lease lives only while a task holds or awaits it or its shard has a subscription."""
+    broker = efo_broker.Broker(1 << 20, idle_close_s=0.0, secret=SECRET)
+    for number in range(200):  # 200 shards served once each, their subscriptions since closed
+        with broker.lease(("credentials", "arn:consumer", f"shardId-{number:012d}")) as held:
+            assert held
+    assert broker.leases == {}
+    key = ("credentials", "arn:consumer", "shardId-000000000000")
+    with broker.lease(key):
+        with broker.lease(key, wait=False) as second:
+            assert not second  # one task at a time per consumer+shard
+        assert list(broker.leases) == [key] and broker.leases[key].users == 1
+    assert broker.leases == {}
+
+
 def test_which_positions_the_buffer_covers() -> None:
     """No server: where a read continues in a buffer (two pages; the second a KPL aggregate "30" of 3 rows)."""
     origin = Position(TRIM_HORIZON)

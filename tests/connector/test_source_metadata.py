@@ -87,6 +87,22 @@ def test_purge_keeps_recent_batches(store: MetadataStore) -> None:
     assert store.get_shard_read("another-source", 0, "stream-a", "shardId-000000000000") is not None
 
 
+def test_batch_documents_leave_with_their_batch(store: MetadataStore) -> None:
+    """pyspark 4.0.2's pending-offset resolutions, one per driver start, are purged with the batch they resolve
+    to, in every store (without the marker they stayed forever)."""
+    for batch in range(6):
+        store.put_shard_read("src", batch, _read())
+        assert store.put_batch_document("src", batch, f"nonce{batch}", {"batch": batch}) == {"batch": batch}
+    store.put_batch_document("another-source", 0, "other0", {"batch": 0})
+    assert store.put_batch_document("src", 5, "nonce5", {"batch": 99}) == {"batch": 5}  # first write wins
+    assert store.purge("src", 4) == 4
+    assert [store.get_document(f"nonce{b}") is not None for b in range(6)] == [False] * 4 + [True] * 2
+    assert store.get_document("other0") == {"batch": 0}
+    assert store.purge("src", 6) == 2
+    assert [store.get_document(f"nonce{b}") for b in range(6)] == [None] * 6
+    assert store.get_document("other0") == {"batch": 0}
+
+
 # The pyarrow store is left out: its limit is the next test.
 @pytest.mark.parametrize("kind", ["local", "s3", "dynamodb"])
 def test_concurrent_attempts_agree_on_one_winner(kind: str, request, tmp_path: Path) -> None:

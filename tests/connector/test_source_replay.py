@@ -3,9 +3,11 @@ returns the same records, positions carry over between batches, and both pyspark
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
+from efo_util import sockets_to
 from source_util import drain, next_batch, payloads, put_numbered, read_all, reader, roundtrip, source_options
 
 from connector.fetch.range import ReplayError
@@ -76,6 +78,30 @@ def test_pyspark_40_calling_convention_and_restart(kinesalite: LocalServer, lite
     assert read_all(again, list(again.partitions(end, after_restart))) == last
 
 
+def test_pending_documents_stay_bounded_over_many_restarts(kinesalite: LocalServer, lite_stream, tmp_path) -> None:
+    """4.0.2: every driver start writes one pending-offset resolution; they leave with their batches, so after
+    N restarts the store holds at most kinesis.minBatchesToRetain of them (before: N)."""
+    stream = lite_stream(shards=1)
+    options = source_options(kinesalite, stream, tmp_path, **{"kinesis.minBatchesToRetain": "2"})
+    source = reader(options)
+    pending = roundtrip(source.latestOffset())
+    end = pending
+    rows: list[dict] = read_all(source, list(source.partitions(roundtrip(source.initialOffset()), pending)))
+    source.commit(pending)
+    produced: list[bytes] = []
+    for restart in range(8):
+        produced += put_numbered(kinesalite, stream, f"r{restart}", 2)
+        restarted = reader(options)  # the driver died after committing `end`
+        after_restart = roundtrip(restarted.latestOffset())
+        restarted.commit(end)
+        rows += read_all(restarted, list(restarted.partitions(end, after_restart)))
+        restarted.commit(after_restart)
+        end = after_restart
+    assert payloads(rows) == produced
+    documents = [path for path in (tmp_path / "pending").glob("*.json") if not path.name.startswith("source-")]
+    assert 1 <= len(documents) <= 2, sorted(path.name for path in documents)
+
+
 def test_latest_starts_at_query_start_and_survives_idle_batches(
     kinesis_mock: LocalServer, mock_stream, tmp_path
 ) -> None:
@@ -137,3 +163,22 @@ def test_commit_purges_beyond_min_batches_to_retain(kinesalite: LocalServer, lit
         start, _rows = next_batch(source, start)
     source_id = parse_offset(start).source_id
     assert sorted(int(p.name) for p in (tmp_path / source_id).iterdir()) == [3, 4]
+
+
+def test_threads_and_sockets_stay_flat_over_many_batches(kinesalite: LocalServer, lite_stream, tmp_path) -> None:
+    """Driver and executor halves in this process, 30 batches over 2 shards: after the first 10 (pools filled),
+    no thread and no connection to the server is added per batch."""
+    stream = lite_stream(shards=2)
+    options = source_options(kinesalite, stream, tmp_path, **{"kinesis.maxFetchRecordsPerShard": "3"})
+    source = reader(options)
+    start = roundtrip(source.initialOffset())
+    counts = []
+    for batch in range(30):
+        put_numbered(kinesalite, stream, f"b{batch}", 6, keys=6)
+        start, rows = next_batch(source, start)
+        assert rows
+        if batch in (9, 29):
+            counts.append((threading.active_count(), sockets_to(kinesalite.port)))
+    (threads_then, sockets_then), (threads_now, sockets_now) = counts
+    assert threads_now <= threads_then, counts
+    assert sockets_now <= sockets_then + 2, counts  # a connection the server closed may be open again

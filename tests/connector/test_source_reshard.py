@@ -16,9 +16,17 @@ from connector.positions import SHARD_END
 from connector.shards import list_shards, open_shards
 from connector.source.offsets import parse_offset
 from localaws import LocalServer
+from localaws.fault_proxy import FaultProxy
 from localaws.streams import put_records, wait_for_stream_active
 
 KEYS = [f"key-{index}" for index in range(6)]
+
+
+class _Endpoint:
+    """A proxy where ``source_options`` expects a server (it only needs the endpoint)."""
+
+    def __init__(self, endpoint_url: str):
+        self.endpoint_url = endpoint_url
 
 
 class Producer(threading.Thread):
@@ -195,3 +203,49 @@ def test_a_spark_query_keeps_key_order_across_a_split(spark, kinesis_mock: Local
         producer.stopping.set()
         query.stop()
     check_once_and_in_key_order([{"data": item} for item in seen], produced)
+
+
+def test_per_shard_state_stays_bounded_over_reshards_and_expiries(
+    kinesis_mock: LocalServer, mock_stream, tmp_path
+) -> None:
+    """Split, merge, the closed shards expire (a proxy leaves them out of ListShards as AWS does after the
+    retention): after two cycles (7 shards seen) every per-shard structure of the driver holds the one shard
+    listed. The shard cache kept all 7 before."""
+    stream = mock_stream(shards=1)
+    kinesis = kinesis_mock.client("kinesis")
+    produced: list[bytes] = []
+    rows: list[dict[str, Any]] = []
+    with FaultProxy(kinesis_mock.endpoint_url) as proxy:
+        endpoint = _Endpoint(proxy.endpoint_url)
+        options = source_options(endpoint, stream, tmp_path, **{"kinesis.describeShardInterval": "0s"})  # type: ignore[arg-type]
+        source = reader(options)
+        start = roundtrip(source.initialOffset())
+        planner = source.offsets.planner
+        planner.catalog._full_interval_s = 0.0  # a full listing on every trigger (60 s by default)
+
+        def produce_and_drain(round_number: int) -> dict:
+            batch = [(f"{key}:{round_number}".encode(), key) for key in KEYS]
+            put_records(kinesis, stream, batch)
+            produced.extend(data for data, _key in batch)
+            end, batches = drain(source, start)
+            rows.extend(row for batch in batches for row in batch)
+            return end
+
+        for cycle in range(2):
+            start = produce_and_drain(4 * cycle)
+            (parent,) = open_shards(list_shards(kinesis, stream))
+            split(kinesis, stream, parent)
+            start = produce_and_drain(4 * cycle + 1)
+            low, high = sorted(open_shards(list_shards(kinesis, stream)), key=lambda shard: shard.starting_hash_key)
+            merge(kinesis, stream, low, high)
+            start = produce_and_drain(4 * cycle + 2)
+            for shard in (parent, low, high):  # read to their ends, and now past the retention
+                proxy.expire_shard(stream, shard.shard_id)
+            start = produce_and_drain(4 * cycle + 3)
+        check_once_and_in_key_order(rows, produced)
+        (open_shard,) = open_shards(list_shards(kinesis, stream))
+        tracked = {f"{stream}/{open_shard.shard_id}"}
+        assert set(parse_offset(start).shards) == tracked
+        assert list(planner.catalog._by_key) == [(stream, open_shard.shard_id)]
+        assert set(planner.prober._states) <= tracked and set(planner.handoffs) <= tracked
+        assert set(planner.health._lag) <= tracked

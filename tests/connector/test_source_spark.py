@@ -124,6 +124,43 @@ def test_restart_from_checkpoint_reads_every_record_once(spark, kinesalite: Loca
     assert sorted(_committed(spark, output)) == sorted(produced)
 
 
+def test_restarts_leave_a_bounded_store(spark, kinesalite: LocalServer, lite_stream, tmp_path) -> None:
+    """Five starts on one checkpoint, more batches after each: the metadata store keeps
+    kinesis.minBatchesToRetain batches and at most as many pending documents (pyspark 4.0.2 writes one per start;
+    4.2+ none), not one per start."""
+    stream = lite_stream(shards=1)
+    meta = tmp_path / "meta"
+    options = source_options(
+        kinesalite, stream, meta, **{"kinesis.maxFetchRecordsPerShard": "5", "kinesis.minBatchesToRetain": "2"}
+    )
+    output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    produced: list[bytes] = []
+    for start in range(5):
+        produced += _put(kinesalite, stream, f"s{start}", 20)  # at least 4 batches of 5
+        query = (
+            spark.readStream.format(FORMAT)
+            .options(**options)
+            .load()
+            .writeStream.format("parquet")
+            .option("path", str(output))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="100 milliseconds")
+            .start()
+        )
+        try:
+            expected = len(produced)
+            wait_for(lambda: len(_committed(spark, output)) >= expected, what=f"every record of start {start}")  # noqa: B023
+        finally:
+            query.stop()
+    assert sorted(_committed(spark, output)) == sorted(produced)
+    # kinesis.minBatchesToRetain, plus the last batch: Spark commits it to the source only when it plans the next
+    bound = 2 + 1
+    (source_dir,) = [path for path in meta.iterdir() if path.name != "pending"]
+    assert len([path for path in source_dir.iterdir() if path.name.isdigit()]) <= bound
+    pending = [path.name for path in (meta / "pending").glob("*.json") if not path.name.startswith("source-")]
+    assert len(pending) <= bound, pending  # one per restart before: 4
+
+
 def _metadata_options(store: str, request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
     """Options for the metadata store: a local path, or a fresh DynamoDB table on moto (created by the source)."""
     if store == "path":

@@ -89,3 +89,27 @@ def test_partial_put_failures_are_not_written_so_retries_store_each_record_once(
     stored = Counter(r["Data"] for r in read_stream(direct, stream))
     assert stored == Counter(d for d, _ in sent)
     assert proxy.stats["failed_entries"] >= first["FailedRecordCount"]
+
+
+def test_trim_refuses_trimmed_positions_moves_the_horizon_and_expires_old_iterators(proxied) -> None:
+    proxy, via_proxy, direct, stream = proxied
+    sent = put_records(direct, stream, [(f"r{i}".encode(), "k") for i in range(4)])  # one key: one shard
+    shard = sent[0]["ShardId"]
+    in_shard = [result["SequenceNumber"] for result in sent if result["ShardId"] == shard]
+    old = via_proxy.get_shard_iterator(StreamName=stream, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
+    proxy.trim(stream, shard, in_shard[2])
+    with pytest.raises(ClientError, match="StartingSequenceNumber") as refused:
+        via_proxy.get_shard_iterator(
+            StreamName=stream,
+            ShardId=shard,
+            ShardIteratorType="AFTER_SEQUENCE_NUMBER",
+            StartingSequenceNumber=in_shard[0],
+        )
+    assert refused.value.response["Error"]["Code"] == "InvalidArgumentException"
+    with pytest.raises(ClientError, match="ExpiredIteratorException"):
+        via_proxy.get_records(ShardIterator=old["ShardIterator"])
+    horizon = via_proxy.get_shard_iterator(StreamName=stream, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
+    answer = via_proxy.get_records(ShardIterator=horizon["ShardIterator"])
+    assert [record["Data"] for record in answer["Records"]] == [b"r2", b"r3"]
+    assert via_proxy.get_records(ShardIterator=answer["NextShardIterator"])["Records"] == []  # a fresh iterator
+    assert proxy.stats["trimmed_positions"] == 1 and proxy.stats["moved_trim_horizons"] == 1

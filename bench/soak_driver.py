@@ -1,0 +1,63 @@
+"""The soak's Spark driver, in a process of its own so that ``bench.soak`` can SIGKILL it and start it again on
+the same checkpoint, as a crashed EMR driver is restarted.
+
+Run by ``bench.soak`` only: ``python -m bench.soak_driver <config.json>``. The config names the source and sink
+options, the checkpoint, the file sink's directory (``sink: "file"``) and Spark settings (``spark.driver.memory``
+is fixed there so that the JVM's heap has a known ceiling). It writes ``<work>/driver-<n>.json`` once the query
+runs (the JVM's pid), appends every finished batch's id and row count to ``<work>/progress.jsonl``, and stops the
+query and exits when ``<work>/stop`` appears. Not a benchmark itself (run_all skips it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import common
+
+
+def start_query(spark: Any, config: dict[str, Any]) -> Any:
+    frame = spark.readStream.format("aws-kinesis").options(**config["source"]).load()
+    if config["sink"] == "file":
+        writer = frame.selectExpr("CAST(data AS STRING) AS value").writeStream.format("text")
+        writer = writer.option("path", config["file_sink"])
+    else:
+        writer = (
+            frame.select("data", "partitionKey").writeStream.format("aws-kinesis").options(**config["sink_options"])
+        )
+    return writer.option("checkpointLocation", config["checkpoint"]).trigger(processingTime="1 second").start()
+
+
+def main(config_path: str) -> int:
+    config = json.loads(Path(config_path).read_text())
+    work = Path(config["work"])
+    os.environ.update(config.get("env", {}))
+    spark = common.spark_session(**config["spark"])
+    query = start_query(spark, config)
+    jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    status = {"jvm_pid": jvm_pid, "python_pid": os.getpid(), "started": time.time()}
+    (work / f"driver-{config['incarnation']}.json").write_text(json.dumps(status))
+    latest = -1  # the last batch written out (a bounded record: this process is measured too)
+    with (work / "progress.jsonl").open("a") as progress:
+        while query.isActive and not (work / "stop").exists():
+            for event in query.recentProgress:
+                if event.batchId > latest:
+                    latest = event.batchId
+                    line = {"batchId": event.batchId, "rows": event.numInputRows, "at": time.time()}
+                    progress.write(json.dumps(line) + "\n")
+                    progress.flush()
+            time.sleep(1)
+    error = query.exception()
+    query.stop()
+    if error is not None:
+        (work / f"driver-{config['incarnation']}.error").write_text(str(error))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1]))

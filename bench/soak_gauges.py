@@ -1,0 +1,188 @@
+"""What ``bench.soak`` measures, read from outside the processes it measures: ``/proc`` (RSS, threads, file
+descriptors, sockets), ``jcmd`` (the driver JVM's heap after a full GC, metaspace, code cache), directory trees
+(a path metadata store, the checkpoint) and a DynamoDB table (items and bytes of the metadata store on moto).
+
+Who calls it: ``bench.soak.Sampler`` every sample. Not a benchmark itself (run_all skips it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SOURCE_RUNNER = b"python_streaming_source_runner"  # pyspark's driver-side Python process of a streaming source
+BROKER = b"connector.fetch.efo_broker"  # the subscription broker (connector/fetch/efo_broker.py)
+PYSPARK = b"pyspark"
+JCMD_TIMEOUT_S = 30
+
+
+@dataclass(frozen=True)
+class ProcessGauge:
+    """One process (or the sum over several): RSS, threads, open file descriptors, of them sockets."""
+
+    rss_mb: float = 0.0
+    threads: int = 0
+    fds: int = 0
+    sockets: int = 0
+    count: int = 0
+
+    def __add__(self, other: ProcessGauge) -> ProcessGauge:
+        return ProcessGauge(
+            self.rss_mb + other.rss_mb,
+            self.threads + other.threads,
+            self.fds + other.fds,
+            self.sockets + other.sockets,
+            self.count + other.count,
+        )
+
+
+def process(pid: int | None) -> ProcessGauge:
+    """The gauges of ``pid`` (all zero when it is gone or None)."""
+    if pid is None:
+        return ProcessGauge()
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return ProcessGauge()
+    links = []
+    for fd in fds:
+        try:
+            links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:  # closed since the listing
+            continue
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    rss_kb = int(fields.get("VmRSS", "0 kB").split()[0])
+    sockets = sum(link.startswith("socket:") for link in links)
+    return ProcessGauge(rss_kb / 1024, int(fields.get("Threads", "0")), len(links), sockets, 1)
+
+
+def total(pids: list[int]) -> ProcessGauge:
+    found = ProcessGauge()
+    for pid in pids:
+        found = found + process(pid)
+    return found
+
+
+def _parents() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    return children
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below ``root`` (from /proc's parent links)."""
+    children = _parents()
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def command(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def python_roles(jvm_pid: int) -> tuple[list[int], list[int]]:
+    """(streaming source runners, other pyspark processes: the daemon and its workers) the driver JVM started."""
+    runners, workers = [], []
+    for pid in descendants(jvm_pid):
+        line = command(pid)
+        if SOURCE_RUNNER in line:
+            runners.append(pid)
+        elif PYSPARK in line:
+            workers.append(pid)
+    return runners, workers
+
+
+def brokers(work: Path) -> list[int]:
+    """Subscription brokers serving this run (their command line names the run's broker directory)."""
+    mark = str(work).encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            line = command(int(entry.name))
+            if BROKER in line and mark in line:
+                found.append(int(entry.name))
+    return found
+
+
+@dataclass(frozen=True)
+class JvmGauge:
+    """The driver JVM after a full GC: heap used, metaspace used, code cache used (MiB)."""
+
+    heap_after_gc_mb: float = 0.0
+    metaspace_mb: float = 0.0
+    code_cache_mb: float = 0.0
+
+
+def _jcmd(pid: int, *what: str) -> str:
+    answer = subprocess.run(
+        ["jcmd", str(pid), *what], capture_output=True, text=True, timeout=JCMD_TIMEOUT_S, check=False
+    )
+    return answer.stdout
+
+
+def jvm(pid: int | None) -> JvmGauge:
+    """``jcmd GC.run`` (a full GC: what is left is what the JVM holds), then ``GC.heap_info`` and
+    ``Compiler.codecache``; zeros when the JVM is gone or jcmd fails."""
+    if pid is None:
+        return JvmGauge()
+    try:
+        _jcmd(pid, "GC.run")
+        heap = _jcmd(pid, "GC.heap_info")
+        code = _jcmd(pid, "Compiler.codecache")
+    except (OSError, subprocess.TimeoutExpired):
+        return JvmGauge()
+    heap_used = re.search(r"heap\s+total \d+K, used (\d+)K", heap)
+    metaspace = re.search(r"Metaspace\s+used (\d+)K", heap)
+    code_used = sum(int(kb) for kb in re.findall(r"used=(\d+)Kb", code))
+    return JvmGauge(
+        int(heap_used.group(1)) / 1024 if heap_used else 0.0,
+        int(metaspace.group(1)) / 1024 if metaspace else 0.0,
+        code_used / 1024,
+    )
+
+
+def tree(root: Path) -> tuple[int, float]:
+    """(files, MiB) under ``root``."""
+    files, size = 0, 0
+    for directory, _dirs, names in os.walk(root):
+        for name in names:
+            try:
+                size += os.stat(os.path.join(directory, name)).st_size
+                files += 1
+            except OSError:  # deleted while we walked (a purge)
+                continue
+    return files, size / 2**20
+
+
+def table(dynamodb: Any, name: str) -> tuple[int, float]:
+    """(items, MiB of their bodies) in a DynamoDB table (a Scan: small tables only, as the metadata store is)."""
+    items, size = 0, 0
+    request: dict[str, Any] = {"TableName": name}
+    while True:
+        try:
+            answer = dynamodb.scan(**request)
+        except dynamodb.exceptions.ResourceNotFoundException:
+            return 0, 0.0
+        items += answer["Count"]
+        size += sum(len(item.get("body", {}).get("S", "")) for item in answer["Items"])
+        if "LastEvaluatedKey" not in answer:
+            return items, size / 2**20
+        request["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
