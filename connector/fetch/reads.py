@@ -54,6 +54,8 @@ class ShardRead:
     a GetRecords shard iterator pointing exactly at ``next_start()`` (the read consumed its last page whole),
     received at ``iterator_ms`` (wall clock): the next read or probe of the shard starts with it instead of
     GetShardIterator while it is fresh. It is a hint, not part of the range: two attempts may hold different ones.
+    ``refused_calls`` counts the read's calls Kinesis refused for the shard's quota (the read backed off and
+    went on); the driver reports them.
     """
 
     stream: str
@@ -70,6 +72,7 @@ class ShardRead:
     data_loss: DataLossEvent | None = None
     next_iterator: str | None = None
     iterator_ms: int | None = None
+    refused_calls: int = 0
 
     def same_range(self, other: ShardRead) -> bool:
         """Both name the same records: same start, count and end (bookkeeping such as lag or why the read
@@ -105,6 +108,8 @@ class ShardRead:
         if self.next_iterator is not None:
             body["nextShardIterator"] = self.next_iterator
             body["iteratorMs"] = self.iterator_ms
+        if self.refused_calls:
+            body["refusedCalls"] = self.refused_calls
         return body
 
     @classmethod
@@ -124,4 +129,5 @@ class ShardRead:
             data_loss=DataLossEvent.from_json(body["dataLoss"]) if body.get("dataLoss") else None,
             next_iterator=body.get("nextShardIterator"),
             iterator_ms=body.get("iteratorMs"),
+            refused_calls=int(body.get("refusedCalls", 0)),
         )

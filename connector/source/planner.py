@@ -30,7 +30,7 @@ from ..clock import now_ms
 from ..consumers import QueryConsumers
 from ..fetch.iterators import Handoff, PositionGoneError, ShardGoneError, data_loss, freshest
 from ..fetch.range import ShardTask
-from ..fetch.reads import MORE_WAITING
+from ..fetch.reads import MORE_WAITING, STOP_CAUGHT_UP
 from ..positions import AT_TIMESTAMP, LATEST, SHARD_END, TRIM_HORIZON, Position, key_label, split_shard_key
 from ..shards import Shard
 from .catalog import ShardCatalog, track_listing
@@ -42,7 +42,6 @@ from .probe import Found, ProbeResult, ShardProber
 from .settings import SourceSettings
 
 log = logging.getLogger(__name__)
-MIN_PROBE_INTERVAL_S = 0.2  # Kinesis allows 5 GetRecords per second per shard
 
 
 def fair_shares(keys: list[str], max_rows: int | None, batch_id: int) -> tuple[dict[str, int], list[str]]:
@@ -68,11 +67,10 @@ class BatchPlanner:
         self.settings = settings
         client_factory = functools.partial(kinesis_client, settings.client)
         self.catalog = ShardCatalog(client_factory, settings.client.retry, settings.describe_shard_interval_s)
-        probe_interval = max(settings.fetch_interval_s, MIN_PROBE_INTERVAL_S)
         self.prober = ShardProber(
             client_factory,
             settings.client.retry,
-            probe_interval,
+            settings.probe_interval_s,
             settings.probe_threads,
             settings.max_probes_per_trigger,
         )
@@ -195,6 +193,8 @@ class BatchPlanner:
             positions[key] = read.next_start()
             if read.next_iterator is not None and read.iterator_ms is not None:
                 self.handoffs[key] = Handoff(positions[key], read.next_iterator, read.iterator_ms)
+                if read.stop == STOP_CAUGHT_UP:  # the read's last call said "nothing more": it counts as a probe
+                    self.prober.observed(key, positions[key], self.handoffs[key])
             if read.stop in MORE_WAITING:
                 waiting.add(key)
             self.health.read(base.batch_id, key, read)
@@ -237,6 +237,7 @@ class BatchPlanner:
             if not to_probe:
                 return with_data, arrivals
             results = self.prober.probe(to_probe, bound_ms, self.handoffs)
+            self.health.probes_refused(self.prober.take_refused())
             answered |= set(results)
             finished_some = False
             for key, result in results.items():
