@@ -134,6 +134,7 @@ class GetRecordsTransport:
         self.backoff = ReadBackoff(settings.fetch_interval_s, settings.records_per_call)
         self.handoff = handoff  # an iterator someone already holds, used when a read starts at its position
         self.refused_calls = 0  # calls Kinesis refused for the shard's quota (GetRecords, GetShardIterator)
+        self.last_call_ms: int | None = None  # when the last GetRecords started (wall clock, for the next batch)
         self._what = context.label
 
     def pages(self, start: Position, wanted: Callable[[], int | None]) -> Iterator[Page]:
@@ -182,6 +183,7 @@ class GetRecordsTransport:
         the shard's quota."""
         while True:
             self.pacer.wait()
+            self.last_call_ms = now_ms()
             try:
                 page = self._get_records(iterator, wanted, handed)
             except ClientError as exc:

@@ -77,6 +77,7 @@ class BatchPlanner:
         self.health = QueryHealth(settings.fail_on_data_loss)  # lag and what reads found: written only there
         self._ends: tuple[tuple[str, int], dict[str, Position], set[str]] | None = None
         self.handoffs: dict[str, Handoff] = {}  # the iterators the last reads ended with (ShardRead.next_iterator)
+        self._last_calls: dict[str, int] = {}  # when the last batch's reads with more waiting made their last call
         efo = settings.efo
         self.consumers = (
             None
@@ -187,6 +188,7 @@ class BatchPlanner:
             completed = complete_reads(self.settings, base, store, tasks, self.consumer_arns())
             reads.update({split_shard_key(key): read for key, read in completed.items()})
         positions, waiting = dict(base.shards), set()
+        self._last_calls = {}
         for key in keys:
             read = reads[split_shard_key(key)]
             assert read is not None
@@ -197,6 +199,8 @@ class BatchPlanner:
                     self.prober.observed(key, positions[key], self.handoffs[key])
             if read.stop in MORE_WAITING:
                 waiting.add(key)
+                if read.last_call_ms is not None:
+                    self._last_calls[key] = read.last_call_ms
             self.health.read(base.batch_id, key, read)
         return positions, waiting
 
@@ -232,7 +236,7 @@ class BatchPlanner:
         while True:
             readable = [key for key in sorted(positions) if is_readable(key, positions, parents)]
             known = {key for key in readable if key in waiting and bound_ms is None}
-            with_data |= known
+            with_data |= {key for key in known if not self._just_read(key)}
             to_probe = {key: positions[key] for key in readable if key not in known and key not in answered}
             if not to_probe:
                 return with_data, arrivals
@@ -245,6 +249,13 @@ class BatchPlanner:
             unanswered = len(results) < len(to_probe)
             if not finished_some and not (unanswered and bound_ms is not None and not with_data):
                 return with_data, arrivals
+
+    def _just_read(self, key: str) -> bool:
+        """The last batch's read of ``key`` made its last call less than ``kinesis.getRecords.fetchIntervalMs``
+        ago: its next read waits for a later trigger, so that batches in quick succession keep the shard's calls
+        that far apart too (the read's own pacing covers the calls inside one batch)."""
+        last = self._last_calls.get(key)
+        return last is not None and now_ms() - last < self.settings.fetch_interval_s * 1000
 
     def _apply(
         self, key: str, result: ProbeResult, positions: dict[str, Position], with_data: set[str], arrivals: list[int]

@@ -131,3 +131,28 @@ def test_refusals_reach_cloudwatch_as_a_total_and_the_most_refused_shard() -> No
     published = {(datum.name, datum.unit, datum.value) for datum in progress_metrics(progress, {"Job": "j"})}
     assert ("RefusedCalls", "Count", 5.0) in published
     assert ("MaxRefusedCallsPerShard", "Count", 4.0) in published
+
+
+def test_the_next_batch_of_a_shard_read_just_now_waits_for_the_fetch_interval(
+    kinesalite: LocalServer, lite_stream, tmp_path
+) -> None:
+    stream = lite_stream(shards=1)
+    produced = put_numbered(kinesalite, stream, "a", 5)
+    interval_ms = 2000  # long enough that reading and planning take less
+    options = source_options(
+        kinesalite,
+        stream,
+        tmp_path,
+        **{"kinesis.getRecords.fetchIntervalMs": str(interval_ms), "kinesis.maxFetchRecordsPerShard": "2"},
+    )
+    source = reader(options)
+    start = roundtrip(source.initialOffset())
+    end = roundtrip(source.latestOffset(start, None))
+    assert payloads(read_all(source, list(source.partitions(start, end)))) == produced[:2]  # stopped at the cap
+    source.commit(end)
+    calls = source.offsets.planner.prober.calls
+    assert roundtrip(source.latestOffset(end, None)) == end  # more waiting, but the read's last call was just now
+    time.sleep(interval_ms / 1000)
+    following = roundtrip(source.latestOffset(end, None))
+    assert following != end and source.offsets.planner.prober.calls == calls  # planned without a probe
+    assert payloads(read_all(source, list(source.partitions(end, following)))) == produced[2:4]
