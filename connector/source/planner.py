@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -42,6 +43,7 @@ from .probe import Found, ProbeResult, ShardProber
 from .settings import SourceSettings
 
 log = logging.getLogger(__name__)
+UNANSWERED_PAUSE_S = 0.1  # AvailableNow waiting for shards whose probes were refused: how often to look again
 
 
 def fair_shares(keys: list[str], max_rows: int | None, batch_id: int) -> tuple[dict[str, int], list[str]]:
@@ -249,6 +251,8 @@ class BatchPlanner:
             unanswered = len(results) < len(to_probe)
             if not finished_some and not (unanswered and bound_ms is not None and not with_data):
                 return with_data, arrivals
+            if not results:  # every probe refused or backing off: wait for their backoff, not in a tight loop
+                time.sleep(UNANSWERED_PAUSE_S)
 
     def _just_read(self, key: str) -> bool:
         """The last batch's read of ``key`` made its last call less than ``kinesis.getRecords.fetchIntervalMs``

@@ -138,7 +138,7 @@ def test_the_next_batch_of_a_shard_read_just_now_waits_for_the_fetch_interval(
 ) -> None:
     stream = lite_stream(shards=1)
     produced = put_numbered(kinesalite, stream, "a", 5)
-    interval_ms = 2000  # long enough that reading and planning take less
+    interval_ms = 4000  # long enough that reading and planning take less, even on a loaded machine
     options = source_options(
         kinesalite,
         stream,
