@@ -18,7 +18,8 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
 NOT_BENCHMARKS = {"__init__", "run_all", "common", "first_batch", "timing_log", "soak_driver", "soak_gauges"}
-NO_QUOTAS = {"generator_render", "user_agent"}  # no server, or one they call directly (see each one's doc)
+# No server, one they call directly, or the quotas themselves measured (see each one's doc): never --no-quotas.
+NO_QUOTAS = {"generator_render", "user_agent", "quotas"}
 
 
 def benchmark_names() -> list[str]:

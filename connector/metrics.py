@@ -63,9 +63,12 @@ AVG_LAG = "AvgMillisBehindLatest"
 MAX_LAG = "MaxMillisBehindLatest"  # from the source's maxMillisBehindLatest
 _OBJECT_ID = re.compile(r"@[0-9a-f]+$")
 _JAVA_CLASS = re.compile(r"^[\w$]+(\.[\w$]+)+$")
+# The per-shard refusal counts (reads and probes refused for a shard's read quota): their maximum is published.
+PER_SHARD_REFUSED = "refusedCallsPerShard"
+MAX_REFUSED = "MaxRefusedCallsPerShard"
 # The aws-kinesis source's report carries these; another source's latestOffset (its real offset, or any offset
 # on pyspark < 4.2) does not, and its numbers (file log offsets, ...) are not metrics.
-REPORT_KEYS = frozenset({"maxMillisBehindLatest", PER_SHARD_LAG})
+REPORT_KEYS = frozenset({"maxMillisBehindLatest", PER_SHARD_LAG, "refusedCalls"})
 # At most this many numbers from one source's report become metrics (each metric is billed per month).
 MAX_REPORTED_NUMBERS = 20
 
@@ -147,7 +150,9 @@ def reported_numbers(source: Mapping[str, Any]) -> Iterator[tuple[str, str, floa
 
     Only a report with the aws-kinesis lag keys (``REPORT_KEYS``) counts. It is read generically: a top-level
     number ``fooBarMs``/``...Millis...`` becomes ``FooBarMs`` in milliseconds, any other number ``FooBar`` a
-    count; the per-shard lag map gives its average. Whatever is absent (pyspark before 4.2, other sources, an
+    count (``refusedCalls`` becomes ``RefusedCalls``: GetRecords calls Kinesis refused for a shard's read quota
+    since the driver started); the per-shard lag map gives its average, the per-shard refusals their maximum
+    (``MaxRefusedCallsPerShard``: the shard most refused). Whatever is absent (pyspark before 4.2, other sources, an
     empty report) is simply not published.
     """
     report = _as_dict(source.get("latestOffset"))
@@ -162,6 +167,11 @@ def reported_numbers(source: Mapping[str, Any]) -> Iterator[tuple[str, str, floa
             if lags:
                 found += 1
                 yield AVG_LAG, MILLIS, sum(lags) / len(lags)
+        elif key == PER_SHARD_REFUSED and isinstance(value, Mapping):
+            counts = [count for count in value.values() if _is_number(count)]
+            if counts:
+                found += 1
+                yield MAX_REFUSED, COUNT, max(counts)
         elif _is_number(value):
             found += 1
             yield key[:1].upper() + key[1:], _unit_of(key), float(value)

@@ -37,6 +37,18 @@ RETRYABLE_ERROR_CODES = frozenset(
         "ConditionalRequestConflict",
     }
 )
+# Of those, the ones that mean "over a quota": waiting longer helps, asking again at once does not.
+THROTTLING_ERROR_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "LimitExceededException",
+        "ThrottlingException",
+        "Throttling",
+        "RequestLimitExceeded",
+        "KMSThrottlingException",
+        "SlowDown",
+    }
+)
 
 
 def error_code(exc: BaseException) -> str:
@@ -51,6 +63,13 @@ def error_message(exc: BaseException) -> str:
     if isinstance(exc, ClientError):
         return str(exc.response.get("Error", {}).get("Message", ""))
     return str(exc)
+
+
+def is_throttled(exc: BaseException) -> bool:
+    """A quota refusal (``THROTTLING_ERROR_CODES``), also as the last error of exhausted retries."""
+    if isinstance(exc, RetriesExhaustedError):
+        exc = exc.last_error
+    return isinstance(exc, ClientError) and error_code(exc) in THROTTLING_ERROR_CODES
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -109,18 +128,20 @@ class RetryPolicy:
         *args,
         what: str,
         on_retry: Callable[[int, BaseException], None] | None = None,
+        retry_throttled: bool = True,
         **kwargs,
     ) -> T:
         """Call ``fn(*args, **kwargs)``, retrying retryable errors up to ``max_retries`` times.
 
         ``what`` names the call in the error ("GetRecords on stream s shard shardId-0001"); ``on_retry`` is told
-        of each retry (attempt number and error), for counting.
+        of each retry (attempt number and error), for counting. ``retry_throttled=False``: a quota refusal is
+        raised at once, for callers that back off on their own (the GetRecords reads and probes).
         """
         for attempt in range(self.max_retries + 1):
             try:
                 return fn(*args, **kwargs)
             except Exception as exc:
-                if not is_retryable(exc):
+                if not is_retryable(exc) or (not retry_throttled and is_throttled(exc)):
                     raise
                 if attempt == self.max_retries:
                     raise RetriesExhaustedError(what, attempt + 1, exc) from exc

@@ -15,6 +15,15 @@ end, not at the tip) and the range still wants more than the page holds. So Kine
 same time; at most one call is ahead, under the same pacing. A page asked ahead that the range then does not
 need (it stopped on the arrival bound or a replay's last record inside this page) is dropped unread: one extra
 call, never a skipped or repeated record, since positions come from the pages the caller took.
+
+Sharing the shard: a read handed an iterator waits a whole interval after that iterator came (the probe or read
+that got it was a call on the shard too), so reads and probes together keep to the interval. A call Kinesis
+refuses for the shard's quota (``ProvisionedThroughputExceededException``: 5 calls and 2 MiB per second per shard,
+shared by every reader) is asked again, never at once and never given up for that alone: ``ReadBackoff``
+lengthens the interval (at least ``MIN_BACKOFF_S``, doubling up to ``MAX_BACKOFF_S``) and halves ``Limit`` (smaller
+answers use less of the byte quota), and after ``RECOVER_AFTER`` calls in a row that got through, steps back
+towards the configured pace and ``Limit``. ``refused_calls`` counts the refusals; the read's result carries them
+to the driver, which reports them.
 """
 
 from __future__ import annotations
@@ -28,8 +37,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..aws.clients import RAW_BODY
+from ..clock import now_ms
 from ..positions import AFTER_SEQUENCE_NUMBER, WHOLE_RECORD, Position
-from ..retry import RetryPolicy
+from ..retry import RetriesExhaustedError, RetryPolicy, is_throttled
 from .decode import Page, ShardContext, decode_get_records
 from .iterators import Handoff, open_iterator, refused_iterator
 
@@ -65,6 +75,43 @@ class CallPacer:
                 self.sleep(left)
         self._last_start = self.clock()
 
+    def started_at(self, when: float) -> None:
+        """A call on the shard started at ``when`` (this pacer's clock) elsewhere: the next waits from there."""
+        self._last_start = when if self._last_start is None else max(self._last_start, when)
+
+
+MIN_BACKOFF_S = 1.0  # after a refusal, the next call waits at least this long: the shard's 1 s window has passed
+MAX_BACKOFF_S = 10.0  # ... and at most this long (a 10 MiB answer blocks a shard's readers for 5 s)
+MIN_LIMIT = 100  # Limit is halved after each refusal, down to this
+RECOVER_AFTER = 3  # calls in a row that got through before the pace and Limit step back towards the settings
+
+
+class ReadBackoff:
+    """Adaptive pacing of one shard's read: the interval between calls and the ``Limit`` of each, lengthened and
+    shrunk when Kinesis refuses a call for the shard's quota, restored step by step when calls get through."""
+
+    def __init__(self, interval_s: float, limit: int):
+        self.base_interval_s, self.base_limit = interval_s, limit
+        self.interval_s, self.limit = interval_s, limit
+        self._through = 0  # calls that got through since the last refusal or step back
+
+    def refused(self) -> None:
+        """A call was refused: wait longer before the next, ask for fewer records."""
+        self.interval_s = min(MAX_BACKOFF_S, max(2 * self.interval_s, MIN_BACKOFF_S))
+        self.limit = max(min(MIN_LIMIT, self.base_limit), self.limit // 2)
+        self._through = 0
+
+    def got_through(self) -> None:
+        """A call got through: after ``RECOVER_AFTER`` of them, halve the extra wait and double ``Limit`` again."""
+        if self.interval_s == self.base_interval_s and self.limit == self.base_limit:
+            return
+        self._through += 1
+        if self._through >= RECOVER_AFTER:
+            self._through = 0
+            shorter = self.interval_s / 2
+            self.interval_s = shorter if shorter > self.base_interval_s + 0.01 else self.base_interval_s
+            self.limit = min(self.base_limit, 2 * self.limit)
+
 
 class GetRecordsTransport:
     """``ShardTransport`` over GetRecords for one shard (``kinesis``: a raw-body reader client, see connector.aws)."""
@@ -84,7 +131,10 @@ class GetRecordsTransport:
         self.retry = retry
         self.settings = settings
         self.pacer = CallPacer(settings.fetch_interval_s)
+        self.backoff = ReadBackoff(settings.fetch_interval_s, settings.records_per_call)
         self.handoff = handoff  # an iterator someone already holds, used when a read starts at its position
+        self.refused_calls = 0  # calls Kinesis refused for the shard's quota (GetRecords, GetShardIterator)
+        self.last_call_ms: int | None = None  # when the last GetRecords started (wall clock, for the next batch)
         self._what = context.label
 
     def pages(self, start: Position, wanted: Callable[[], int | None]) -> Iterator[Page]:
@@ -93,6 +143,8 @@ class GetRecordsTransport:
         handoff = self.handoff if self.handoff is not None and self.handoff.usable_for(start) else None
         iterator = handoff.iterator if handoff is not None else self._open(position)
         handed = handoff is not None  # the first call's iterator came from elsewhere: Kinesis may refuse it
+        if handoff is not None:  # it came from a call on this shard: the first call keeps the interval after it
+            self.pacer.started_at(self.pacer.clock() - max(0.0, (now_ms() - handoff.at_ms) / 1000.0))
         ahead: Future[Page | None] | None = None  # the next page, asked while the caller works on this one
         pool: ThreadPoolExecutor | None = None
         try:
@@ -122,25 +174,56 @@ class GetRecordsTransport:
         if page.next_iterator is None or page.at_tip:  # at_tip covers an empty answer at the tip
             return None
         if wanted is None:
-            return self.settings.records_per_call
+            return self.backoff.limit
         left = wanted - len(page)
         return left if left > 0 else None
 
     def _paced_call(self, iterator: str, wanted: int | None, handed: bool = False) -> Page | None:
-        self.pacer.wait()
-        return self._get_records(iterator, wanted, handed)
+        """One GetRecords call after the pause, asked again (after a longer pause) while Kinesis refuses it for
+        the shard's quota."""
+        while True:
+            self.pacer.wait()
+            self.last_call_ms = now_ms()
+            try:
+                page = self._get_records(iterator, wanted, handed)
+            except ClientError as exc:
+                if not is_throttled(exc):
+                    raise
+                self._refused()
+                continue
+            self.backoff.got_through()
+            self.pacer.interval_s = self.backoff.interval_s
+            return page
+
+    def _refused(self) -> None:
+        self.refused_calls += 1
+        self.backoff.refused()
+        self.pacer.interval_s = self.backoff.interval_s
 
     def _open(self, position: Position) -> str:
-        return open_iterator(
-            self.kinesis, self.context.stream_name, self.context.shard_id, position, self.retry, self._what
-        )
+        """A GetShardIterator at ``position``; asked again, paced, while its retries end on a quota refusal."""
+        while True:
+            try:
+                return open_iterator(
+                    self.kinesis, self.context.stream_name, self.context.shard_id, position, self.retry, self._what
+                )
+            except RetriesExhaustedError as exc:
+                if not is_throttled(exc):
+                    raise
+                self._refused()
+                self.pacer.wait()
 
     def _get_records(self, iterator: str, wanted: int | None, handed: bool = False) -> Page | None:
-        """One GetRecords answer, decoded; None when the iterator expired (or, ``handed``, was refused)."""
-        limit = self.settings.records_per_call if wanted is None else min(self.settings.records_per_call, wanted)
+        """One GetRecords answer, decoded; None when the iterator expired (or, ``handed``, was refused). A quota
+        refusal is raised (``_paced_call`` backs off)."""
+        limit = self.backoff.limit if wanted is None else min(self.backoff.limit, wanted)
         try:
             answer = self.retry.call(
-                self.kinesis.get_records, ShardIterator=iterator, Limit=limit, what=f"GetRecords on {self._what}"
+                self.kinesis.get_records,
+                ShardIterator=iterator,
+                Limit=limit,
+                what=f"GetRecords on {self._what}",
+                retry_throttled=False,
             )
         except ClientError as exc:
             if refused_iterator(exc, inherited=handed):

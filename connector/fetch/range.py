@@ -95,7 +95,9 @@ class ShardTransport(Protocol):
         ``wanted()`` is how many more rows the range can return (None: no cap), a hint for sizing requests.
         Raises PositionGoneError / ShardGoneError when ``start`` cannot be opened. A transport whose
         ``next_iterator`` is a GetRecords shard iterator (not a subscription's continuation) says so with a true
-        class attribute ``hands_off_iterators``: only then does a read hand its last one on.
+        class attribute ``hands_off_iterators``: only then does a read hand its last one on. A transport that
+        counts the calls Kinesis refused for a quota has them in ``refused_calls``, and the wall-clock start of its last
+        call in ``last_call_ms`` (the read's result keeps both).
         """
         ...
 
@@ -152,6 +154,7 @@ class ShardRange:
         self._hands_off = False  # the transport's next_iterator is a GetRecords iterator
         self._aligned = True  # the last page's next_iterator points at next_start() (see the module doc)
         self._tail: tuple[str, int] | None = None  # that iterator and when it came (wall ms), while aligned
+        self._transport: ShardTransport | None = None
 
     def batches(self, transport: ShardTransport) -> Iterator[pa.RecordBatch]:
         """RecordBatches of the shard's records from the start position to the first stop condition."""
@@ -181,6 +184,7 @@ class ShardRange:
         if self.limits.max_time_s is not None and self.replay is None:
             deadline = time.monotonic() + self.limits.max_time_s
         self._hands_off = bool(getattr(transport, "hands_off_iterators", False))
+        self._transport = transport
         pages = self._open(transport)
         if pages is None:
             return STOP_SHARD_END
@@ -293,6 +297,8 @@ class ShardRange:
             data_loss=self._loss,
             next_iterator=self._tail[0] if self._tail else None,
             iterator_ms=self._tail[1] if self._tail else None,
+            refused_calls=int(getattr(self._transport, "refused_calls", 0)),
+            last_call_ms=getattr(self._transport, "last_call_ms", None),
         )
         if self.replay is not None:
             if self._count != self.replay.records:

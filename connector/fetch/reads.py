@@ -54,6 +54,9 @@ class ShardRead:
     a GetRecords shard iterator pointing exactly at ``next_start()`` (the read consumed its last page whole),
     received at ``iterator_ms`` (wall clock): the next read or probe of the shard starts with it instead of
     GetShardIterator while it is fresh. It is a hint, not part of the range: two attempts may hold different ones.
+    ``refused_calls`` counts the read's calls Kinesis refused for the shard's quota (the read backed off and
+    went on); the driver reports them. ``last_call_ms``: when the read's last GetRecords started (wall clock): the
+    next batch's read of the shard is not planned before a ``kinesis.getRecords.fetchIntervalMs`` has passed.
     """
 
     stream: str
@@ -70,6 +73,8 @@ class ShardRead:
     data_loss: DataLossEvent | None = None
     next_iterator: str | None = None
     iterator_ms: int | None = None
+    refused_calls: int = 0
+    last_call_ms: int | None = None
 
     def same_range(self, other: ShardRead) -> bool:
         """Both name the same records: same start, count and end (bookkeeping such as lag or why the read
@@ -105,6 +110,10 @@ class ShardRead:
         if self.next_iterator is not None:
             body["nextShardIterator"] = self.next_iterator
             body["iteratorMs"] = self.iterator_ms
+        if self.refused_calls:
+            body["refusedCalls"] = self.refused_calls
+        if self.last_call_ms is not None:
+            body["lastCallMs"] = self.last_call_ms
         return body
 
     @classmethod
@@ -124,4 +133,6 @@ class ShardRead:
             data_loss=DataLossEvent.from_json(body["dataLoss"]) if body.get("dataLoss") else None,
             next_iterator=body.get("nextShardIterator"),
             iterator_ms=body.get("iteratorMs"),
+            refused_calls=int(body.get("refusedCalls", 0)),
+            last_call_ms=body.get("lastCallMs"),
         )

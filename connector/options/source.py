@@ -196,10 +196,24 @@ FETCH_INTERVAL_MS = add(
         "kinesis.getRecords.fetchIntervalMs",
         integer(0),
         200,
-        "Least time between the starts of two GetRecords calls on one shard (Kinesis allows 5 calls per second "
-        "per shard); a call that itself took this long is followed at once. The "
-        "driver's idle probes (is anything new?) run at most once per this interval per shard, and not more "
-        "often than every 200 ms.",
+        "Least time between the starts of two GetRecords calls on one shard while a batch reads it (Kinesis "
+        "allows 5 calls per second per shard, shared by every application reading it); a call that itself took "
+        "this long is followed at once. After a refusal (ProvisionedThroughputExceededException) the read waits "
+        "longer and asks for fewer records, and comes back to this pace when refusals stop.",
+        Side.SOURCE,
+        unit="ms",
+    )
+)
+PROBE_INTERVAL_MS = add(
+    Option(
+        "kinesis.probeIntervalMs",
+        integer(0),
+        1000,
+        "Least time between two of the driver's probes of an idle shard (one GetRecords with Limit 1: is anything "
+        "new?), whatever the trigger; a read that ended at the shard's tip counts as a probe. The default costs an "
+        "idle shard 1 of its 5 GetRecords per second, like AWS Lambda's polling; lower values see new records "
+        "sooner and take that much more of the budget every reader of the shard shares (docs/source.md, "
+        '"What the source costs a shard").',
         Side.SOURCE,
         unit="ms",
     )

@@ -1,5 +1,6 @@
-"""The query's health as the driver sees it: lag per shard, and what reads found (data lost, KPL sub-records
-dropped outside their shard's hash range, shards that vanished).
+"""The query's health as the driver sees it: lag per shard, what reads found (data lost, KPL sub-records
+dropped outside their shard's hash range, shards that vanished), and the calls Kinesis refused for a shard's
+read quota (reads and probes back off on their own; each refusal is logged here and counted per shard).
 
 One writer: everything the planner learns about a shard's lag comes in here, from the previous batch's reads
 (``read``) and from probes (``probed``), and leaves with the shard (``forget``). Executors only log locally what
@@ -33,6 +34,8 @@ class QueryHealth:
         self.dropped_out_of_range = 0  # KPL sub-records outside their shard's range
         self.loss_events: list[dict[str, Any]] = []  # the last MAX_LOSS_EVENTS data losses (driver or executors)
         self.loss_count = 0  # every data loss since this driver started (loss_events keeps the last few)
+        self.refused: dict[str, int] = {}  # shard key -> GetRecords calls (reads and probes) refused for a quota
+        self.refused_total = 0  # the same, all shards, also those no longer tracked
 
     def read(self, batch_id: int, key: str, read: ShardRead) -> None:
         """Batch ``batch_id``'s read of shard ``key``: its lag, and what it found (logged and counted)."""
@@ -46,6 +49,17 @@ class QueryHealth:
                 batch_id,
                 read.dropped_out_of_range,
                 key_label(key),
+            )
+        if read.refused_calls:
+            self._count_refused(key, read.refused_calls)
+            log.warning(
+                "aws-kinesis batch %d: Kinesis refused %d GetRecords calls of the read of %s for the shard's read "
+                "quota (5 calls and 2 MiB per second, shared by every application reading it); the read waited "
+                "longer and asked for fewer records each time (%d refused on this shard since the driver started)",
+                batch_id,
+                read.refused_calls,
+                key_label(key),
+                self.refused[key],
             )
         if read.data_loss is not None:
             self.lost(batch_id, key, read.data_loss.position, read.data_loss.kind)
@@ -69,6 +83,21 @@ class QueryHealth:
         if millis_behind_latest is not None:
             self._lag[key] = millis_behind_latest
 
+    def probes_refused(self, refused: dict[str, int]) -> None:
+        """Probes Kinesis refused for a quota, per shard key (the prober probes those shards less often)."""
+        for key, count in sorted(refused.items()):
+            self._count_refused(key, count)
+        if refused:
+            log.warning(
+                "aws-kinesis: Kinesis refused the driver's probe of %s for the shard's read quota (shared by every "
+                "application reading it); probing those shards less often until a probe gets through",
+                ", ".join(key_label(key) for key in sorted(refused)),
+            )
+
+    def _count_refused(self, key: str, count: int) -> None:
+        self.refused[key] = self.refused.get(key, 0) + count
+        self.refused_total += count
+
     def vanished(self, batch_id: int, key: str, position: Position) -> None:
         """ListShards no longer shows shard ``key``, not read to its end (found planning batch ``batch_id``): lost
         data, said and counted once (fails the query with ``kinesis.failOnDataLoss``)."""
@@ -80,8 +109,9 @@ class QueryHealth:
         self._reported_vanished.add(key)
 
     def forget(self, tracked: Collection[str]) -> None:
-        """Keep the lag (and the vanished warnings) of the shards still ``tracked`` only."""
+        """Keep the lag, refusals and vanished warnings of the shards still ``tracked`` only."""
         self._lag = {key: lag for key, lag in self._lag.items() if key in tracked}
+        self.refused = {key: count for key, count in self.refused.items() if key in tracked}
         self._reported_vanished = {key for key in self._reported_vanished if key in tracked}
 
     def lag_report(self) -> dict[str, Any] | None:
@@ -98,8 +128,13 @@ class QueryHealth:
     def progress_report(self) -> dict[str, Any] | None:
         """The lag report plus what reads found since this driver started: ``recordsDroppedOutOfRange`` (KPL
         sub-records outside their shard's hash range), ``dataLossEvents`` (the last few, with shard and
-        position) and ``dataLossCount`` (all of them)."""
+        position), ``dataLossCount`` (all of them), ``refusedCalls`` (GetRecords calls of reads and probes Kinesis
+        refused for a shard's read quota since this driver started, with ``refusedCallsPerShard``: the shards still
+        tracked)."""
         report = dict(self.lag_report() or {})
+        if self.refused_total:
+            report["refusedCalls"] = self.refused_total
+            report["refusedCallsPerShard"] = dict(sorted(self.refused.items()))
         if self.dropped_out_of_range:
             report["recordsDroppedOutOfRange"] = self.dropped_out_of_range
         if self.loss_events:

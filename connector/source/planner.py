@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -30,7 +31,7 @@ from ..clock import now_ms
 from ..consumers import QueryConsumers
 from ..fetch.iterators import Handoff, PositionGoneError, ShardGoneError, data_loss, freshest
 from ..fetch.range import ShardTask
-from ..fetch.reads import MORE_WAITING
+from ..fetch.reads import MORE_WAITING, STOP_CAUGHT_UP
 from ..positions import AT_TIMESTAMP, LATEST, SHARD_END, TRIM_HORIZON, Position, key_label, split_shard_key
 from ..shards import Shard
 from .catalog import ShardCatalog, track_listing
@@ -42,7 +43,7 @@ from .probe import Found, ProbeResult, ShardProber
 from .settings import SourceSettings
 
 log = logging.getLogger(__name__)
-MIN_PROBE_INTERVAL_S = 0.2  # Kinesis allows 5 GetRecords per second per shard
+UNANSWERED_PAUSE_S = 0.1  # AvailableNow waiting for shards whose probes were refused: how often to look again
 
 
 def fair_shares(keys: list[str], max_rows: int | None, batch_id: int) -> tuple[dict[str, int], list[str]]:
@@ -68,17 +69,17 @@ class BatchPlanner:
         self.settings = settings
         client_factory = functools.partial(kinesis_client, settings.client)
         self.catalog = ShardCatalog(client_factory, settings.client.retry, settings.describe_shard_interval_s)
-        probe_interval = max(settings.fetch_interval_s, MIN_PROBE_INTERVAL_S)
         self.prober = ShardProber(
             client_factory,
             settings.client.retry,
-            probe_interval,
+            settings.probe_interval_s,
             settings.probe_threads,
             settings.max_probes_per_trigger,
         )
         self.health = QueryHealth(settings.fail_on_data_loss)  # lag and what reads found: written only there
         self._ends: tuple[tuple[str, int], dict[str, Position], set[str]] | None = None
         self.handoffs: dict[str, Handoff] = {}  # the iterators the last reads ended with (ShardRead.next_iterator)
+        self._last_calls: dict[str, int] = {}  # when the last batch's reads with more waiting made their last call
         efo = settings.efo
         self.consumers = (
             None
@@ -189,14 +190,19 @@ class BatchPlanner:
             completed = complete_reads(self.settings, base, store, tasks, self.consumer_arns())
             reads.update({split_shard_key(key): read for key, read in completed.items()})
         positions, waiting = dict(base.shards), set()
+        self._last_calls = {}
         for key in keys:
             read = reads[split_shard_key(key)]
             assert read is not None
             positions[key] = read.next_start()
             if read.next_iterator is not None and read.iterator_ms is not None:
                 self.handoffs[key] = Handoff(positions[key], read.next_iterator, read.iterator_ms)
+                if read.stop == STOP_CAUGHT_UP:  # the read's last call said "nothing more": it counts as a probe
+                    self.prober.observed(key, positions[key], self.handoffs[key])
             if read.stop in MORE_WAITING:
                 waiting.add(key)
+                if read.last_call_ms is not None:
+                    self._last_calls[key] = read.last_call_ms
             self.health.read(base.batch_id, key, read)
         return positions, waiting
 
@@ -234,11 +240,12 @@ class BatchPlanner:
         while True:
             readable = [key for key in sorted(positions) if is_readable(key, positions, parents)]
             known = {key for key in readable if key in waiting and bound_ms is None}
-            with_data |= known
+            with_data |= {key for key in known if not self._just_read(key)}
             to_probe = {key: positions[key] for key in readable if key not in known and key not in answered}
             if not to_probe:
                 return with_data, arrivals
             results = self.prober.probe(to_probe, bound_ms, self.handoffs)
+            self.health.probes_refused(self.prober.take_refused())
             answered |= set(results)
             finished_some = False
             for key, result in results.items():
@@ -246,6 +253,15 @@ class BatchPlanner:
             unanswered = len(results) < len(to_probe)
             if not finished_some and not (unanswered and bound_ms is not None and not with_data):
                 return with_data, arrivals
+            if not results:  # every probe refused or backing off: wait for their backoff, not in a tight loop
+                time.sleep(UNANSWERED_PAUSE_S)
+
+    def _just_read(self, key: str) -> bool:
+        """The last batch's read of ``key`` made its last call less than ``kinesis.getRecords.fetchIntervalMs``
+        ago: its next read waits for a later trigger, so that batches in quick succession keep the shard's calls
+        that far apart too (the read's own pacing covers the calls inside one batch)."""
+        last = self._last_calls.get(key)
+        return last is not None and now_ms() - last < self.settings.fetch_interval_s * 1000
 
     def _apply(
         self,

@@ -4,7 +4,9 @@ Who calls it: ``planner.BatchPlanner`` before it plans a micro-batch, for the sh
 A batch is planned only when some shard has records, so an idle stream runs no empty micro-batches, and new
 records are seen within one probe interval instead of after a fixed idle wait.
 
-Cost: at most one GetRecords per shard per probe interval (answers are reused within it), run in parallel,
+Cost: at most one GetRecords per shard per probe interval (``kinesis.probeIntervalMs``, 1 s by default: answers
+are reused within it, whatever the trigger, and a read that ended at the shard's tip counts as an answer,
+``observed``), run in parallel,
 and at most ``kinesis.maxProbesPerTrigger`` per call, those asked longest ago first: with thousands of shards
 (each call costs the driver ~1 ms of CPU in botocore) a trigger asks a share of them and the rest keep their
 last answer, so planning time stays bounded and every shard is asked within a few triggers.
@@ -13,6 +15,10 @@ GetShardIterator either. A probe that sees a record keeps the iterator it asked 
 it still points at the record), which the planner hands to the batch's read of the shard (``handoff``). A shard
 at a new position starts with the iterator its last read handed on, when it has one (``probe(handoffs=...)``);
 an iterator Kinesis refuses is replaced by a new one at the same position.
+
+Throttling: a probe Kinesis refuses for the shard's read quota (shared with every other reader) is not retried:
+the shard keeps its last answer (or has none yet), its interval doubles (up to ``MAX_BACKOFF_INTERVALS`` times
+the probe interval) until a probe gets through, and the refusal is counted (``refused``, for the query's health).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from ..clock import now_ms
 from ..fetch.iterators import (
     Handoff,
     PositionGoneError,
@@ -36,12 +43,18 @@ from ..fetch.iterators import (
 )
 from ..parallel import WORKERS, parallel_map
 from ..positions import Position, shard_label, split_shard_key
-from ..retry import RetryPolicy
+from ..retry import RetriesExhaustedError, RetryPolicy, is_throttled
 
-# An answer younger than the interval is reused, but triggers on the interval's own period arrive a few ms
-# early or late: without this slack, every other one would reuse the answer and see new records an interval late.
-INTERVAL_SLACK = 0.1
 MAX_ASKS = 1000  # kinesis.maxProbesPerTrigger's default
+MAX_BACKOFF_INTERVALS = 8  # a refused shard's probe interval doubles up to this many probe intervals
+MIN_BACKOFF_S = 1.0  # after a refusal, the next probe of the shard waits at least this long
+
+
+def backed_off(previous_s: float, interval_s: float) -> float:
+    """A refused shard's next probe interval: double the last one, at least ``MIN_BACKOFF_S``, at most
+    ``MAX_BACKOFF_INTERVALS`` probe intervals (or ``MIN_BACKOFF_S``, for tiny intervals)."""
+    ceiling = max(MAX_BACKOFF_INTERVALS * interval_s, MIN_BACKOFF_S)
+    return min(max(2 * previous_s, 2 * interval_s, MIN_BACKOFF_S), ceiling)
 
 
 class Found(enum.Enum):
@@ -67,6 +80,7 @@ class _ShardState:
     probed_at: float = 0.0
     iterator: Handoff | None = None  # a GetRecords iterator at ``position``
     since: float = field(default_factory=time.monotonic)  # when the shard reached this position
+    backoff_s: float = 0.0  # after refusals: the shard's own, longer interval (0: the prober's)
 
 
 class ShardProber:
@@ -88,6 +102,7 @@ class ShardProber:
         self._states: dict[str, _ShardState] = {}
         self._lock = threading.Lock()
         self.calls = 0  # GetRecords calls made (probes run on several threads), for tests and logs
+        self.refused: dict[str, int] = {}  # shard key -> probes refused for a quota, since the last take_refused
 
     def probe(
         self,
@@ -110,6 +125,27 @@ class ShardProber:
         parallel_map(lambda key: self._refresh(key, states[key], bound_ms), asked, self.workers)
         return {key: result for key in sorted(states) if (result := states[key].result) is not None}
 
+    def observed(self, key: str, position: Position, handoff: Handoff) -> None:
+        """A read of ``key`` ended at the shard's tip at ``position`` with ``handoff`` (its last NextShardIterator):
+        that answer stands for a probe made when the iterator came, so the next probe waits a whole interval
+        after the read's last call (called by the planner for reads that stopped caught up)."""
+        state = self._state(key, position, handoff)
+        if state.result is not None and state.probed_at >= self._monotonic_at(handoff.at_ms):
+            return  # a probe of this position is newer
+        state.result = ProbeResult(Found.NOTHING, 0)
+        state.probed_at = self._monotonic_at(handoff.at_ms)
+
+    def take_refused(self) -> dict[str, int]:
+        """Probes refused per shard since the last call (the planner hands them to the query's health)."""
+        with self._lock:
+            refused, self.refused = self.refused, {}
+        return refused
+
+    @staticmethod
+    def _monotonic_at(at_ms: int) -> float:
+        """The monotonic time of wall-clock ``at_ms`` (never later than now: another host's clock may run ahead)."""
+        return time.monotonic() - max(0.0, (now_ms() - at_ms) / 1000.0)
+
     def forget(self, keep: set[str]) -> None:
         """Drop the state of shards no longer tracked."""
         for key in [key for key in self._states if key not in keep]:
@@ -129,11 +165,14 @@ class ShardProber:
         return state
 
     def _due(self, state: _ShardState, now: float) -> bool:
-        """No answer yet, or one older than the interval (a shard's end is final)."""
-        if state.result is None:
+        """No answer yet, or one at least an interval old (the shard's own after refusals; a shard's end is final).
+        The interval is a floor, not a target: a trigger that comes a little early reuses the answer, so no
+        trigger period makes an idle shard cost more than one call per interval."""
+        if state.result is not None and state.result.found is Found.SHARD_END:
+            return False
+        if state.result is None and state.backoff_s == 0:
             return True
-        fresh_for = self.interval_s * (1 - INTERVAL_SLACK)
-        return state.result.found is not Found.SHARD_END and now - state.probed_at >= fresh_for
+        return now - state.probed_at >= max(self.interval_s, state.backoff_s)
 
     @staticmethod
     def _waiting_since(state: _ShardState) -> float:
@@ -142,7 +181,17 @@ class ShardProber:
 
     def _refresh(self, key: str, state: _ShardState, bound_ms: int | None) -> None:
         now = time.monotonic()
-        state.result = self._ask(key, state, bound_ms)
+        try:
+            state.result = self._ask(key, state, bound_ms)
+        except (ClientError, RetriesExhaustedError) as exc:
+            if not is_throttled(exc):
+                raise
+            # Over the shard's read quota: keep the last answer, ask again later (never at once), count it.
+            state.backoff_s = backed_off(state.backoff_s, self.interval_s)
+            with self._lock:
+                self.refused[key] = self.refused.get(key, 0) + 1
+        else:
+            state.backoff_s = 0.0
         state.probed_at = now
 
     def _ask(self, key: str, state: _ShardState, bound_ms: int | None) -> ProbeResult:
@@ -163,6 +212,7 @@ class ShardProber:
                     ShardIterator=state.iterator.iterator,
                     Limit=1,
                     what=f"GetRecords (probe) on {what}",
+                    retry_throttled=False,
                 )
             except PositionGoneError as gone:
                 return ProbeResult(Found.POSITION_GONE, error=str(gone))

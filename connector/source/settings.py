@@ -150,6 +150,7 @@ class SourceSettings:
     fail_on_data_loss: bool
     records_per_fetch: int
     fetch_interval_s: float
+    probe_interval_s: float
     probe_threads: int
     max_probes_per_trigger: int
     metadata_path: str  # a path, or dynamodb://<table>?region=<r> (metadata_location)
@@ -182,6 +183,7 @@ class SourceSettings:
             fail_on_data_loss=parsed[opts.FAIL_ON_DATA_LOSS.key],
             records_per_fetch=parsed[opts.RECORDS_PER_FETCH.key],
             fetch_interval_s=parsed[opts.FETCH_INTERVAL_MS.key] / 1000.0,
+            probe_interval_s=parsed[opts.PROBE_INTERVAL_MS.key] / 1000.0,
             probe_threads=parsed[opts.CHECK_NEW_RECORD_THREADS.key],
             max_probes_per_trigger=parsed[opts.MAX_PROBES_PER_TRIGGER.key],
             metadata_path=metadata_location(parsed, client),

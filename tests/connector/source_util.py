@@ -20,7 +20,8 @@ FORMAT = "aws-kinesis"
 
 
 def source_options(server: LocalServer, streams: str, metadata_path: Any, **extra: str) -> dict[str, str]:
-    """Options for reading ``streams`` on a local server, fast retries, no pause between GetRecords calls."""
+    """Options for reading ``streams`` on a local server, fast retries, no pause between GetRecords calls, a probe
+    at every plan (the tests decide when records arrive; the probe interval's own tests set it)."""
     return {
         "kinesis.streamName": streams,
         "kinesis.endpointUrl": server.endpoint_url,
@@ -29,6 +30,7 @@ def source_options(server: LocalServer, streams: str, metadata_path: Any, **extr
         "kinesis.metadataPath": str(metadata_path),
         "kinesis.startingPosition": "TRIM_HORIZON",
         "kinesis.getRecords.fetchIntervalMs": "0",
+        "kinesis.probeIntervalMs": "0",
         "kinesis.clientRetryIntervalsMs": "1",
         "kinesis.clientMaxRetryIntervalMs": "20",
         **extra,

@@ -55,8 +55,10 @@ def test_an_idle_stream_is_probed_at_most_once_per_interval_per_shard(
 ) -> None:
     stream = lite_stream(shards=3)
     _produce(kinesalite, stream, 9)
-    source = reader(source_options(kinesalite, stream, tmp_path))
-    start, _batches = drain(source, roundtrip(source.initialOffset()))
+    interval_s = 1.0  # kinesis.probeIntervalMs's default
+    options = source_options(kinesalite, stream, tmp_path, **{"kinesis.probeIntervalMs": str(int(interval_s * 1000))})
+    source = reader(options)
+    start, _batches = drain(source, roundtrip(source.initialOffset()), idle_s=2 * interval_s)
     calls_before = source.offsets.planner.prober.calls
     began = time.monotonic()
     triggers = 0
@@ -66,7 +68,7 @@ def test_an_idle_stream_is_probed_at_most_once_per_interval_per_shard(
         time.sleep(0.01)
     probes = source.offsets.planner.prober.calls - calls_before
     assert triggers > 100
-    assert probes <= 3 * (2.0 / 0.2 + 1), f"{probes} probes in 2 s for 3 shards"
+    assert probes <= 3 * (2.0 / interval_s + 1), f"{probes} probes in 2 s for 3 shards"
     assert probes >= 3  # it did look
 
 

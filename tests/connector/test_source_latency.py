@@ -1,7 +1,7 @@
 """What keeps a record's way to the row short (bench/latency.py measures it; nothing here is timed): a read stops
 at the tip without a second GetRecords (and the pause before it), a read that saw the next record lets the next
-batch be planned without a probe, and a probe answer is renewed on the interval even when triggers come a little
-early."""
+batch be planned without a probe. What keeps an idle shard cheap: a probe answer is reused for the probe interval
+whatever the trigger, and a read that ended at the tip counts as a probe."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from connector.aws.clients import kinesis_reader_client
 from connector.fetch.reads import STOP_BOUND, STOP_CAUGHT_UP, ShardRead
 from connector.positions import TRIM_HORIZON, Position, shard_key
 from connector.source.offsets import parse_offset
-from connector.source.probe import INTERVAL_SLACK
 from localaws import LocalServer
 
 
@@ -90,18 +89,44 @@ def test_a_read_that_saw_the_next_record_plans_the_next_batch_without_a_probe(
     assert payloads(read_all(source, list(source.partitions(end, following)))) == later
 
 
-def test_a_probe_answer_is_renewed_when_a_trigger_comes_a_little_early(
+PROBE_EVERY_SECOND = {"kinesis.probeIntervalMs": "1000"}  # the default (source_options probes at every plan)
+
+
+def test_an_idle_shard_is_probed_once_per_interval_however_often_triggers_come(
     kinesalite: LocalServer, lite_stream, tmp_path
 ) -> None:
     stream = lite_stream(shards=1)
-    source = reader(source_options(kinesalite, stream, tmp_path))
+    source = reader(source_options(kinesalite, stream, tmp_path, **PROBE_EVERY_SECOND))
     start = roundtrip(source.initialOffset())
     prober = source.offsets.planner.prober
+    assert prober.interval_s == 1.0
     assert roundtrip(source.latestOffset(start, None)) == start  # idle: one probe
     calls = prober.calls
     (state,) = prober._states.values()
-    state.probed_at -= prober.interval_s * (1 - INTERVAL_SLACK / 2)  # the next trigger, a few ms early
+    state.probed_at -= 0.8 * prober.interval_s  # a trigger a little before the interval is over
+    for _ in range(5):  # and more, at once: the default trigger asks as fast as Spark can
+        assert roundtrip(source.latestOffset(start, None)) == start
+    assert prober.calls == calls
+    state.probed_at -= 0.2 * prober.interval_s  # the interval is over
     assert roundtrip(source.latestOffset(start, None)) == start
     assert prober.calls == calls + 1
-    assert roundtrip(source.latestOffset(start, None)) == start  # at once again: the answer is reused
-    assert prober.calls == calls + 1
+
+
+def test_a_read_that_ended_at_the_tip_counts_as_a_probe(kinesalite: LocalServer, lite_stream, tmp_path) -> None:
+    stream = lite_stream(shards=1)
+    first = put_numbered(kinesalite, stream, "a", 3)
+    slow_probes = {"kinesis.probeIntervalMs": "30000"}  # far longer than reading and planning take
+    source = reader(source_options(kinesalite, stream, tmp_path, **slow_probes))
+    start, end = plan_first_batch(source)
+    assert payloads(read_all(source, list(source.partitions(start, end)))) == first
+    source.commit(end)
+    later = put_numbered(kinesalite, stream, "b", 2)
+    prober = source.offsets.planner.prober
+    calls = prober.calls
+    assert roundtrip(source.latestOffset(end, None)) == end  # the read's last call said "nothing": no probe yet
+    assert prober.calls == calls
+    (state,) = prober._states.values()
+    state.probed_at -= prober.interval_s  # an interval after the read's last call
+    following = roundtrip(source.latestOffset(end, None))
+    assert prober.calls == calls + 1 and following != end
+    assert payloads(read_all(source, list(source.partitions(end, following)))) == later

@@ -1,0 +1,169 @@
+"""Sharing the shard: our query's per-shard read rate against the 2 MiB/s limit, and a neighbour's refusals, in one run.
+
+Run: ``.venv/bin/python -m bench.quotas [--shards N] [--mib-per-shard MIB] [--record-kib KIB] [--busy-s S]``
+(always behind ``localaws.quota_proxy`` with AWS's limits: the quotas are what is measured, so ``run_all`` never
+passes ``--no-quotas`` here). About a minute and a half on the 2-core machine with the defaults.
+
+Two phases, one Spark streaming query each, the connector's default options and the default trigger, into noop:
+1. **Alone on a backlog**: a stream preloaded (directly) with ``--mib-per-shard`` per shard; the query reads it from
+   TRIM_HORIZON. Per shard: the bytes a second it read while reading (first to last second with bytes, as the proxy
+   counted them), the best second, both as a share of the 2 MiB/s line, and its refused calls.
+2. **Beside a neighbour**: a second stream, a reader polling each shard once a second (``localaws.neighbour``, as
+   AWS Lambda does) and the query: first idle (``--idle-s``), then a producer writing ``--busy-mib-per-shard``
+   (0.1 MiB/s per shard by default, 4 KiB records, directly) for ``--busy-s``. Printed: the neighbour's refused
+   calls (the issue's bar: at most 1 %), ours, and our GetRecords per shard per second while idle (the bar: at most
+   1). With ``--busy-mib-per-shard 1`` (half the read limit) both readers together take the whole 2 MiB/s, and the
+   proxy refuses any call while a shard has not paid back its earlier answers: refusals then come from bytes.
+Rates and ratios are printed, never asserted (tests/connector/test_source_share.py asserts the counts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+from bench.common import Server, spark_session
+from localaws import LocalAws
+from localaws.neighbour import NEIGHBOUR_TOKEN, Neighbour
+from localaws.quota_model import MiB
+from localaws.quota_stats import QuotaReport, Tally
+from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE
+from localaws.streams import create_stream, put_records, unique_name
+
+GROUPS = {"neighbour": NEIGHBOUR_TOKEN}  # everything else is the query ("other")
+LIMIT = 2 * MiB  # GetRecords bytes per second per shard (AWS)
+
+
+def start_query(spark, server: Server, stream: str, where: str):
+    """The docs' example: default options, default trigger, noop sink."""
+    return (
+        spark.readStream.format("aws-kinesis")
+        .option("kinesis.streamName", stream)
+        .option("kinesis.endpointUrl", server.endpoint_url)
+        .option("kinesis.awsAccessKeyId", DUMMY_ACCESS_KEY)
+        .option("kinesis.awsSecretKey", DUMMY_SECRET_KEY)
+        .option("kinesis.metadataPath", os.path.join(where, "meta"))
+        .option("kinesis.startingPosition", "TRIM_HORIZON")
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", os.path.join(where, "checkpoint"))
+        .start()
+    )
+
+
+def ours(report: QuotaReport, stream: str, **filters: str) -> Tally:
+    return report.tally(stream=stream, client="other", action="GetRecords", **filters)
+
+
+def wait_until(condition, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def read_rates(report: QuotaReport, stream: str, shard: str) -> tuple[float, float, int, int]:
+    """(mean bytes/s while reading, best second's bytes, calls, refused) of our reads of one shard."""
+    series = [
+        tally.bytes for tally in report.per_second(stream=stream, client="other", action="GetRecords", shard=shard)
+    ]
+    busy = [second for second, moved in enumerate(series) if moved]
+    if not busy:
+        return 0.0, 0.0, 0, 0
+    span = series[busy[0] : busy[-1] + 1]
+    total = ours(report, stream, shard=shard)
+    return sum(span) / len(span), max(span), total.calls, total.refused
+
+
+def backlog_phase(spark, server: Server, args: argparse.Namespace, where: str) -> list[str]:
+    size = args.record_kib * 1024
+    records = args.shards * args.mib_per_shard * MiB // size
+    setup = server.direct.client("kinesis")
+    stream = create_stream(setup, unique_name("bench-quotas"), args.shards)
+    payload, per_call = os.urandom(size), max(1, 4 * MiB // size)  # PutRecords takes at most 5 MiB a call
+    for first in range(0, records, per_call):
+        put_records(setup, stream, [(payload, f"key-{i}") for i in range(first, min(records, first + per_call))])
+    query = start_query(spark, server, stream, os.path.join(where, "backlog"))
+    proxy = server.quota_proxy
+    done = wait_until(lambda: ours(proxy.report(groups=GROUPS), stream).records >= records, 60)
+    query.stop()
+    report = proxy.report(groups=GROUPS)
+    lines = [
+        f"1. alone on a backlog: {args.shards} shards x {args.mib_per_shard} MiB ({args.record_kib} KiB records)"
+        + ("" if done else " -- NOT read to the end within 60 s"),
+        f"{'shard':<24}{'MiB/s reading':>14}{'of 2 MiB/s':>12}{'best second':>13}{'of 2 MiB/s':>12}{'calls':>7}"
+        f"{'refused':>9}",
+    ]
+    for shard in sorted(report.by("shard", stream=stream, client="other", action="GetRecords")):
+        mean, best, calls, refused = read_rates(report, stream, shard)
+        lines.append(
+            f"{shard:<24}{mean / MiB:>14.2f}{mean / LIMIT:>12.0%}{best / MiB:>13.2f}{best / LIMIT:>12.0%}{calls:>7}"
+            f"{refused:>9}"
+        )
+    return lines
+
+
+def sharing_phase(spark, server: Server, args: argparse.Namespace, where: str) -> list[str]:
+    stream = create_stream(server.direct.client("kinesis"), unique_name("bench-share"), args.shards)
+    proxy = server.quota_proxy
+    size = 4 * 1024
+    per_tick = max(1, round(args.shards * args.busy_mib_per_shard * MiB / size / 4))  # 4 ticks a second
+    with Neighbour(server.endpoint_url, stream) as neighbour:
+        query = start_query(spark, server, stream, os.path.join(where, "share"))
+        wait_until(lambda: ours(proxy.report(groups=GROUPS), stream).calls >= args.shards, 60)  # first probes
+        idle_from = proxy.report(groups=GROUPS)
+        time.sleep(args.idle_s)
+        idle_to = proxy.report(groups=GROUPS)
+        producer = server.direct.client("kinesis")
+        written = 0
+        for tick in range(int(args.busy_s * 4)):
+            put_records(producer, stream, [(os.urandom(size), f"k{tick}-{i}") for i in range(per_tick)])
+            written += per_tick
+            time.sleep(0.25)
+        both = wait_until(
+            lambda: ours(proxy.report(groups=GROUPS), stream).records >= written and len(neighbour.read) >= written, 60
+        )
+        query.stop()
+    report = proxy.report(groups=GROUPS)
+    idle_s = idle_to.elapsed_s - idle_from.elapsed_s
+    idle_calls = ours(idle_to, stream).calls - ours(idle_from, stream).calls
+    theirs, us = report.tally(stream=stream, client="neighbour", action="GetRecords"), ours(report, stream)
+    return [
+        f"2. beside a neighbour polling once a second: {args.shards} shards, idle {args.idle_s:.0f} s, then "
+        f"{per_tick * size * 4 / args.shards / MiB:.2f} MiB/s per shard for {args.busy_s:.0f} s"
+        + ("" if both else " -- NOT everything read by both within 60 s"),
+        f"neighbour: {theirs.refused}/{theirs.calls} GetRecords refused ({theirs.refused_share:.1%}; bar <= 1 %; "
+        f"why: {dict(theirs.refusals) or '-'}), {len(neighbour.read):,} of {written:,} records read",
+        f"our query: {us.refused}/{us.calls} GetRecords refused ({us.refused_share:.1%}; why: "
+        f"{dict(us.refusals) or '-'}), {us.records:,} records read",
+        f"our query idle: {idle_calls / args.shards / idle_s:.2f} GetRecords per shard per second (bar <= 1; "
+        f"{idle_calls} calls on {args.shards} shards in {idle_s:.1f} s)",
+    ]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument("--mib-per-shard", type=int, default=8, help="backlog per shard in phase 1")
+    parser.add_argument("--record-kib", type=int, default=25, help="record size in phase 1")
+    parser.add_argument("--idle-s", type=float, default=5.0)
+    parser.add_argument("--busy-s", type=float, default=10.0)
+    parser.add_argument("--busy-mib-per-shard", type=float, default=0.1, help="producer rate in phase 2")
+    args = parser.parse_args(argv)
+    with LocalAws([KINESALITE], quotas=True) as aws, tempfile.TemporaryDirectory() as where:
+        server = aws.kinesalite
+        spark = spark_session()
+        lines = backlog_phase(spark, server, args, where)
+        lines += sharing_phase(spark, server, args, where)
+        spark.stop()
+        print("kinesalite behind the quota proxy (AWS's limits); Spark local[2]; the connector's default options")
+        print("\n".join(lines))
+        print(aws.quota_summary())
+
+
+if __name__ == "__main__":
+    main()

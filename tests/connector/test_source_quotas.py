@@ -1,0 +1,158 @@
+"""The source within a shard's read quota, behind the quota-enforcing proxy (``localaws.quota_proxy``) with limits
+small enough that refusals are certain: reads and probes that Kinesis refuses back off and go on (the query never
+fails for throttling alone, never asks again at once), every record is still read once, and the refusals are
+counted per shard in the query's progress report and its CloudWatch metrics. Counts only, no timings."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from source_util import client_settings, payloads, put_numbered, read_all, reader, roundtrip, source_options
+from test_polling_transport import INTERVAL_S, SimulatedClock, _read_range, _reader_client, _shard_with
+
+from connector.aws.clients import kinesis_reader_client
+from connector.fetch.iterators import Handoff
+from connector.fetch.polling import (
+    MIN_BACKOFF_S,
+    MIN_LIMIT,
+    RECOVER_AFTER,
+    CallPacer,
+    GetRecordsTransport,
+    PollingSettings,
+    ReadBackoff,
+)
+from connector.fetch.reads import STOP_CAUGHT_UP
+from connector.metrics import progress_metrics
+from connector.positions import TRIM_HORIZON, Position, shard_key
+from connector.retry import RetryPolicy
+from localaws import LocalServer
+from localaws.quota_model import Quotas
+from localaws.quota_proxy import QuotaProxy
+
+NO_RETRIES = RetryPolicy(max_retries=0, initial_interval_ms=1, max_interval_ms=1)  # a refusal is never retried here
+ONE_CALL_A_SECOND = Quotas(get_records_calls=1)
+
+
+@pytest.fixture
+def strict_proxy(kinesalite: LocalServer) -> Iterator[QuotaProxy]:
+    """The session's kinesalite behind a quota of one GetRecords per second per shard."""
+    with QuotaProxy(kinesalite.endpoint_url, ONE_CALL_A_SECOND) as proxy:
+        yield proxy
+
+
+def test_a_refusal_lengthens_the_interval_and_shrinks_the_limit_until_calls_get_through() -> None:
+    backoff = ReadBackoff(0.2, 10000)
+    backoff.refused()
+    assert (backoff.interval_s, backoff.limit) == (MIN_BACKOFF_S, 5000)  # never asked again at once
+    backoff.refused()
+    assert (backoff.interval_s, backoff.limit) == (2 * MIN_BACKOFF_S, 2500)
+    for _ in range(RECOVER_AFTER - 1):
+        backoff.got_through()
+    assert (backoff.interval_s, backoff.limit) == (2 * MIN_BACKOFF_S, 2500)  # not at the first call through
+    for _ in range(4 * RECOVER_AFTER + 1):
+        backoff.got_through()
+    assert (backoff.interval_s, backoff.limit) == (0.2, 10000)  # back to the settings, step by step
+    unpaced = ReadBackoff(0.0, 150)
+    unpaced.refused()
+    assert unpaced.interval_s == MIN_BACKOFF_S and unpaced.limit == MIN_LIMIT  # fetchIntervalMs=0 waits too
+
+
+@pytest.mark.slow
+def test_a_read_refused_for_the_quota_backs_off_and_reads_every_record(
+    kinesalite: LocalServer, lite_stream, strict_proxy: QuotaProxy
+) -> None:
+    context, sequences = _shard_with(kinesalite, lite_stream, 20)
+    kinesis = kinesis_reader_client(client_settings(strict_proxy))
+    transport = GetRecordsTransport(kinesis, context, NO_RETRIES, PollingSettings(5, 0.0))  # asks as fast as it can
+    rows, result = _read_range(transport, context, Position(TRIM_HORIZON))
+    assert rows == sequences and result.stop == STOP_CAUGHT_UP
+    reads = strict_proxy.report().tally(stream=context.stream_name, action="GetRecords")
+    assert reads.refused >= 1 and result.refused_calls == transport.refused_calls == reads.refused
+    assert reads.refused <= reads.calls - reads.refused  # no busy retries: after each refusal, a call got through
+    assert result.to_json()["refusedCalls"] == reads.refused
+
+
+def test_a_read_handed_an_iterator_waits_an_interval_after_the_call_that_got_it(
+    kinesalite: LocalServer, lite_stream
+) -> None:
+    context, sequences = _shard_with(kinesalite, lite_stream, 3)
+    kinesis = _reader_client(kinesalite)
+    start = Position(TRIM_HORIZON)
+    iterator = kinesis.get_shard_iterator(
+        StreamName=context.stream_name, ShardId=context.shard_id, ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
+    clock = SimulatedClock()
+    handoff = Handoff.received(start, iterator)  # a probe's, just now
+    transport = GetRecordsTransport(kinesis, context, RetryPolicy(), PollingSettings(10, INTERVAL_S), handoff)
+    transport.pacer = CallPacer(INTERVAL_S, clock, clock.sleep)
+    rows, _result = _read_range(transport, context, start)
+    assert rows == sequences
+    assert len(clock.sleeps) == 1 and clock.sleeps[0] > INTERVAL_S / 2  # the probe's call counted
+
+
+@pytest.mark.slow
+def test_a_refused_probe_keeps_the_query_going_and_is_reported_per_shard(
+    kinesalite: LocalServer, lite_stream, strict_proxy: QuotaProxy, tmp_path
+) -> None:
+    stream = lite_stream(shards=1)
+    options = source_options(strict_proxy, stream, tmp_path, **{"kinesis.clientNumRetries": "0"})
+    source = reader(options)
+    start = roundtrip(source.initialOffset())
+    assert roundtrip(source.latestOffset(start, None)) == start  # idle: the shard's one call of this second
+    prober = source.offsets.planner.prober
+    calls = prober.calls
+    assert roundtrip(source.latestOffset(start, None)) == start  # a second probe at once: refused, not raised
+    assert prober.calls == calls + 1
+    key = shard_key(stream, "shardId-000000000000")
+    report = source.reportLatestOffset()
+    assert report is not None
+    assert report["refusedCalls"] == 1 and report["refusedCallsPerShard"] == {key: 1}
+    assert roundtrip(source.latestOffset(start, None)) == start  # backed off: not asked again at once
+    assert prober.calls == calls + 1
+    assert strict_proxy.report().tally(stream=stream, action="GetRecords").refused == 1
+    produced = put_numbered(kinesalite, stream, "a", 5)
+    (state,) = prober._states.values()
+    time.sleep(state.backoff_s)  # the backed-off interval is over (and the proxy's second with it)
+    end = roundtrip(source.latestOffset(start, None))
+    assert end != start and prober.calls == calls + 2
+    assert payloads(read_all(source, list(source.partitions(start, end)))) == produced
+
+
+def test_refusals_reach_cloudwatch_as_a_total_and_the_most_refused_shard() -> None:
+    report = {
+        "maxMillisBehindLatest": 0,
+        "millisBehindLatest": {"s/a": 0, "s/b": 0},
+        "refusedCalls": 5,
+        "refusedCallsPerShard": {"s/a": 4, "s/b": 1},
+    }
+    progress = {"id": "q", "sources": [{"description": "src", "latestOffset": report}]}
+    published = {(datum.name, datum.unit, datum.value) for datum in progress_metrics(progress, {"Job": "j"})}
+    assert ("RefusedCalls", "Count", 5.0) in published
+    assert ("MaxRefusedCallsPerShard", "Count", 4.0) in published
+
+
+def test_the_next_batch_of_a_shard_read_just_now_waits_for_the_fetch_interval(
+    kinesalite: LocalServer, lite_stream, tmp_path
+) -> None:
+    stream = lite_stream(shards=1)
+    produced = put_numbered(kinesalite, stream, "a", 5)
+    interval_ms = 4000  # long enough that reading and planning take less, even on a loaded machine
+    options = source_options(
+        kinesalite,
+        stream,
+        tmp_path,
+        **{"kinesis.getRecords.fetchIntervalMs": str(interval_ms), "kinesis.maxFetchRecordsPerShard": "2"},
+    )
+    source = reader(options)
+    start = roundtrip(source.initialOffset())
+    end = roundtrip(source.latestOffset(start, None))
+    assert payloads(read_all(source, list(source.partitions(start, end)))) == produced[:2]  # stopped at the cap
+    source.commit(end)
+    calls = source.offsets.planner.prober.calls
+    assert roundtrip(source.latestOffset(end, None)) == end  # more waiting, but the read's last call was just now
+    time.sleep(interval_ms / 1000)
+    following = roundtrip(source.latestOffset(end, None))
+    assert following != end and source.offsets.planner.prober.calls == calls  # planned without a probe
+    assert payloads(read_all(source, list(source.partitions(end, following)))) == produced[2:4]
