@@ -8,6 +8,8 @@ features, not twice per call (``build_user_agent_once``).
 
 from __future__ import annotations
 
+import calendar
+import datetime
 import threading
 from typing import Any
 
@@ -34,6 +36,8 @@ def client(service: str, settings: ClientSettings, raw_get_records: bool = False
         if key not in _clients:
             made = _new_client(service, settings)
             build_user_agent_once(made)
+            if service == "kinesis":
+                send_timestamps_to_the_millisecond(made)
             if raw_get_records:
                 made.meta.events.register(f"before-parse.{service}.GetRecords", _keep_raw_body)
             _clients[key] = made
@@ -49,6 +53,20 @@ def _keep_raw_body(response_dict: dict[str, Any], customized_response_dict: dict
     if response_dict.get("status_code") == 200:
         customized_response_dict[RAW_BODY] = response_dict["body"]
         response_dict["body"] = b"{}"
+
+
+def send_timestamps_to_the_millisecond(made: Any) -> None:
+    """Send ``Timestamp`` (GetShardIterator's and SubscribeToShard's AT_TIMESTAMP) in epoch seconds with its
+    milliseconds. botocore releases before 1.44 (1.35.16 and 1.43.0 measured) send whole seconds, so Kinesis started
+    up to a second early: records from before a query's LATEST, or before the AT_TIMESTAMP asked for. Kinesis takes
+    fractional seconds. Only this client's serializer changes (botocore looks the converter up on it by name)."""
+    serializer = made._serializer
+    serializer = getattr(serializer, "_serializer", serializer)  # the protocol's, behind parameter validation
+    serializer._timestamp_unixtimestamp = _epoch_seconds_to_the_millisecond
+
+
+def _epoch_seconds_to_the_millisecond(value: datetime.datetime) -> float:
+    return calendar.timegm(value.timetuple()) + (value.microsecond // 1000) / 1000
 
 
 _USER_AGENTS_KEPT = 64  # distinct feature sets per client; a probe or a read uses one or two

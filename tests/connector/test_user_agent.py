@@ -6,6 +6,7 @@ and botocore's User-Agent builder is counted. A plain botocore client is the ref
 
 from __future__ import annotations
 
+import importlib.util
 import secrets
 from typing import Any
 
@@ -18,6 +19,8 @@ from localaws import LocalServer
 from localaws.servers import DUMMY_SECRET_KEY
 
 CALLS = 4
+# botocore's request contexts (which carry a call's features) are what the kept strings are keyed on.
+KEYED_BY_CONTEXT = importlib.util.find_spec("botocore.context") is not None
 
 
 @pytest.fixture
@@ -68,14 +71,19 @@ def test_the_user_agent_is_built_once_per_client_and_unchanged(
     reference = _new_client("kinesis", _fresh_settings(kinesalite))  # as botocore builds it: per call
     reference_sent = _sent_headers(reference)
     _probe(reference, stream)
-    assert len(builds) >= 2 * (CALLS + 1)  # botocore: when serializing, and again before sending
+    # botocore builds it per call: when serializing and again before sending (1.35.16, the lowest we support: once)
+    assert len(builds) >= CALLS + 1
+    botocores_own = len(builds)
     builds.clear()
 
     settings = _fresh_settings(kinesalite)
     ours = make(settings)
     ours_sent = _sent_headers(ours)
     _probe(ours, stream)
-    assert len(builds) <= 2  # once per feature set (GetShardIterator and GetRecords may differ), not per call
+    if KEYED_BY_CONTEXT:
+        assert len(builds) <= 2  # once per feature set (GetShardIterator and GetRecords may differ), not per call
+    else:  # a botocore without request contexts: nothing to key the string on, so botocore's own way, unchanged
+        assert len(builds) == botocores_own
     assert [_agent(h) for h in ours_sent] == [_agent(h) for h in reference_sent]
     for headers in ours_sent:  # still signed, by the client's own key
         assert f"Credential={settings.access_key_id}/".encode() in headers["Authorization"]
