@@ -28,6 +28,7 @@ to the driver, which reports them.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -43,13 +44,62 @@ from ..retry import RetriesExhaustedError, RetryPolicy, is_throttled
 from .decode import Page, ShardContext, decode_get_records
 from .iterators import Handoff, open_iterator, refused_iterator
 
+SHARD_READ_BYTES_PER_S = 2 * 1024 * 1024  # GetRecords bytes per second per shard, shared by its readers (AWS)
+MIN_BUDGET_INTERVAL_S = 0.2  # a call's byte budget is at least a fifth of a second's: 5 calls a second per shard
+FIRST_CALL_LIMIT = 10  # Limit of a shard's first call while its record size is unknown (options' Limit not set)
+NEGLIGIBLE_WAIT_S = 0.001  # a pay-back wait shorter than this is not worth a sleep
+
 
 @dataclass(frozen=True)
 class PollingSettings:
-    """How the GetRecords transport asks: records per call (``Limit``) and the pause between calls."""
+    """How the GetRecords transport asks: records per call (``Limit``, at most), the pause between calls, and the
+    ``Limit`` of a shard's first call before its record size is known (None: ``records_per_call``)."""
 
     records_per_call: int = 10000
     fetch_interval_s: float = 0.2  # between the starts of two calls on one shard
+    first_call_limit: int | None = None
+
+    @property
+    def call_budget_bytes(self) -> float:
+        """The bytes one answer may hold: the shard's read quota for one call interval (at least 0.2 s)."""
+        return SHARD_READ_BYTES_PER_S * max(self.fetch_interval_s, MIN_BUDGET_INTERVAL_S)
+
+
+class RecordSizes:
+    """The mean size of a shard's records, as its earlier answers in this process had them, for sizing ``Limit``.
+
+    Process-wide (one entry per stream and shard, shared by the reads of successive micro-batches in a reused
+    Python worker, and by the read-ahead thread): a batch's first call then needs no small probing ``Limit``.
+    Each answer weighs as much as the history before it, so a change of record size is followed within a few
+    answers."""
+
+    MAX_SHARDS = 10_000  # forget everything beyond this many shards (reshards over a long run)
+
+    def __init__(self) -> None:
+        self._sizes: dict[tuple[str, str], float] = {}
+
+    def get(self, shard: tuple[str, str]) -> float | None:
+        return self._sizes.get(shard)
+
+    def learn(self, shard: tuple[str, str], records: int, nbytes: int) -> None:
+        """An answer of ``records`` records and ``nbytes`` bytes came for ``shard`` (empty answers teach nothing)."""
+        if records <= 0:
+            return
+        size, before = nbytes / records, self._sizes.get(shard)
+        if before is None and len(self._sizes) >= self.MAX_SHARDS:
+            self._sizes.clear()
+        self._sizes[shard] = size if before is None else (before + size) / 2
+
+
+RECORD_SIZES = RecordSizes()
+
+
+def sized_limit(budget_bytes: float, record_bytes: float | None, first: int, cap: int) -> int:
+    """``Limit`` for one call: as many records of ``record_bytes`` as fit in ``budget_bytes`` (``first`` while the
+    size is unknown), never below 1 nor above ``cap`` (the options' Limit, at most AWS's 10,000)."""
+    if record_bytes is None:
+        return max(1, min(first, cap))
+    return max(1, min(cap, int(budget_bytes // max(record_bytes, 1.0))))
 
 
 class CallPacer:
@@ -66,14 +116,25 @@ class CallPacer:
         self.clock = clock
         self.sleep = sleep
         self._last_start: float | None = None
+        self._paid_at = -math.inf  # when the shard has paid back the bytes of the answers charged so far
 
     def wait(self) -> None:
-        """Call right before a call: waits out the rest of the interval, then marks the call's start."""
+        """Call right before a call: waits out the rest of the interval and of the pay-back of the answers so far
+        (``charge``), then marks the call's start."""
+        now = self.clock()
+        left = 0.0
         if self._last_start is not None and self.interval_s > 0:
-            left = self._last_start + self.interval_s - self.clock()
-            if left > 0:
-                self.sleep(left)
+            left = self._last_start + self.interval_s - now
+        paying = self._paid_at - now
+        left = max(left, paying if paying >= NEGLIGIBLE_WAIT_S else 0.0)
+        if left > 0:
+            self.sleep(left)
         self._last_start = self.clock()
+
+    def charge(self, nbytes: int, rate: float = SHARD_READ_BYTES_PER_S) -> None:
+        """An answer of ``nbytes`` just came: Kinesis refuses the shard's next GetRecords until the shard's read
+        quota has paid it back (after a 10 MiB answer, 5 s), so the next call waits that long (``wait``)."""
+        self._paid_at = max(self._paid_at, self.clock()) + nbytes / rate
 
     def started_at(self, when: float) -> None:
         """A call on the shard started at ``when`` (this pacer's clock) elsewhere: the next waits from there."""
@@ -132,6 +193,8 @@ class GetRecordsTransport:
         self.settings = settings
         self.pacer = CallPacer(settings.fetch_interval_s)
         self.backoff = ReadBackoff(settings.fetch_interval_s, settings.records_per_call)
+        self.sizes = RECORD_SIZES  # the shard's record size, for each call's Limit
+        self._shard = (context.stream_name, context.shard_id)
         self.handoff = handoff  # an iterator someone already holds, used when a read starts at its position
         self.refused_calls = 0  # calls Kinesis refused for the shard's quota (GetRecords, GetShardIterator)
         self.last_call_ms: int | None = None  # when the last GetRecords started (wall clock, for the next batch)
@@ -191,9 +254,19 @@ class GetRecordsTransport:
                     raise
                 self._refused()
                 continue
+            if page is not None:
+                self.pacer.charge(page.kinesis_bytes)
+                self.sizes.learn(self._shard, page.kinesis_records, page.kinesis_bytes)
             self.backoff.got_through()
             self.pacer.interval_s = self.backoff.interval_s
             return page
+
+    def sized_limit(self) -> int:
+        """The next call's ``Limit`` by bytes: the records of the shard's known size that fit in one call's budget."""
+        settings = self.settings
+        first = settings.records_per_call if settings.first_call_limit is None else settings.first_call_limit
+        size = self.sizes.get(self._shard)
+        return sized_limit(settings.call_budget_bytes, size, first, settings.records_per_call)
 
     def _refused(self) -> None:
         self.refused_calls += 1
@@ -216,7 +289,8 @@ class GetRecordsTransport:
     def _get_records(self, iterator: str, wanted: int | None, handed: bool = False) -> Page | None:
         """One GetRecords answer, decoded; None when the iterator expired (or, ``handed``, was refused). A quota
         refusal is raised (``_paced_call`` backs off)."""
-        limit = self.backoff.limit if wanted is None else min(self.backoff.limit, wanted)
+        limit = min(self.backoff.limit, self.sized_limit())
+        limit = limit if wanted is None else min(limit, wanted)
         try:
             answer = self.retry.call(
                 self.kinesis.get_records,
