@@ -65,8 +65,10 @@ class PollingSettings:
         return SHARD_READ_BYTES_PER_S * max(self.fetch_interval_s, MIN_BUDGET_INTERVAL_S)
 
 
-class RecordSizes:
-    """The mean size of a shard's records, as its earlier answers in this process had them, for sizing ``Limit``.
+class ShardMemory:
+    """What this process's reads of a shard learnt for the next read of it: the mean size of its records (for
+    sizing ``Limit``), when their last call started and when the shard has paid back their answers (wall clock,
+    ms: the next micro-batch's read keeps the interval and waits for the pay-back instead of being refused).
 
     Process-wide (one entry per stream and shard, shared by the reads of successive micro-batches in a reused
     Python worker, and by the read-ahead thread): a batch's first call then needs no small probing ``Limit``.
@@ -77,21 +79,36 @@ class RecordSizes:
 
     def __init__(self) -> None:
         self._sizes: dict[tuple[str, str], float] = {}
+        self._paid_ms: dict[tuple[str, str], int] = {}
+        self._called_ms: dict[tuple[str, str], int] = {}
 
-    def get(self, shard: tuple[str, str]) -> float | None:
+    def size(self, shard: tuple[str, str]) -> float | None:
         return self._sizes.get(shard)
 
-    def learn(self, shard: tuple[str, str], records: int, nbytes: int) -> None:
-        """An answer of ``records`` records and ``nbytes`` bytes came for ``shard`` (empty answers teach nothing)."""
-        if records <= 0:
-            return
-        size, before = nbytes / records, self._sizes.get(shard)
-        if before is None and len(self._sizes) >= self.MAX_SHARDS:
+    def paid_ms(self, shard: tuple[str, str]) -> int | None:
+        return self._paid_ms.get(shard)
+
+    def called_ms(self, shard: tuple[str, str]) -> int | None:
+        return self._called_ms.get(shard)
+
+    def called(self, shard: tuple[str, str], at_ms: int) -> None:
+        """A GetRecords on ``shard`` started at ``at_ms``."""
+        self._called_ms[shard] = max(at_ms, self._called_ms.get(shard, at_ms))
+
+    def learn(self, shard: tuple[str, str], records: int, nbytes: int, paid_ms: int) -> None:
+        """An answer of ``records`` records and ``nbytes`` bytes came for ``shard``, paid back at ``paid_ms``
+        (empty answers teach no size)."""
+        if shard not in self._paid_ms and len(self._paid_ms) >= self.MAX_SHARDS:
             self._sizes.clear()
-        self._sizes[shard] = size if before is None else (before + size) / 2
+            self._paid_ms.clear()
+            self._called_ms.clear()
+        self._paid_ms[shard] = max(paid_ms, self._paid_ms.get(shard, paid_ms))
+        if records > 0:
+            size, before = nbytes / records, self._sizes.get(shard)
+            self._sizes[shard] = size if before is None else (before + size) / 2
 
 
-RECORD_SIZES = RecordSizes()
+SHARD_MEMORY = ShardMemory()
 
 
 def sized_limit(budget_bytes: float, record_bytes: float | None, first: int, cap: int) -> int:
@@ -131,10 +148,17 @@ class CallPacer:
             self.sleep(left)
         self._last_start = self.clock()
 
-    def charge(self, nbytes: int, rate: float = SHARD_READ_BYTES_PER_S) -> None:
+    def charge(self, nbytes: int, rate: float = SHARD_READ_BYTES_PER_S) -> float:
         """An answer of ``nbytes`` just came: Kinesis refuses the shard's next GetRecords until the shard's read
-        quota has paid it back (after a 10 MiB answer, 5 s), so the next call waits that long (``wait``)."""
-        self._paid_at = max(self._paid_at, self.clock()) + nbytes / rate
+        quota has paid it back (after a 10 MiB answer, 5 s), so the next call waits that long (``wait``).
+        Returns the seconds from now until then."""
+        now = self.clock()
+        self._paid_at = max(self._paid_at, now) + nbytes / rate
+        return self._paid_at - now
+
+    def paid_in(self, seconds: float) -> None:
+        """Another read's answers on the shard are paid back ``seconds`` from now: the next call waits for it."""
+        self._paid_at = max(self._paid_at, self.clock() + seconds)
 
     def started_at(self, when: float) -> None:
         """A call on the shard started at ``when`` (this pacer's clock) elsewhere: the next waits from there."""
@@ -193,7 +217,7 @@ class GetRecordsTransport:
         self.settings = settings
         self.pacer = CallPacer(settings.fetch_interval_s)
         self.backoff = ReadBackoff(settings.fetch_interval_s, settings.records_per_call)
-        self.sizes = RECORD_SIZES  # the shard's record size, for each call's Limit
+        self.memory = SHARD_MEMORY  # the shard's record size (each call's Limit) and its earlier reads' pay-back
         self._shard = (context.stream_name, context.shard_id)
         self.handoff = handoff  # an iterator someone already holds, used when a read starts at its position
         self.refused_calls = 0  # calls Kinesis refused for the shard's quota (GetRecords, GetShardIterator)
@@ -208,6 +232,7 @@ class GetRecordsTransport:
         handed = handoff is not None  # the first call's iterator came from elsewhere: Kinesis may refuse it
         if handoff is not None:  # it came from a call on this shard: the first call keeps the interval after it
             self.pacer.started_at(self.pacer.clock() - max(0.0, (now_ms() - handoff.at_ms) / 1000.0))
+        self._after_earlier_reads()
         ahead: Future[Page | None] | None = None  # the next page, asked while the caller works on this one
         pool: ThreadPoolExecutor | None = None
         try:
@@ -231,6 +256,15 @@ class GetRecordsTransport:
             if pool is not None:  # a call still under way finishes on its own; its page is not needed
                 pool.shutdown(wait=False, cancel_futures=True)
 
+    def _after_earlier_reads(self) -> None:
+        """This process read the shard before (an earlier micro-batch): keep the interval after its last call and
+        wait until its answers are paid back."""
+        called_ms, paid_ms, now = self.memory.called_ms(self._shard), self.memory.paid_ms(self._shard), now_ms()
+        if called_ms is not None:
+            self.pacer.started_at(self.pacer.clock() - max(0.0, (now - called_ms) / 1000.0))
+        if paid_ms is not None and paid_ms > now:
+            self.pacer.paid_in((paid_ms - now) / 1000.0)
+
     def _read_ahead_limit(self, page: Page, wanted: int | None) -> int | None:
         """The ``Limit`` of the call to make ahead of the caller after ``page``, or None for no call: at the shard's
         end or tip, or when the page holds all the range still wants."""
@@ -247,6 +281,7 @@ class GetRecordsTransport:
         while True:
             self.pacer.wait()
             self.last_call_ms = now_ms()
+            self.memory.called(self._shard, self.last_call_ms)
             try:
                 page = self._get_records(iterator, wanted, handed)
             except ClientError as exc:
@@ -255,8 +290,8 @@ class GetRecordsTransport:
                 self._refused()
                 continue
             if page is not None:
-                self.pacer.charge(page.kinesis_bytes)
-                self.sizes.learn(self._shard, page.kinesis_records, page.kinesis_bytes)
+                paid_ms = now_ms() + round(1000 * self.pacer.charge(page.kinesis_bytes))
+                self.memory.learn(self._shard, page.kinesis_records, page.kinesis_bytes, paid_ms)
             self.backoff.got_through()
             self.pacer.interval_s = self.backoff.interval_s
             return page
@@ -265,7 +300,7 @@ class GetRecordsTransport:
         """The next call's ``Limit`` by bytes: the records of the shard's known size that fit in one call's budget."""
         settings = self.settings
         first = settings.records_per_call if settings.first_call_limit is None else settings.first_call_limit
-        size = self.sizes.get(self._shard)
+        size = self.memory.size(self._shard)
         return sized_limit(settings.call_budget_bytes, size, first, settings.records_per_call)
 
     def _refused(self) -> None:
