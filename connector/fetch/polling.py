@@ -3,8 +3,10 @@
 Who calls it: the source's ``read()`` (executors), the batch reader, and the planner when it completes an unread
 shard (driver). It implements ``fetch.range.ShardTransport``: the range rules (``fetch.range.ShardRange``) decide
 which rows count and when to stop; this module only talks to Kinesis: it opens an iterator at a position, sizes
-each call's ``Limit`` to what the range still wants, starts calls at least ``fetch_interval_s`` apart (Kinesis
-allows 5 GetRecords per second per shard; a call that itself took that long is followed at once), decodes the raw
+each call's ``Limit`` to what the range still wants and to the shard's byte budget of one call interval
+(``sized_limit``: 2 MiB/s per shard, by the record size of the shard's earlier answers, ``ShardMemory``), starts
+calls at least ``fetch_interval_s`` apart (Kinesis allows 5 GetRecords per second per shard; a call that itself
+took that long is followed at once) and not before the shard has paid back the last answer, decodes the raw
 answer body (``decode.decode_get_records``, the fast path), and re-opens after the last record it delivered when
 an iterator expires. A read handed an iterator at its start (``ShardTask.handoff``: the shard's last read or probe
 ended there) starts with GetRecords; if Kinesis refuses it, it opens a new one at the same position.
