@@ -132,6 +132,7 @@ class Page:
     arrivals_us: list[int | None] = field(default_factory=list)
     record_ends: list[bool] = field(default_factory=list)
     kinesis_records: int = 0
+    kinesis_bytes: int = 0  # what the answer's records count against the shard's read quota (data + partition keys)
     last_sequence: str | None = None
     dropped_out_of_range: int = 0
     next_iterator: str | None = None
@@ -204,6 +205,7 @@ def _records_page(
     """The Page of an answer's ``Records`` (GetRecords answer or SubscribeToShardEvent: same record shape)."""
     page = Page(
         kinesis_records=len(records),
+        kinesis_bytes=sum(len(record.Data) + len(record.PartitionKey.encode()) for record in records),
         last_sequence=records[-1].SequenceNumber if records else None,
         next_iterator=continuation,
         millis_behind_latest=millis_behind,

@@ -16,10 +16,12 @@ ContinuationSequenceNumber; None means the shard has ended (the generator then f
 What it hides from the caller:
 - A subscription lasts about 5 minutes, then AWS ends the event stream: the next one starts AFTER the last
   ContinuationSequenceNumber, at once.
+- SubscribeToShard calls of one consumer and shard start at least a second apart in this process
+  (``SubscribePacer``), as Kinesis allows.
 - Recoverable errors (ResourceInUseException while a previous subscription to the shard is open, for up to 5 s;
   LimitExceededException; read timeouts; dropped connections; 5xx) resubscribe from the same place with jittered
-  backoff, up to ``retry.max_retries`` failures in a row; then ``SubscriptionError`` names the shard, the consumer
-  and the last error.
+  backoff (and the pacer's second), up to ``retry.max_retries`` failures in a row; then ``SubscriptionError`` names
+  the shard, the consumer and the last error.
 - Where a subscription cannot start: a trimmed or foreign sequence number raises ``PositionGoneError``, a missing
   shard ``ShardGoneError`` (as ``fetch.iterators`` does for GetShardIterator; the range applies
   ``kinesis.failOnDataLoss``); an AT_TIMESTAMP a few milliseconds in Kinesis' future (the driver's clock is
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, suppress
@@ -70,6 +73,39 @@ INITIAL_RESPONSE = bytes.fromhex(
 RECOVERABLE_CODES = frozenset({"ResourceInUseException", "LimitExceededException"})
 _HOOK_ID = f"{__name__}.keep-raw-event-stream"
 _READ_SIZE = 65536
+SUBSCRIBE_INTERVAL_S = 1.0  # Kinesis takes 1 SubscribeToShard per second per consumer and shard
+
+
+class SubscribePacer:
+    """Keeps this process's SubscribeToShard calls of one consumer and shard at least ``interval_s`` apart, whoever
+    makes them (the broker's pump, a task reading direct, a resubscription after an error or the 5-minute end):
+    a faster call would only be refused (LimitExceededException). Process-wide: ``SUBSCRIBE_PACER``."""
+
+    def __init__(self, interval_s: float = SUBSCRIBE_INTERVAL_S):
+        self.interval_s = interval_s
+        self._lock = threading.Lock()
+        self._next: dict[tuple[str, str], float] = {}  # (consumer ARN, shard id) -> earliest next call (monotonic)
+
+    def wait(self, consumer_arn: str, shard_id: str) -> None:
+        """Call right before a SubscribeToShard: waits until a second has passed since the last one of the same
+        consumer and shard, and books the next slot (so two threads asking at once go a second apart)."""
+        key = (consumer_arn, shard_id)
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next.get(key, now))
+            self._next[key] = start + self.interval_s
+        if start > now:
+            time.sleep(start - now)
+
+    def answered(self, consumer_arn: str, shard_id: str) -> None:
+        """Call when the SubscribeToShard (booked by ``wait``) answered or failed: the next waits a second from
+        now. Kinesis saw the call somewhere between its start and now, so a second from the start is not enough."""
+        key = (consumer_arn, shard_id)
+        with self._lock:
+            self._next[key] = max(self._next.get(key, 0.0), time.monotonic() + self.interval_s)
+
+
+SUBSCRIBE_PACER = SubscribePacer()
 
 
 class SubscriptionError(RuntimeError):
@@ -240,12 +276,16 @@ class ShardSubscriber:
 
     def _subscription(self, position: Position) -> Iterator[Page]:
         """One SubscribeToShard call's events as Pages; its stream is closed however iteration ends."""
+        SUBSCRIBE_PACER.wait(self.consumer_arn, self.context.shard_id)
         self.calls += 1
-        answer = self.kinesis.subscribe_to_shard(
-            ConsumerARN=self.consumer_arn,
-            ShardId=self.context.shard_id,
-            StartingPosition=starting_position(position),
-        )
+        try:
+            answer = self.kinesis.subscribe_to_shard(
+                ConsumerARN=self.consumer_arn,
+                ShardId=self.context.shard_id,
+                StartingPosition=starting_position(position),
+            )
+        finally:
+            SUBSCRIBE_PACER.answered(self.consumer_arn, self.context.shard_id)
         raw = self._raw = answer[RAW_EVENT_STREAM]
         try:
             buffer = EventStreamBuffer()

@@ -3,8 +3,10 @@
 Who calls it: the source's ``read()`` (executors), the batch reader, and the planner when it completes an unread
 shard (driver). It implements ``fetch.range.ShardTransport``: the range rules (``fetch.range.ShardRange``) decide
 which rows count and when to stop; this module only talks to Kinesis: it opens an iterator at a position, sizes
-each call's ``Limit`` to what the range still wants, starts calls at least ``fetch_interval_s`` apart (Kinesis
-allows 5 GetRecords per second per shard; a call that itself took that long is followed at once), decodes the raw
+each call's ``Limit`` to what the range still wants and to the shard's byte budget of one call interval
+(``sized_limit``: 2 MiB/s per shard, by the record size of the shard's earlier answers, ``ShardMemory``), starts
+calls at least ``fetch_interval_s`` apart (Kinesis allows 5 GetRecords per second per shard; a call that itself
+took that long is followed at once) and not before the shard has paid back the last answer, decodes the raw
 answer body (``decode.decode_get_records``, the fast path), and re-opens after the last record it delivered when
 an iterator expires. A read handed an iterator at its start (``ShardTask.handoff``: the shard's last read or probe
 ended there) starts with GetRecords; if Kinesis refuses it, it opens a new one at the same position.
@@ -28,6 +30,7 @@ to the driver, which reports them.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -43,13 +46,79 @@ from ..retry import RetriesExhaustedError, RetryPolicy, is_throttled
 from .decode import Page, ShardContext, decode_get_records
 from .iterators import Handoff, open_iterator, refused_iterator
 
+SHARD_READ_BYTES_PER_S = 2 * 1024 * 1024  # GetRecords bytes per second per shard, shared by its readers (AWS)
+MIN_BUDGET_INTERVAL_S = 0.2  # a call's byte budget is at least a fifth of a second's: 5 calls a second per shard
+FIRST_CALL_LIMIT = 10  # Limit of a shard's first call while its record size is unknown (options' Limit not set)
+NEGLIGIBLE_WAIT_S = 0.001  # a pay-back wait shorter than this is not worth a sleep
+
 
 @dataclass(frozen=True)
 class PollingSettings:
-    """How the GetRecords transport asks: records per call (``Limit``) and the pause between calls."""
+    """How the GetRecords transport asks: records per call (``Limit``, at most), the pause between calls, and the
+    ``Limit`` of a shard's first call before its record size is known (None: ``records_per_call``)."""
 
     records_per_call: int = 10000
     fetch_interval_s: float = 0.2  # between the starts of two calls on one shard
+    first_call_limit: int | None = None
+
+    @property
+    def call_budget_bytes(self) -> float:
+        """The bytes one answer may hold: the shard's read quota for one call interval (at least 0.2 s)."""
+        return SHARD_READ_BYTES_PER_S * max(self.fetch_interval_s, MIN_BUDGET_INTERVAL_S)
+
+
+class ShardMemory:
+    """What this process's reads of a shard learnt for the next read of it: the mean size of its records (for
+    sizing ``Limit``), when their last call started and when the shard has paid back their answers (wall clock,
+    ms: the next micro-batch's read keeps the interval and waits for the pay-back instead of being refused).
+
+    Process-wide (one entry per stream and shard, shared by the reads of successive micro-batches in a reused
+    Python worker, and by the read-ahead thread): a batch's first call then needs no small probing ``Limit``.
+    Each answer weighs as much as the history before it, so a change of record size is followed within a few
+    answers."""
+
+    MAX_SHARDS = 10_000  # forget everything beyond this many shards (reshards over a long run)
+
+    def __init__(self) -> None:
+        self._sizes: dict[tuple[str, str], float] = {}
+        self._paid_ms: dict[tuple[str, str], int] = {}
+        self._called_ms: dict[tuple[str, str], int] = {}
+
+    def size(self, shard: tuple[str, str]) -> float | None:
+        return self._sizes.get(shard)
+
+    def paid_ms(self, shard: tuple[str, str]) -> int | None:
+        return self._paid_ms.get(shard)
+
+    def called_ms(self, shard: tuple[str, str]) -> int | None:
+        return self._called_ms.get(shard)
+
+    def called(self, shard: tuple[str, str], at_ms: int) -> None:
+        """A GetRecords on ``shard`` started at ``at_ms``."""
+        self._called_ms[shard] = max(at_ms, self._called_ms.get(shard, at_ms))
+
+    def learn(self, shard: tuple[str, str], records: int, nbytes: int, paid_ms: int) -> None:
+        """An answer of ``records`` records and ``nbytes`` bytes came for ``shard``, paid back at ``paid_ms``
+        (empty answers teach no size)."""
+        if shard not in self._paid_ms and len(self._paid_ms) >= self.MAX_SHARDS:
+            self._sizes.clear()
+            self._paid_ms.clear()
+            self._called_ms.clear()
+        self._paid_ms[shard] = max(paid_ms, self._paid_ms.get(shard, paid_ms))
+        if records > 0:
+            size, before = nbytes / records, self._sizes.get(shard)
+            self._sizes[shard] = size if before is None else (before + size) / 2
+
+
+SHARD_MEMORY = ShardMemory()
+
+
+def sized_limit(budget_bytes: float, record_bytes: float | None, first: int, cap: int) -> int:
+    """``Limit`` for one call: as many records of ``record_bytes`` as fit in ``budget_bytes`` (``first`` while the
+    size is unknown), never below 1 nor above ``cap`` (the options' Limit, at most AWS's 10,000)."""
+    if record_bytes is None:
+        return max(1, min(first, cap))
+    return max(1, min(cap, int(budget_bytes // max(record_bytes, 1.0))))
 
 
 class CallPacer:
@@ -66,14 +135,32 @@ class CallPacer:
         self.clock = clock
         self.sleep = sleep
         self._last_start: float | None = None
+        self._paid_at = -math.inf  # when the shard has paid back the bytes of the answers charged so far
 
     def wait(self) -> None:
-        """Call right before a call: waits out the rest of the interval, then marks the call's start."""
+        """Call right before a call: waits out the rest of the interval and of the pay-back of the answers so far
+        (``charge``), then marks the call's start."""
+        now = self.clock()
+        left = 0.0
         if self._last_start is not None and self.interval_s > 0:
-            left = self._last_start + self.interval_s - self.clock()
-            if left > 0:
-                self.sleep(left)
+            left = self._last_start + self.interval_s - now
+        paying = self._paid_at - now
+        left = max(left, paying if paying >= NEGLIGIBLE_WAIT_S else 0.0)
+        if left > 0:
+            self.sleep(left)
         self._last_start = self.clock()
+
+    def charge(self, nbytes: int, rate: float = SHARD_READ_BYTES_PER_S) -> float:
+        """An answer of ``nbytes`` just came: Kinesis refuses the shard's next GetRecords until the shard's read
+        quota has paid it back (after a 10 MiB answer, 5 s), so the next call waits that long (``wait``).
+        Returns the seconds from now until then."""
+        now = self.clock()
+        self._paid_at = max(self._paid_at, now) + nbytes / rate
+        return self._paid_at - now
+
+    def paid_in(self, seconds: float) -> None:
+        """Another read's answers on the shard are paid back ``seconds`` from now: the next call waits for it."""
+        self._paid_at = max(self._paid_at, self.clock() + seconds)
 
     def started_at(self, when: float) -> None:
         """A call on the shard started at ``when`` (this pacer's clock) elsewhere: the next waits from there."""
@@ -132,6 +219,8 @@ class GetRecordsTransport:
         self.settings = settings
         self.pacer = CallPacer(settings.fetch_interval_s)
         self.backoff = ReadBackoff(settings.fetch_interval_s, settings.records_per_call)
+        self.memory = SHARD_MEMORY  # the shard's record size (each call's Limit) and its earlier reads' pay-back
+        self._shard = (context.stream_name, context.shard_id)
         self.handoff = handoff  # an iterator someone already holds, used when a read starts at its position
         self.refused_calls = 0  # calls Kinesis refused for the shard's quota (GetRecords, GetShardIterator)
         self.last_call_ms: int | None = None  # when the last GetRecords started (wall clock, for the next batch)
@@ -145,6 +234,7 @@ class GetRecordsTransport:
         handed = handoff is not None  # the first call's iterator came from elsewhere: Kinesis may refuse it
         if handoff is not None:  # it came from a call on this shard: the first call keeps the interval after it
             self.pacer.started_at(self.pacer.clock() - max(0.0, (now_ms() - handoff.at_ms) / 1000.0))
+        self._after_earlier_reads()
         ahead: Future[Page | None] | None = None  # the next page, asked while the caller works on this one
         pool: ThreadPoolExecutor | None = None
         try:
@@ -168,6 +258,15 @@ class GetRecordsTransport:
             if pool is not None:  # a call still under way finishes on its own; its page is not needed
                 pool.shutdown(wait=False, cancel_futures=True)
 
+    def _after_earlier_reads(self) -> None:
+        """This process read the shard before (an earlier micro-batch): keep the interval after its last call and
+        wait until its answers are paid back."""
+        called_ms, paid_ms, now = self.memory.called_ms(self._shard), self.memory.paid_ms(self._shard), now_ms()
+        if called_ms is not None:
+            self.pacer.started_at(self.pacer.clock() - max(0.0, (now - called_ms) / 1000.0))
+        if paid_ms is not None and paid_ms > now:
+            self.pacer.paid_in((paid_ms - now) / 1000.0)
+
     def _read_ahead_limit(self, page: Page, wanted: int | None) -> int | None:
         """The ``Limit`` of the call to make ahead of the caller after ``page``, or None for no call: at the shard's
         end or tip, or when the page holds all the range still wants."""
@@ -184,6 +283,7 @@ class GetRecordsTransport:
         while True:
             self.pacer.wait()
             self.last_call_ms = now_ms()
+            self.memory.called(self._shard, self.last_call_ms)
             try:
                 page = self._get_records(iterator, wanted, handed)
             except ClientError as exc:
@@ -191,9 +291,19 @@ class GetRecordsTransport:
                     raise
                 self._refused()
                 continue
+            if page is not None:
+                paid_ms = now_ms() + round(1000 * self.pacer.charge(page.kinesis_bytes))
+                self.memory.learn(self._shard, page.kinesis_records, page.kinesis_bytes, paid_ms)
             self.backoff.got_through()
             self.pacer.interval_s = self.backoff.interval_s
             return page
+
+    def sized_limit(self) -> int:
+        """The next call's ``Limit`` by bytes: the records of the shard's known size that fit in one call's budget."""
+        settings = self.settings
+        first = settings.records_per_call if settings.first_call_limit is None else settings.first_call_limit
+        size = self.memory.size(self._shard)
+        return sized_limit(settings.call_budget_bytes, size, first, settings.records_per_call)
 
     def _refused(self) -> None:
         self.refused_calls += 1
@@ -216,7 +326,8 @@ class GetRecordsTransport:
     def _get_records(self, iterator: str, wanted: int | None, handed: bool = False) -> Page | None:
         """One GetRecords answer, decoded; None when the iterator expired (or, ``handed``, was refused). A quota
         refusal is raised (``_paced_call`` backs off)."""
-        limit = self.backoff.limit if wanted is None else min(self.backoff.limit, wanted)
+        limit = min(self.backoff.limit, self.sized_limit())
+        limit = limit if wanted is None else min(limit, wanted)
         try:
             answer = self.retry.call(
                 self.kinesis.get_records,

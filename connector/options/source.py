@@ -186,7 +186,10 @@ RECORDS_PER_FETCH = add(
         "kinesis.getRecords.numberOfRecordsPerFetch",
         integer(1, 10000),
         10000,
-        "`Limit` of one GetRecords call.",
+        "Most records one GetRecords call asks for (its `Limit`, at most AWS's 10,000). Each call asks for as many "
+        "records as fit in the shard's 2 MiB/s for one `kinesis.getRecords.fetchIntervalMs` (at least 0.2 s), by the "
+        "record size of the shard's earlier answers, and at most this; while the size is not known yet, 10, or this "
+        "value when it is set.",
         Side.SOURCE,
         unit="records",
     )

@@ -18,7 +18,7 @@ from ..aws.clients import kinesis_reader_client
 from ..aws.settings import ClientSettings, retry_policy
 from ..fetch.decode import ShardContext
 from ..fetch.efo_client import BrokeredSubscriber
-from ..fetch.polling import GetRecordsTransport, PollingSettings
+from ..fetch.polling import FIRST_CALL_LIMIT, GetRecordsTransport, PollingSettings
 from ..fetch.range import FetchLimits, ShardRange, ShardTask, ShardTransport
 from ..fetch.reads import ShardRead
 from ..metadata import open_store
@@ -149,6 +149,7 @@ class SourceSettings:
     describe_shard_interval_s: float
     fail_on_data_loss: bool
     records_per_fetch: int
+    records_per_fetch_given: bool  # kinesis.getRecords.numberOfRecordsPerFetch was set: also a shard's first Limit
     fetch_interval_s: float
     probe_interval_s: float
     probe_threads: int
@@ -182,6 +183,7 @@ class SourceSettings:
             describe_shard_interval_s=parsed[opts.DESCRIBE_SHARD_INTERVAL.key],
             fail_on_data_loss=parsed[opts.FAIL_ON_DATA_LOSS.key],
             records_per_fetch=parsed[opts.RECORDS_PER_FETCH.key],
+            records_per_fetch_given=parsed.is_set(opts.RECORDS_PER_FETCH.key),
             fetch_interval_s=parsed[opts.FETCH_INTERVAL_MS.key] / 1000.0,
             probe_interval_s=parsed[opts.PROBE_INTERVAL_MS.key] / 1000.0,
             probe_threads=parsed[opts.CHECK_NEW_RECORD_THREADS.key],
@@ -244,7 +246,8 @@ class SourceSettings:
             return BrokeredSubscriber(
                 self.client, efo.subscribe_timeout_s, retry, consumer_arn, efo.consumer_name, context, efo.broker_secret
             )
-        polling = PollingSettings(self.records_per_fetch, self.fetch_interval_s)
+        first = None if self.records_per_fetch_given else FIRST_CALL_LIMIT  # see PollingSettings
+        polling = PollingSettings(self.records_per_fetch, self.fetch_interval_s, first)
         return GetRecordsTransport(kinesis, context, self.client.retry, polling, task.handoff)
 
     def shard_reader(

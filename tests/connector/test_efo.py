@@ -18,6 +18,8 @@ from connector.positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, AT_TI
 from connector.retry import RetryPolicy
 from localaws import LocalServer, aws_client
 from localaws.fault_proxy import FaultProxy, Faults, encode_event
+from localaws.quota_model import CALLS, IN_USE
+from localaws.quota_proxy import QuotaProxy
 from localaws.streams import list_shard_ids, put_records
 
 SHARD0 = "shardId-000000000000"
@@ -262,6 +264,24 @@ def test_retries_run_out_naming_shard_consumer_and_error(kinesis_mock: LocalServ
     message = str(info.value)
     assert SHARD0 in message and consumer.name in message and "ResourceInUseException" in message
     assert proxy.calls["SubscribeToShard"] == 3
+
+
+@pytest.mark.slow
+def test_subscriptions_of_a_consumer_and_shard_start_at_most_once_a_second(
+    kinesis_mock: LocalServer, efo, quota_proxy_mock: QuotaProxy
+) -> None:
+    """A task reads a shard and stops, the next (another subscriber of the same consumer and shard: the next batch,
+    or a task moved) subscribes at once with a retry policy that would ask again within milliseconds: behind AWS's
+    quotas no call is refused for the once-a-second rate (LimitExceededException), only for the 5 s in use."""
+    stream, consumer = efo
+    sequences = _put(kinesis_mock, stream, [b"a", b"b", b"c"])
+    eager = RetryPolicy(max_retries=30, initial_interval_ms=10, max_interval_ms=20)
+    for _ in range(2):
+        sub = subscriber(quota_proxy_mock.endpoint_url, consumer, stream, SHARD0, retry=eager)
+        assert [row[2] for row in rows(read_to_tip(sub, Position(TRIM_HORIZON)))] == sequences
+    subscribes = quota_proxy_mock.report().tally(stream=stream, action="SubscribeToShard")
+    assert subscribes.refusals[IN_USE] >= 1  # the second subscriber asked again and again while the first was in use
+    assert subscribes.refusals[CALLS] == 0, subscribes  # ... never two calls within a second
 
 
 def test_a_stream_that_keeps_ending_at_once_fails_instead_of_looping(kinesis_mock: LocalServer, efo) -> None:

@@ -13,8 +13,10 @@ from source_util import client_settings, payloads, put_numbered, read_all, reade
 from test_polling_transport import INTERVAL_S, SimulatedClock, _read_range, _reader_client, _shard_with
 
 from connector.aws.clients import kinesis_reader_client
+from connector.fetch.decode import Page, ShardContext
 from connector.fetch.iterators import Handoff
 from connector.fetch.polling import (
+    FIRST_CALL_LIMIT,
     MIN_BACKOFF_S,
     MIN_LIMIT,
     RECOVER_AFTER,
@@ -22,14 +24,18 @@ from connector.fetch.polling import (
     GetRecordsTransport,
     PollingSettings,
     ReadBackoff,
+    sized_limit,
 )
+from connector.fetch.range import FetchLimits, ShardRange, ShardTask
 from connector.fetch.reads import STOP_CAUGHT_UP
 from connector.metrics import progress_metrics
 from connector.positions import TRIM_HORIZON, Position, shard_key
 from connector.retry import RetryPolicy
+from connector.shards import list_shards
 from localaws import LocalServer
 from localaws.quota_model import Quotas
 from localaws.quota_proxy import QuotaProxy
+from localaws.streams import put_records
 
 NO_RETRIES = RetryPolicy(max_retries=0, initial_interval_ms=1, max_interval_ms=1)  # a refusal is never retried here
 ONE_CALL_A_SECOND = Quotas(get_records_calls=1)
@@ -72,6 +78,61 @@ def test_a_read_refused_for_the_quota_backs_off_and_reads_every_record(
     assert reads.refused >= 1 and result.refused_calls == transport.refused_calls == reads.refused
     assert reads.refused <= reads.calls - reads.refused  # no busy retries: after each refusal, a call got through
     assert result.to_json()["refusedCalls"] == reads.refused
+
+
+def test_limit_is_what_fits_the_byte_budget_of_one_call_between_1_and_the_options_limit() -> None:
+    budget = 400 * 1024  # 2 MiB/s for 200 ms
+    assert sized_limit(budget, 25 * 1024, FIRST_CALL_LIMIT, 10000) == 16
+    assert sized_limit(budget, 100, FIRST_CALL_LIMIT, 10000) == 4096
+    assert sized_limit(budget, 10, FIRST_CALL_LIMIT, 10000) == 10000  # never above AWS's (or the user's) Limit
+    assert sized_limit(budget, 10, FIRST_CALL_LIMIT, 500) == 500
+    assert sized_limit(budget, 1024 * 1024, FIRST_CALL_LIMIT, 10000) == 1  # one record bigger than the budget
+    assert sized_limit(budget, None, FIRST_CALL_LIMIT, 10000) == FIRST_CALL_LIMIT  # size unknown: the first call
+    assert sized_limit(budget, None, FIRST_CALL_LIMIT, 3) == 3
+
+
+def _read_answers(transport: GetRecordsTransport, context: ShardContext, start: Position, limits: FetchLimits):
+    """The rows of one range read, the bytes of each answer it took, and its result."""
+    task = ShardTask(context.stream_name, context.shard_id, context.starting_hash_key, context.ending_hash_key, start)
+    shard_range = ShardRange(task, limits, context)
+    rows: list[str] = []
+    pages: list[Page] = []
+    for page, first, stop in shard_range.slices(transport):
+        rows += page.sequences[first:stop]
+        if not pages or pages[-1] is not page:
+            pages.append(page)
+    assert shard_range.result is not None
+    return rows, [page.kinesis_bytes for page in pages], shard_range.result
+
+
+@pytest.mark.slow
+def test_a_backlog_is_read_within_the_byte_quota_without_refusals(kinesalite: LocalServer, lite_stream) -> None:
+    """AWS's quotas (2 MiB/s per shard, paid back before the next call): a 3 MiB backlog of 25 KiB records is read
+    to the end by two reads in a row (two micro-batches), each answer within the byte budget of one call interval
+    (+ one record), the second read waiting for the first's answers to be paid back: almost never refused."""
+    stream = lite_stream(shards=1)
+    setup = kinesalite.client("kinesis")
+    size, count = 25 * 1024, 120
+    sequences: list[str] = []
+    for first in range(0, count, 40):  # PutRecords takes at most 5 MiB a call
+        batch = [(bytes([i % 256]) * (size - 4), f"k{i:03d}") for i in range(first, first + 40)]
+        sequences += [entry["SequenceNumber"] for entry in put_records(setup, stream, batch)]
+    shard = list_shards(setup, stream)[0]
+    context = ShardContext(stream, shard.shard_id, shard.starting_hash_key, shard.ending_hash_key)
+    settings = PollingSettings(10000, INTERVAL_S, FIRST_CALL_LIMIT)  # the source's defaults
+    with QuotaProxy(kinesalite.endpoint_url, Quotas()) as proxy:
+        kinesis = kinesis_reader_client(client_settings(proxy))
+        first = GetRecordsTransport(kinesis, context, NO_RETRIES, settings)
+        rows, answers, result = _read_answers(first, context, Position(TRIM_HORIZON), FetchLimits(max_records=50))
+        second = GetRecordsTransport(kinesis, context, NO_RETRIES, settings)  # the next batch's, at once
+        more, later, result = _read_answers(second, context, result.next_start(), FetchLimits())
+        reads = proxy.report().tally(stream=stream, action="GetRecords")
+    assert rows + more == sequences and result.stop == STOP_CAUGHT_UP
+    answers += later
+    assert reads.bytes == sum(answers) == count * size  # the proxy counted what the pages say
+    assert max(answers) <= settings.call_budget_bytes + size, answers
+    assert len(answers) >= count * size // settings.call_budget_bytes  # many answers, not one big one
+    assert reads.refused <= 0.02 * reads.calls and first.refused_calls + second.refused_calls == reads.refused
 
 
 def test_a_read_handed_an_iterator_waits_an_interval_after_the_call_that_got_it(
