@@ -43,7 +43,7 @@ def test_wheel_holds_the_library_and_nothing_of_the_monorepo(wheel: Path) -> Non
     assert "Name: pyspark-aws-kinesis" in metadata and "License-Expression: Apache-2.0" in metadata
     required = [line.split(": ", 1)[1] for line in metadata.splitlines() if line.startswith("Requires-Dist: ")]
     runtime = sorted(r for r in required if "extra ==" not in r)
-    declared = ["boto3>=1.35.16", "botocore>=1.35.16", "pyarrow>=15.0", "aws-kinesis-agg>=1.2.3", "protobuf>=5.26.1"]
+    declared = ["boto3>=1.35.16", "botocore>=1.35.16", "pyarrow>=15.0", "aws-kinesis-agg>=1.2.3", "protobuf>=5.28.3"]
     assert runtime == sorted([*declared, "six>=1.16", "msgspec>=0.19"])
     assert not any(r.startswith("pyspark") for r in runtime), "the cluster provides pyspark: only the extra adds it"
     assert 'pyspark>=4.0.2; extra == "spark"' in required
