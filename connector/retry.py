@@ -17,27 +17,7 @@ from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
 T = TypeVar("T")
 
-# Error codes that mean "the same call may succeed later", whatever the HTTP status says.
-RETRYABLE_ERROR_CODES = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "LimitExceededException",
-        "ThrottlingException",
-        "Throttling",
-        "RequestLimitExceeded",
-        "KMSThrottlingException",
-        "InternalFailure",
-        "InternalServerError",
-        "ServiceUnavailable",
-        "ServiceUnavailableException",
-        "RequestTimeout",
-        "RequestTimeoutException",
-        "SlowDown",
-        # S3: a concurrent conditional write of the same key is in flight (409); the retry meets its result.
-        "ConditionalRequestConflict",
-    }
-)
-# Of those, the ones that mean "over a quota": waiting longer helps, asking again at once does not.
+# Over a quota: waiting longer helps, asking again at once does not.
 THROTTLING_ERROR_CODES = frozenset(
     {
         "ProvisionedThroughputExceededException",
@@ -47,6 +27,19 @@ THROTTLING_ERROR_CODES = frozenset(
         "RequestLimitExceeded",
         "KMSThrottlingException",
         "SlowDown",
+    }
+)
+# Error codes that mean "the same call may succeed later", whatever the HTTP status says: a quota, or a fault.
+RETRYABLE_ERROR_CODES = THROTTLING_ERROR_CODES | frozenset(
+    {
+        "InternalFailure",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        # S3: a concurrent conditional write of the same key is in flight (409); the retry meets its result.
+        "ConditionalRequestConflict",
     }
 )
 

@@ -178,3 +178,20 @@ def format_1_json(offset: KinesisOffset) -> str:
     if offset.pinned is not None:
         body["pinned"] = dict(offset.pinned)
     return json.dumps(body, sort_keys=True)
+
+
+def start_parquet_query(
+    spark: Any, options: dict[str, str], output: Any, checkpoint: Any, trigger: str = "100 milliseconds"
+) -> Any:
+    """Start a streaming query reading ``options`` into Parquet files at ``output``, checkpointed at
+    ``checkpoint``, on a processing-time ``trigger``."""
+    return (
+        spark.readStream.format(FORMAT)
+        .options(**options)
+        .load()
+        .writeStream.format("parquet")
+        .option("path", str(output))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime=trigger)
+        .start()
+    )

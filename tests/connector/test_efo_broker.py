@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from efo_util import active_consumer, settings, sockets_to
-from source_util import FORMAT, put_numbered, wait_for
+from source_util import put_numbered, start_parquet_query, wait_for
 from test_efo_source import efo_options
 from test_source_spark import _committed
 
@@ -322,16 +322,7 @@ def test_streaming_query_batches_share_one_subscription_and_survive_a_killed_bro
         options = efo_options(proxy, stream, tmp_path / "meta")
         output = tmp_path / "out"
         before = set(broker_pids(broker_dir()))
-        query = (
-            spark.readStream.format(FORMAT)
-            .options(**options)
-            .load()
-            .writeStream.format("parquet")
-            .option("path", str(output))
-            .option("checkpointLocation", str(tmp_path / "checkpoint"))
-            .trigger(processingTime="200 milliseconds")
-            .start()
-        )
+        query = start_parquet_query(spark, options, output, tmp_path / "checkpoint", trigger="200 milliseconds")
         try:
             produced: list[bytes] = []
 

@@ -10,13 +10,13 @@ import time
 import pytest
 from efo_util import efo_options, kinesis, subscriber
 from source_util import (
-    FORMAT,
     next_batch,
     payloads,
     put_numbered,
     read_all,
     reader,
     roundtrip,
+    start_parquet_query,
     wait_for,
 )
 from test_source_spark import _committed
@@ -115,16 +115,7 @@ def test_streaming_query_through_subscribe_to_shard_exactly_once_across_a_restar
         output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
 
         def start():
-            return (
-                spark.readStream.format(FORMAT)
-                .options(**options)
-                .load()
-                .writeStream.format("parquet")
-                .option("path", str(output))
-                .option("checkpointLocation", str(checkpoint))
-                .trigger(processingTime="200 milliseconds")
-                .start()
-            )
+            return start_parquet_query(spark, options, output, checkpoint, trigger="200 milliseconds")
 
         def committed() -> list[bytes]:
             return _committed(spark, output)

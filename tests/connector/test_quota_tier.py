@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from efo_util import efo_options
-from source_util import FORMAT, put_numbered, wait_for
+from source_util import FORMAT, put_numbered, start_parquet_query, wait_for
 from test_source_spark import _committed
 
 import generator
@@ -36,16 +36,7 @@ def _report(proxy: QuotaProxy, stream: str) -> QuotaReport:
 
 
 def _stream_query(spark, options: dict[str, str], output: Path, checkpoint: Path):
-    return (
-        spark.readStream.format(FORMAT)
-        .options(**options)
-        .load()
-        .writeStream.format("parquet")
-        .option("path", str(output))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(processingTime="500 milliseconds")
-        .start()
-    )
+    return start_parquet_query(spark, options, output, checkpoint, trigger="500 milliseconds")
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 import pyarrow.parquet as pq
 import pytest
 from efo_util import efo_options
-from source_util import FORMAT, format_1_json, records_and_a_cut, source_options, wait_for
+from source_util import FORMAT, format_1_json, records_and_a_cut, source_options, start_parquet_query, wait_for
 
 from connector.source.offsets import KinesisOffset, parse_offset
 from localaws import KINESALITE, LocalServer
@@ -100,16 +100,7 @@ def test_restart_from_checkpoint_reads_every_record_once(spark, kinesalite: Loca
     output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
 
     def start(**changed: str):
-        return (
-            spark.readStream.format(FORMAT)
-            .options(**{**options, **changed})
-            .load()
-            .writeStream.format("parquet")
-            .option("path", str(output))
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(processingTime="100 milliseconds")
-            .start()
-        )
+        return start_parquet_query(spark, {**options, **changed}, output, checkpoint)
 
     query = start()
     wait_for(lambda: len(_committed(spark, output)) >= 40, what="some batches committed")
@@ -137,16 +128,7 @@ def test_restarts_leave_a_bounded_store(spark, kinesalite: LocalServer, lite_str
     produced: list[bytes] = []
     for start in range(5):
         produced += _put(kinesalite, stream, f"s{start}", 20)  # at least 4 batches of 5
-        query = (
-            spark.readStream.format(FORMAT)
-            .options(**options)
-            .load()
-            .writeStream.format("parquet")
-            .option("path", str(output))
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(processingTime="100 milliseconds")
-            .start()
-        )
+        query = start_parquet_query(spark, options, output, checkpoint)
         try:
             expected = len(produced)
             wait_for(lambda: len(_committed(spark, output)) >= expected, what=f"every record of start {start}")  # noqa: B023

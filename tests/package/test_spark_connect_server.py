@@ -9,8 +9,11 @@ runs (pyspark 4.0.2's pip package ships the server's jar but not the script).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -73,6 +76,21 @@ def wait_for_port(port: int, server: subprocess.Popen, log: Path, timeout_s: flo
     pytest.fail(f"the Spark Connect server did not listen on {port} in {timeout_s} s:\n{log.read_text()[-4000:]}")
 
 
+def stop_group(server: subprocess.Popen) -> None:
+    """Stop the server's whole process group: the script's shell, the JVM it starts and the JVM's Python workers
+    (a SIGTERM to the script alone leaves the JVM serving)."""
+    for sig, wait_s in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, sig)
+        try:
+            server.wait(timeout=wait_s)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, signal.SIGKILL)  # what outlived the shell
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("which", list(VENVS))
 def test_a_thin_client_reads_and_writes_through_a_standalone_connect_server(
@@ -107,12 +125,7 @@ def test_a_thin_client_reads_and_writes_through_a_standalone_connect_server(
         arguments = [f"sc://127.0.0.1:{port}", json.dumps(options), sink, work]
         out = run([client_python, app, *arguments], work, timeout=420)
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_group(server)
     (line,) = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
     result = json.loads(line.removeprefix("RESULT "))
     assert result["client_has_connector"] is False, "the client must not need the connector"
