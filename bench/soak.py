@@ -56,9 +56,12 @@ from typing import Any
 import generator
 from bench import common
 from bench import soak_gauges as gauges
+from connector.aws.clients import kinesis_client
+from connector.aws.settings import ClientSettings
 from connector.fetch.efo_protocol import ENV_DIR
 from connector.kpl import deaggregate, is_aggregated
 from connector.shards import list_shards, open_shards
+from generator.deadline import CONNECT_TIMEOUT_S
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE, KINESIS_MOCK, MOTO, aws_client
 from localaws.streams import create_stream, iterate_shard, list_shard_ids, unique_name, wait_for_stream_active
 
@@ -69,6 +72,7 @@ RATE = 1000.0  # records/s into kinesalite
 # kinesis-mock stores a few hundred small records a second on this kind of host (docs/localaws.md), and with the
 # kinesis sink it takes the sink's writes too: at 1,000/s its PutRecords answers exceed the client's read timeout.
 EFO_RATE = 200.0
+SENDER_READ_TIMEOUT_S = 30.0
 REWARM_S = 120.0  # after a restart: Spark's start, the first batches, the JIT
 DRIVER_START_S = 240.0
 TEMPLATE = '{"id": "{{random.uuid}}", "country": "{{random.arrayElement(["Spain","Portugal","Finland"])}}"}'
@@ -373,6 +377,19 @@ def driver_config(args: argparse.Namespace, server: Any, aws: Any, work: Path, s
     }
 
 
+def sender_client(endpoint_url: str) -> Any:
+    """The generator's client with a patient read timeout: kinesis-mock, as its stream fills, sometimes answers a
+    PutRecords after more than the generator's 3 s (a put it then stores is still owed; see ``Tally``)."""
+    settings = ClientSettings(
+        region="us-east-1",
+        endpoint_url=endpoint_url,
+        max_pool_connections=4,
+        connect_timeout_s=CONNECT_TIMEOUT_S,
+        read_timeout_s=SENDER_READ_TIMEOUT_S,
+    )
+    return kinesis_client(settings)
+
+
 def send_in_background(source: str, server: Any, args: argparse.Namespace, sent_ids: Counter[str], sent: list[int]):
     lock = threading.Lock()
     result: dict[str, Any] = {}
@@ -389,8 +406,7 @@ def send_in_background(source: str, server: Any, args: argparse.Namespace, sent_
                 TEMPLATE,
                 rate=args.rate,
                 duration_s=args.minutes * 60,
-                endpoint_url=server.endpoint_url,
-                region="us-east-1",
+                client=sender_client(server.endpoint_url),
                 workers=2,
                 on_sent=on_sent,
             )
