@@ -9,7 +9,8 @@ stream. In one run, one after another on one SparkSession (each phase ``--second
   which stamps each row when its batch's ``collect()`` returns;
 - ours, low-latency options: the same query with the options docs/source.md recommends for latency (a
   ``--low-trigger-ms`` trigger);
-- during both, the baseline: a hand-written boto3 consumer, one thread per shard, GetRecords every 200 ms;
+- during both, the baseline: a hand-written boto3 consumer of the twin stream, one thread per shard, GetRecords
+  every 200 ms;
 - Spark's floor: a trivial Python streaming source (``InstantReader``) whose ``latestOffset`` always has new
   data and whose ``read`` returns at once the synthetic records "put" at ``--rate``/s up to that offset's time:
   the latency no Python source can beat with this trigger on this machine (same sink, same batch machinery).
@@ -21,8 +22,9 @@ delays the next trigger. The phases run in the order warm-up, floor, ours (defau
 (low-latency): the machine's load at the time touches each pair alike. Then the number of micro-batches during
 ``--idle-seconds`` without new records (target 0). Nothing here is asserted. The percentiles are drawn into
 ``--plot`` (matplotlib; "" for none). By default the readers (ours and the baseline) meet AWS's Kinesis quotas
-(``bench.common``): they share each shard's 5 GetRecords/s, and a refused baseline call waits 0.5 s; the producer
-writes to the server directly.
+(``bench.common``); the baseline reads a twin stream the producer fills with the same records at the same
+moments (two readers calling every 200 ms would share a shard's 5 GetRecords/s and measure each other's
+refusals), and a refused baseline call waits 0.5 s; the producer writes to the server directly.
 """
 
 from __future__ import annotations
@@ -48,7 +50,12 @@ SHARDS = 2
 PLOT = Path(__file__).resolve().parent / "results" / "latency.png"
 FETCH_INTERVAL_S = 0.2
 # The options docs/source.md#latency recommends (with a short processingTime trigger).
-LOW_LATENCY_OPTIONS = {"kinesis.describeShardInterval": "10s", "kinesis.shardsPerPartition": "2"}
+# docs/source.md's low-latency recipe, as a user pastes it (with a trigger of --low-trigger-ms)
+LOW_LATENCY_OPTIONS = {
+    "kinesis.probeIntervalMs": "200",
+    "kinesis.describeShardInterval": "10s",
+    "kinesis.shardsPerPartition": "2",
+}
 
 
 # --- Spark's floor: a source that knows at once which records exist and reads them instantly --------------------
@@ -103,18 +110,20 @@ class InstantSource(DataSource):
 # --- the producer and the boto3 baseline --------------------------------------------------------------------
 
 
-def produce(kinesis: Any, stream: str, rate: int, seconds: float, sent: list[int]) -> None:
-    """``rate`` records/s in 10 PutRecords calls per second; each record carries its put time (ms)."""
+def produce(kinesis: Any, streams: list[str], rate: int, seconds: float, sent: list[int]) -> None:
+    """``rate`` records/s into each of ``streams``, in 10 PutRecords calls per second each; every record carries
+    the time of its own put (ms)."""
     per_call = max(1, rate // 10)
     started = time.monotonic()
     tick = 0
     while time.monotonic() - started < seconds:
-        now_ms = time.time() * 1000
-        records = [
-            {"Data": json.dumps({"t": now_ms, "n": len(sent) + i}).encode(), "PartitionKey": f"k{len(sent) + i}"}
-            for i in range(per_call)
-        ]
-        assert kinesis.put_records(StreamName=stream, Records=records)["FailedRecordCount"] == 0
+        for stream in streams:
+            now_ms = time.time() * 1000
+            records = [
+                {"Data": json.dumps({"t": now_ms, "n": len(sent) + i}).encode(), "PartitionKey": f"k{len(sent) + i}"}
+                for i in range(per_call)
+            ]
+            assert kinesis.put_records(StreamName=stream, Records=records)["FailedRecordCount"] == 0
         sent.extend(range(per_call))
         tick += 1
         time.sleep(max(0.0, started + tick * 0.1 - time.monotonic()))
@@ -240,24 +249,27 @@ def measure_kinesis(
     spark: Any, server: Any, phase: Phase, options: dict[str, str], trigger_ms: int, args: Any
 ) -> tuple[list[float], Any, int]:
     """One phase of ours with the boto3 baseline alongside; returns the baseline's latencies and the running
-    query (stopped by the caller)."""
+    query (stopped by the caller). The baseline reads a twin stream that gets the same records at the same
+    moments: behind the quotas, two readers of one shard each calling every 200 ms would share its 5 calls a
+    second and measure each other's refusals, not their latency."""
     kinesis = server.client("kinesis")  # the baseline reads through the quotas, as ours does
-    setup = server.direct.client("kinesis")  # the stream and the producer: not what is measured
+    setup = server.direct.client("kinesis")  # the streams and the producer: not what is measured
     stream = create_stream(setup, unique_name("bench-latency"), SHARDS)
+    twin = create_stream(setup, unique_name("bench-latency-twin"), SHARDS)
     query = run_query(spark, kinesis_reader(spark, server, stream, options), phase, trigger_ms, f"/tmp/{stream}/cp")
     warm_up_query(setup, stream, phase, query)
     baseline: list[float] = []
     stop = threading.Event()
     consumers = [
-        threading.Thread(target=boto3_consumer, args=(kinesis, stream, shard, baseline, stop), daemon=True)
-        for shard in list_shard_ids(setup, stream)
+        threading.Thread(target=boto3_consumer, args=(kinesis, twin, shard, baseline, stop), daemon=True)
+        for shard in list_shard_ids(setup, twin)
     ]
     for consumer in consumers:
         consumer.start()
     time.sleep(0.5)  # the LATEST iterators are open before the first put
     phase.measuring = True
     sent: list[int] = []
-    produce(setup, stream, args.rate, args.seconds, sent)
+    produce(setup, [stream, twin], args.rate, args.seconds, sent)
     time.sleep(3)  # the last records reach both consumers
     phase.measuring = False
     stop.set()
