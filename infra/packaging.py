@@ -25,7 +25,8 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # Only the jobs ship as --py-files: the connector comes from the wheel the bootstrap action installs.
 PY_PACKAGES = ("spark_app",)
 # What `pip wheel` needs from the checkout to build the library (pyproject.toml says what goes into the wheel).
-WHEEL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "pyspark_aws_kinesis.py", "connector", "generator")
+# The packages under their import names: links in the checkout, copied as real folders.
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "pyspark_aws_kinesis", "kinesis_generator")
 PYFILES_ZIP = "pyfiles.zip"
 BOOTSTRAP_SCRIPT = "install-python-deps.sh"
 # A fixed timestamp makes the zip byte-identical for identical sources, so the CDK asset hash (and thus the
