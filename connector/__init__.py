@@ -32,7 +32,7 @@ def register(spark: Any) -> None:
     (DATA_SOURCE_ALREADY_EXISTS) where newer versions replace it. Either way the source is there: jobs that call
     this keep working on a cluster that has the wheel installed (EMR's bootstrap action).
     """
-    # Imported here so that `import connector` (e.g. for connector.options) does not import pyspark.
+    # Imported here so that `import pyspark_aws_kinesis` (e.g. for pyspark_aws_kinesis.options) does not import pyspark.
     from pyspark.errors import AnalysisException
 
     from .datasource import KinesisDataSource

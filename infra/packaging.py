@@ -145,7 +145,7 @@ aws s3 cp --only-show-errors "$WHEELHOUSE_URI" "$WORK/wheelhouse.zip"
 "$PYTHON" -m zipfile -e "$WORK/wheelhouse.zip" "$WORK/wheelhouse"
 sudo "$PYTHON" -m pip install --quiet --no-cache-dir --no-index --require-hashes \\
     --find-links "$WORK/wheelhouse" -r "$WORK/wheelhouse/{REQUIREMENTS_NAME}"
-"$PYTHON" -c 'import connector.options, connector.kpl, pyarrow, boto3'
+"$PYTHON" -c 'import pyspark_aws_kinesis.options, pyspark_aws_kinesis.kpl, pyarrow, boto3'
 """
 
 

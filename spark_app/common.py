@@ -120,7 +120,7 @@ def job_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 
 def _cloudwatch_namespace(text: str) -> str:
-    from connector.metrics import MetricsConfigError, check_config
+    from pyspark_aws_kinesis.metrics import MetricsConfigError, check_config
 
     try:
         check_config(text, {}, 1.0, 1.0)
@@ -198,20 +198,20 @@ def put_project_on_worker_path() -> None:
 
 
 def publish_metrics(spark: SparkSession, args: Any, job: str) -> Any:
-    """With ``--cloudwatch-namespace``, publish every query of ``spark`` to CloudWatch (``connector.metrics``);
+    """With ``--cloudwatch-namespace``, publish every query of ``spark`` to CloudWatch (``pyspark_aws_kinesis.metrics``);
     returns the listener, or None when the flag is off. Called by ``run_job`` before the queries start."""
     if not args.cloudwatch_namespace:
         return None
-    from connector.metrics import publish_to_cloudwatch
+    from pyspark_aws_kinesis.metrics import publish_to_cloudwatch
 
     return publish_to_cloudwatch(spark, args.cloudwatch_namespace, {"Job": job}, region=args.region)
 
 
 def register_connector(spark: SparkSession) -> None:
     """Register the ``aws-kinesis`` data source (every job calls this; registering twice is harmless)."""
-    import connector
+    import pyspark_aws_kinesis
 
-    connector.register(spark)
+    pyspark_aws_kinesis.register(spark)
 
 
 def endpoint_options(args: Any) -> dict[str, str]:

@@ -50,9 +50,9 @@ def test_zip_is_byte_identical_for_the_same_sources(tmp_path):
 
 def test_zip_is_importable_as_py_files(tmp_path):
     root = make_tree(tmp_path / "src")
-    zipped = packaging.build_pyfiles_zip(tmp_path / "out", root, packages=("connector",))
+    zipped = packaging.build_pyfiles_zip(tmp_path / "out", root, packages=("pyspark_aws_kinesis",))
     # -I: an isolated interpreter that sees only the zip (what --py-files puts on the workers' path).
-    code = f"import sys; sys.path.insert(0, {str(zipped)!r}); import connector.fetch.polling as p; print(p.Y)"
+    code = f"import sys; sys.path.insert(0, {str(zipped)!r}); import pyspark_aws_kinesis.fetch.polling as p; print(p.Y)"
     result = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "2"
 

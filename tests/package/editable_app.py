@@ -18,7 +18,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from pyspark.sql import SparkSession
 
-import connector
+import pyspark_aws_kinesis
 
 stream, endpoint, metadata = sys.argv[1:4]
 spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
@@ -32,5 +32,5 @@ rows = (
     .selectExpr("CAST(data AS STRING) AS data")
     .collect()
 )
-print("RESULT " + json.dumps({"connector": connector.__file__, "rows": sorted(row.data for row in rows)}))
+print("RESULT " + json.dumps({"connector": pyspark_aws_kinesis.__file__, "rows": sorted(row.data for row in rows)}))
 spark.stop()

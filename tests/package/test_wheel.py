@@ -47,7 +47,7 @@ def test_wheel_holds_the_library_and_nothing_of_the_monorepo(wheel: Path) -> Non
     assert runtime == sorted([*declared, "six>=1.16", "msgspec>=0.19"])
     assert not any(r.startswith("pyspark") for r in runtime), "the cluster provides pyspark: only the extra adds it"
     assert 'pyspark>=4.0.2; extra == "spark"' in required
-    assert "kinesis-generator = generator.cli:main" in entry_points
+    assert "kinesis-generator = kinesis_generator.cli:main" in entry_points
 
 
 def test_the_wheel_builds_offline_and_byte_identical(wheel: Path, tmp_path: Path) -> None:

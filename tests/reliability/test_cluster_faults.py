@@ -32,7 +32,7 @@ CHUNK = 50  # records per send while the query runs
 
 def connector_zip(out_dir: Path) -> Path:
     """The connector alone, zipped as EMR's ``--py-files`` gets it (``infra.packaging``)."""
-    return build_pyfiles_zip(out_dir, packages=("connector",))
+    return build_pyfiles_zip(out_dir, packages=("pyspark_aws_kinesis",))
 
 
 def start_app(config: dict, py_files: Path, log: Path) -> subprocess.Popen:
