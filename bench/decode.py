@@ -16,8 +16,8 @@ per second of this thread's CPU time (not wall time: the machine may be shared);
 table's baseline, i.e. the baseline's time for the same body over the row's:
 
 1. GetRecords, plain records. Baseline: botocore's JSON parser with GetRecords' output shape (what
-   ``client.get_records`` costs beyond the network). Ours: ``pyspark_aws_kinesis.fetch.decode.decode_get_records`` plus the
-   Arrow RecordBatch in the source's schema (what ``read()`` yields to Spark), and the decode alone.
+   ``client.get_records`` costs beyond the network). Ours: ``pyspark_aws_kinesis.fetch.decode.decode_get_records`` plus
+   the Arrow RecordBatch in the source's schema (what ``read()`` yields to Spark), and the decode alone.
 2. SubscribeToShardEvent. Baseline: botocore's event-stream parser on the event (what iterating
    ``subscribe_to_shard``'s EventStream costs per event). Ours: ``decode_subscribe_event`` plus the batch.
 3. GetRecords, KPL aggregates. Baseline: botocore's parser + aws-kinesis-agg's deaggregator (the user records,

@@ -3,8 +3,8 @@
 Run: ``.venv/bin/python -m bench.user_agent [--calls N] [--rounds N]``.
 
 What a driver's idle probe does at 1,000+ shards: GetRecords (Limit 1) on a shard with nothing new, answered
-empty by kinesalite. Baseline: the client as botocore builds it (``pyspark_aws_kinesis.aws.clients._new_client``, our config),
-which rebuilds the User-Agent header twice per call. Ours: ``kinesis_client`` (what the driver's probes use:
+empty by kinesalite. Baseline: the client as botocore builds it (``pyspark_aws_kinesis.aws.clients._new_client``, our
+config), which rebuilds the User-Agent header twice per call. Ours: ``kinesis_client`` (what the driver's probes use:
 the same client, its User-Agent built once by ``pyspark_aws_kinesis.aws.clients.build_user_agent_once``), and
 ``kinesis_reader_client`` (what reads use: GetRecords' body left undecoded for ``pyspark_aws_kinesis.fetch.decode``).
 Measured: this thread's CPU time per call (the server's CPU and the wait are not counted), median of

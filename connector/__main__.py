@@ -1,4 +1,5 @@
-"""``python -m pyspark_aws_kinesis consumers list|register|deregister --stream S [--name N] [--region R] [--endpoint-url U]``
+"""``python -m pyspark_aws_kinesis consumers list|register|deregister --stream S [--name N] [--region R]
+[--endpoint-url U]``
 
 Manages a stream's enhanced fan-out consumers by hand, e.g. to remove one a crashed query left registered
 (consumers cost money while registered). Credentials come from the AWS SDK's default chain, through

@@ -208,8 +208,8 @@ def _datum(name: str, unit: str, dimensions: Mapping[str, str], value: Any) -> D
 class CloudWatchPublisher(StreamingQueryListener):
     """Puts each progress event's metrics in one PutMetricData call; while idle, one heartbeat per interval.
 
-    ``client`` is a boto3 CloudWatch client (``pyspark_aws_kinesis.aws.clients.client("cloudwatch", ...)``). ``calls`` and
-    ``failures`` count PutMetricData attempts and failed ones, ``progress_events`` and ``idle_events`` what
+    ``client`` is a boto3 CloudWatch client (``pyspark_aws_kinesis.aws.clients.client("cloudwatch", ...)``). ``calls``
+    and ``failures`` count PutMetricData attempts and failed ones, ``progress_events`` and ``idle_events`` what
     Spark sent (for logs and tests). Spark may call the methods
     from different threads: the bookkeeping is under a lock, the network call is not.
     """

@@ -1,9 +1,9 @@
 """Load generator: KDG-compatible templates sent into a Kinesis stream at a steady rate, within the time given.
 
-Importable API (used by ``spark_app.demo``, benchmarks and tests): ``kinesis_generator.run(stream_name=..., template=...,
-rate=..., duration_s=..., count=...) -> Summary``; ``Template`` to compile and render templates alone; the
-errors ``run`` raises (``GeneratorError``: ``UsageError``, ``TargetError``). CLI: ``python -m kinesis_generator --help``
-(``kinesis_generator.cli``). User docs: docs/generator.md.
+Importable API (used by ``spark_app.demo``, benchmarks and tests): ``kinesis_generator.run(stream_name=...,
+template=..., rate=..., duration_s=..., count=...) -> Summary``; ``Template`` to compile and render templates alone;
+the errors ``run`` raises (``GeneratorError``: ``UsageError``, ``TargetError``). CLI:
+``python -m kinesis_generator --help`` (``kinesis_generator.cli``). User docs: docs/generator.md.
 """
 
 from kinesis_generator.errors import GeneratorError, TargetError, UsageError

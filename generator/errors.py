@@ -1,8 +1,8 @@
 """The generator's exit codes, and the one-line errors that a user's mistake or an unusable stream end a run with.
 
 Who uses it: ``kinesis_generator.checks`` raises these errors before anything is sent (and turns AWS's answers into
-them during a run), ``kinesis_generator.sender.run`` raises them to its caller, ``kinesis_generator.cli`` prints the line (or a
-JSON error object with ``--json``) and exits with the error's code. docs/generator.md lists the codes.
+them during a run), ``kinesis_generator.sender.run`` raises them to its caller, ``kinesis_generator.cli`` prints the
+line (or a JSON error object with ``--json``) and exits with the error's code. docs/generator.md lists the codes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The sending threads: PutRecords batches from a bounded queue, put with ``pyspark_aws_kinesis.sink.put_records.put_all``.
+"""The sending threads: PutRecords batches from a bounded queue, put with
+``pyspark_aws_kinesis.sink.put_records.put_all``.
 
 Who calls it: ``kinesis_generator.sender.run`` makes one ``SenderPool`` per run, ``submit``s each tick's records and
 ``close``s it at the end. ``put_all`` retries exactly the refused entries with jittered backoff; its retry

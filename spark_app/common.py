@@ -198,8 +198,9 @@ def put_project_on_worker_path() -> None:
 
 
 def publish_metrics(spark: SparkSession, args: Any, job: str) -> Any:
-    """With ``--cloudwatch-namespace``, publish every query of ``spark`` to CloudWatch (``pyspark_aws_kinesis.metrics``);
-    returns the listener, or None when the flag is off. Called by ``run_job`` before the queries start."""
+    """With ``--cloudwatch-namespace``, publish every query of ``spark`` to CloudWatch
+    (``pyspark_aws_kinesis.metrics``); returns the listener, or None when the flag is off. Called by ``run_job`` before
+    the queries start."""
     if not args.cloudwatch_namespace:
         return None
     from pyspark_aws_kinesis.metrics import publish_to_cloudwatch

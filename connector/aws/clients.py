@@ -47,8 +47,8 @@ def client(service: str, settings: ClientSettings, raw_get_records: bool = False
 def _keep_raw_body(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_: Any) -> None:
     """botocore's ``before-parse`` hook: a successful GetRecords answer skips botocore's parser.
 
-    The body moves to ``RAW_BODY`` for ``pyspark_aws_kinesis.fetch.decode`` and botocore parses an empty object instead. Errors
-    keep their body, so botocore still raises ClientError with the AWS error code.
+    The body moves to ``RAW_BODY`` for ``pyspark_aws_kinesis.fetch.decode`` and botocore parses an empty object instead.
+    Errors keep their body, so botocore still raises ClientError with the AWS error code.
     """
     if response_dict.get("status_code") == 200:
         customized_response_dict[RAW_BODY] = response_dict["body"]
@@ -140,5 +140,6 @@ def kinesis_client(settings: ClientSettings) -> Any:
 
 def kinesis_reader_client(settings: ClientSettings) -> Any:
     """The process's Kinesis client for reading records: its ``get_records`` answers ``{RAW_BODY: bytes}``
-    (decoded by ``pyspark_aws_kinesis.fetch.decode``, ~4x faster than botocore's parser); every other call is as usual."""
+    (decoded by ``pyspark_aws_kinesis.fetch.decode``, ~4x faster than botocore's parser); every other call is as
+    usual."""
     return client("kinesis", settings, raw_get_records=True)

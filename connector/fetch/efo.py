@@ -175,8 +175,8 @@ def _event_error(headers: dict[str, Any], payload: bytes) -> ClientError:
 class ShardSubscriber:
     """Reads one shard through one consumer: ``for page in subscriber.pages(start): ...``.
 
-    ``kinesis``: a client from ``pyspark_aws_kinesis.aws`` (its read timeout is the longest silence tolerated between two
-    events: ``kinesis.subscribeToShard.timeoutSec``); ``retry``: backoff between failed subscriptions, its
+    ``kinesis``: a client from ``pyspark_aws_kinesis.aws`` (its read timeout is the longest silence tolerated between
+    two events: ``kinesis.subscribeToShard.timeoutSec``); ``retry``: backoff between failed subscriptions, its
     ``max_retries`` = ``kinesis.subscribeToShard.maxRetries``. After each page, ``continuation`` is the last
     ContinuationSequenceNumber; ``calls`` counts SubscribeToShard calls, ``resubscriptions`` those after the first.
     """

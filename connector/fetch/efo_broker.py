@@ -6,8 +6,8 @@ per task puts every micro-batch >= 5 s apart. Tasks run in Spark's Python worker
 which host) reads a shard changes from batch to batch, so the subscription lives here, in a process of its own.
 
 Who calls it: ``fetch.efo_client.BrokeredSubscriber`` (the EFO ``ShardTransport`` that ``SourceSettings.transport``
-returns) starts it when no broker of its job answers (``python -m pyspark_aws_kinesis.fetch.efo_broker <dir> <pid>``, its own
-session, the job's secret on its stdin: never in argv or the environment, which other processes may read) and
+returns) starts it when no broker of its job answers (``python -m pyspark_aws_kinesis.fetch.efo_broker <dir> <pid>``,
+its own session, the job's secret on its stdin: never in argv or the environment, which other processes may read) and
 talks to it over the Unix socket ``<dir>/broker-<PROTOCOL>-<job>.sock``, one connection per ``pages(start)`` call
 of one task; what they say is ``efo_protocol``.
 

@@ -12,9 +12,9 @@ it reads through a direct ``fetch.efo.ShardSubscriber`` (logged). When the broke
 (a new broker starts) and goes on after the last record it returned: nothing is lost or repeated.
 
 The broker's directory is ``$AWS_KINESIS_EFO_BROKER_DIR`` or ``<temp dir>/aws-kinesis-efo-<uid>``, created 0700,
-opened without following links and refused unless it is this user's and private (``pyspark_aws_kinesis.private``: requests
-carry credentials); the socket is connected through that handle, the broker's uid checked (``SO_PEERCRED``) before
-a request is sent, and its replies are data checked field by field (``efo_protocol``). Any of these refused: one
+opened without following links and refused unless it is this user's and private (``pyspark_aws_kinesis.private``:
+requests carry credentials); the socket is connected through that handle, the broker's uid checked (``SO_PEERCRED``)
+before a request is sent, and its replies are data checked field by field (``efo_protocol``). Any of these refused: one
 warning, and the read goes on direct. ``AWS_KINESIS_EFO_BROKER=off`` reads direct always (one subscription per read).
 """
 

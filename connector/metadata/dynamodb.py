@@ -19,8 +19,8 @@ for sort keys below the first retained batch and deletes them with BatchWriteIte
 ``expiresAt``: DynamoDB's TTL never removes what a stopped query still needs, however long it is stopped;
 items leave only by the query's own purge (docs/source.md says how to remove an abandoned query's items).
 
-Calls go through ``pyspark_aws_kinesis.aws.clients.client`` with the application's own credentials (never the stream owner's
-role) and are retried (throttling, 5xx, unprocessed batch items) by the ``kinesis.metadata*Retr*`` policy. A
+Calls go through ``pyspark_aws_kinesis.aws.clients.client`` with the application's own credentials (never the stream
+owner's role) and are retried (throttling, 5xx, unprocessed batch items) by the ``kinesis.metadata*Retr*`` policy. A
 missing table is created on first need (on demand, TTL on ``expiresAt``) and waited for.
 """
 

@@ -1,5 +1,5 @@
-"""What the one place that builds AWS clients (pyspark_aws_kinesis.aws.clients) sends, whatever botocore version is installed:
-the pyspark 4.0.2 venv runs these with the lowest botocore we support."""
+"""What the one place that builds AWS clients (pyspark_aws_kinesis.aws.clients) sends, whatever botocore version is
+installed: the pyspark 4.0.2 venv runs these with the lowest botocore we support."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Credentials from ``pyspark_aws_kinesis.aws``: an assumed role with an external ID signs every Kinesis call (source and
-sink), the application's own keys only ever reach STS, the role is assumed once per process, refreshed while a
+"""Credentials from ``pyspark_aws_kinesis.aws``: an assumed role with an external ID signs every Kinesis call (source
+and sink), the application's own keys only ever reach STS, the role is assumed once per process, refreshed while a
 query runs, ``kinesis.kinesisRegion`` is the region Kinesis calls are signed for, and bad credential options fail
 at ``load()`` naming the option without echoing a secret.
 

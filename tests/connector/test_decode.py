@@ -1,5 +1,5 @@
-"""The fast decode path: GetRecords bodies from a real server, decoded by pyspark_aws_kinesis.fetch.decode, against botocore's
-parse of the same answer; the reader client keeps botocore's errors."""
+"""The fast decode path: GetRecords bodies from a real server, decoded by pyspark_aws_kinesis.fetch.decode, against
+botocore's parse of the same answer; the reader client keeps botocore's errors."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""CloudWatch publishing (pyspark_aws_kinesis.metrics): real queries on kinesalite publish to moto's CloudWatch, read back
-with ListMetrics/GetMetricData; a failing CloudWatch leaves the query running; idle queries only heartbeat.
+"""CloudWatch publishing (pyspark_aws_kinesis.metrics): real queries on kinesalite publish to moto's CloudWatch, read
+back with ListMetrics/GetMetricData; a failing CloudWatch leaves the query running; idle queries only heartbeat.
 
 Calls are counted where they arrive: a FaultProxy (no faults = a recording proxy) sits in front of moto.
 """

@@ -1,4 +1,5 @@
-"""Sink planning: aggregates grouped per shard, readable by aws-kinesis-agg and by pyspark_aws_kinesis.kpl; lanes keep order."""
+"""Sink planning: aggregates grouped per shard, readable by aws-kinesis-agg and by pyspark_aws_kinesis.kpl; lanes keep
+order."""
 
 from __future__ import annotations
 

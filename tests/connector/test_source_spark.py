@@ -380,7 +380,8 @@ def test_register_is_harmless_when_pyspark_found_the_source_itself(
 ) -> None:
     """The checkout's ``pyspark_aws_kinesis`` is on the driver's path here, as an installed wheel is on EMR: pyspark
     registered ``aws-kinesis`` by itself, and pyspark 4.0.2 refuses a second registration of the name. The jobs
-    call ``pyspark_aws_kinesis.register`` anyway (for ``--py-files`` users): it must not fail, and the source must work."""
+    call ``pyspark_aws_kinesis.register`` anyway (for ``--py-files`` users): it must not fail, and the source must
+    work."""
     import pyspark_aws_kinesis
 
     pyspark_aws_kinesis.register(spark)

@@ -1,4 +1,5 @@
-"""``pyspark_aws_kinesis.aws`` clients build their User-Agent header once per client, and still send what botocore would.
+"""``pyspark_aws_kinesis.aws`` clients build their User-Agent header once per client, and still send what botocore
+would.
 
 Against kinesalite: the headers a client sends are recorded (botocore's ``before-send`` event, after signing),
 and botocore's User-Agent builder is counted. A plain botocore client is the reference for the header.

@@ -1,5 +1,5 @@
-"""``python -m kinesis_generator`` meets a user's mistakes: one line on stderr that starts with the flag or value at fault
-and says what to do, the documented exit code, a JSON error object with ``--json``, and nothing sent.
+"""``python -m kinesis_generator`` meets a user's mistakes: one line on stderr that starts with the flag or value at
+fault and says what to do, the documented exit code, a JSON error object with ``--json``, and nothing sent.
 
 Each case runs the CLI once with ``--json`` and checks the line (stderr) and the object (stdout) of that run.
 """

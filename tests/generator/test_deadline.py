@@ -1,6 +1,6 @@
 """``--duration`` is a limit on the wall clock, retries included, and a run that did not send everything says so:
-``kinesis_generator.run`` and ``python -m kinesis_generator`` against kinesalite behind ``localaws.fault_proxy``, which throttles
-whole PutRecords calls and refuses single entries (a refused entry is really not written).
+``kinesis_generator.run`` and ``python -m kinesis_generator`` against kinesalite behind ``localaws.fault_proxy``, which
+throttles whole PutRecords calls and refuses single entries (a refused entry is really not written).
 
 The bounds asserted are the feature's own (docs/generator.md): a run ends by its deadline plus the grace for
 calls under way; the checks before the clock starts (building the client, one ListShards) get a little more.

@@ -6,8 +6,8 @@
 classic (under spark-submit) and shell (exec'd in the ``pyspark`` shell's REPL): the classic SparkSession that
 is there or that the builder starts. connect: ``builder.remote("local[2]")`` starts a local Spark Connect
 server, so the lookup of ``pyspark_*`` modules runs on the server side. With a CloudWatch endpoint (moto), the
-streaming read is watched by ``pyspark_aws_kinesis.metrics.publish_to_cloudwatch`` (over Connect its listener runs in this
-client process) and the app waits until the published ``InputRows`` add up to what the query read.
+streaming read is watched by ``pyspark_aws_kinesis.metrics.publish_to_cloudwatch`` (over Connect its listener runs in
+this client process) and the app waits until the published ``InputRows`` add up to what the query read.
 """
 
 from __future__ import annotations
