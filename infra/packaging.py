@@ -50,7 +50,7 @@ def job_entry(job: str, root: Path = PROJECT_ROOT) -> Path:
 def build_pyfiles_zip(out_dir: Path, root: Path = PROJECT_ROOT, packages: tuple[str, ...] = PY_PACKAGES) -> Path:
     """Zip the packages that exist under `root` (each at the zip root, no caches) into `out_dir/pyfiles.zip`.
 
-    By default only `spark_app`: a `connector/` in the zip would shadow the installed wheel on the cluster.
+    By default only `spark_app`: a `pyspark_aws_kinesis/` in the zip would shadow the installed wheel on the cluster.
     """
     present = [name for name in packages if (root / name).is_dir()]
     if not present:

@@ -187,13 +187,13 @@ def build_session(app_name: str, shuffle_partitions: int = 8) -> SparkSession:
 
 
 def put_project_on_worker_path() -> None:
-    """Run from a checkout (``python -m spark_app.<job>``), Python workers must import ``connector`` too.
+    """Run from a checkout (``python -m spark_app.<job>``), Python workers must import ``pyspark_aws_kinesis`` too.
 
     Workers inherit the environment of the JVM this process is about to start. From the EMR zip (``--py-files``)
     the project root is not a directory and Spark already ships the zip to the workers: nothing to do.
     """
     root = Path(__file__).resolve().parent.parent
-    if (root / "connector").is_dir():
+    if (root / "pyspark_aws_kinesis").is_dir():
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
 
 

@@ -3,7 +3,7 @@ interpreter of a venv that has the project installed editable (as ``make setup``
 
     python editable_app.py <stream> <endpoint> <metadata dir>
 
-Prints ``RESULT {"connector": <file connector was imported from>, "rows": [...]}``: a batch read of the stream
+Prints ``RESULT {"connector": <file pyspark_aws_kinesis was imported from>, "rows": [...]}``: a batch read of the stream
 through ``format("aws-kinesis")``, found by pyspark itself (no registration call), with the Python workers on this
 interpreter because the script sets PYSPARK_PYTHON as the docs say.
 """
