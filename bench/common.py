@@ -86,8 +86,8 @@ def raw_loop(server: Server, stream: str) -> int:
     """The server's own pace: the boto3 loop without botocore's parsing (raw answer bodies, ``json.loads`` only,
     data left base64), one thread. Whatever reads from this server in one thread at a time is at most this fast.
     Behind the quotas it waits out each refusal (``patiently``)."""
-    from connector.aws.clients import RAW_BODY, kinesis_reader_client
-    from connector.aws.settings import ClientSettings
+    from pyspark_aws_kinesis.aws.clients import RAW_BODY, kinesis_reader_client
+    from pyspark_aws_kinesis.aws.settings import ClientSettings
 
     settings = ClientSettings(
         region="us-east-1",
@@ -145,7 +145,7 @@ def spark_session(master: str = "local[2]", **conf: str):
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(project_root()), os.environ.get("PYTHONPATH")]))
     from pyspark.sql import SparkSession
 
-    import connector
+    import pyspark_aws_kinesis
 
     spark = (
         SparkSession.builder.master(master)
@@ -157,7 +157,7 @@ def spark_session(master: str = "local[2]", **conf: str):
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    connector.register(spark)
+    pyspark_aws_kinesis.register(spark)
     return spark
 
 

@@ -16,8 +16,8 @@ per second of this thread's CPU time (not wall time: the machine may be shared);
 table's baseline, i.e. the baseline's time for the same body over the row's:
 
 1. GetRecords, plain records. Baseline: botocore's JSON parser with GetRecords' output shape (what
-   ``client.get_records`` costs beyond the network). Ours: ``connector.fetch.decode.decode_get_records`` plus the
-   Arrow RecordBatch in the source's schema (what ``read()`` yields to Spark), and the decode alone.
+   ``client.get_records`` costs beyond the network). Ours: ``pyspark_aws_kinesis.fetch.decode.decode_get_records`` plus
+   the Arrow RecordBatch in the source's schema (what ``read()`` yields to Spark), and the decode alone.
 2. SubscribeToShardEvent. Baseline: botocore's event-stream parser on the event (what iterating
    ``subscribe_to_shard``'s EventStream costs per event). Ours: ``decode_subscribe_event`` plus the batch.
 3. GetRecords, KPL aggregates. Baseline: botocore's parser + aws-kinesis-agg's deaggregator (the user records,
@@ -28,7 +28,7 @@ table's baseline, i.e. the baseline's time for the same body over the row's:
    arrival floats): ``json.loads`` + ``binascii.a2b_base64`` per record (the decode before msgspec), ``orjson`` +
    ``pybase64`` per record (when both are importable: they are not the connector's dependencies; add them to
    ``PYTHONPATH`` from a ``pip install --target`` folder to compare), and msgspec's decoder into typed structs whose
-   ``bytes`` field decodes the base64 (the one ``connector.fetch.decode`` uses). Baseline: botocore's parser.
+   ``bytes`` field decodes the base64 (the one ``pyspark_aws_kinesis.fetch.decode`` uses). Baseline: botocore's parser.
 
 Nothing here is asserted but that every path yields the same number of user records.
 """
@@ -49,14 +49,14 @@ import botocore.parsers
 from aws_kinesis_agg.deaggregator import deaggregate_records
 
 from bench.common import add_quota_flag, lambda_style, local_aws, median_rates, print_quotas, print_rate_table
-from connector.aws.clients import RAW_BODY, kinesis_reader_client
-from connector.aws.settings import ClientSettings
-from connector.fetch import decode
-from connector.kpl import Aggregator
-from connector.shards import MAX_HASH_KEY
 from localaws import LocalAws
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE
 from localaws.streams import create_stream, put_records, unique_name
+from pyspark_aws_kinesis.aws.clients import RAW_BODY, kinesis_reader_client
+from pyspark_aws_kinesis.aws.settings import ClientSettings
+from pyspark_aws_kinesis.fetch import decode
+from pyspark_aws_kinesis.kpl import Aggregator
+from pyspark_aws_kinesis.shards import MAX_HASH_KEY
 
 KPL_AGGREGATE_BYTES = 51_200  # the KPL's default AggregationMaxSize
 SHARD = "shardId-000000000000"

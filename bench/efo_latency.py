@@ -10,7 +10,7 @@ setup write to it directly).
 2. Throughput: ``--records`` 1 KiB records in another 1-shard stream are read from TRIM_HORIZON to the tip by
    the connector's range reader (``fetch.range.ShardRange``, no Spark) once through each transport.
 
-The EFO query reads through this host's subscription broker (``connector.fetch.efo_broker``), which keeps each
+The EFO query reads through this host's subscription broker (``pyspark_aws_kinesis.fetch.efo_broker``), which keeps each
 shard's subscription open across micro-batches: without it every batch would resubscribe, and Kinesis (and
 kinesis-mock) refuse a new SubscribeToShard on the same consumer and shard within 5 s of the previous one
 (``AWS_KINESIS_EFO_BROKER=off`` measures that). The throughput part reads through the broker too. kinesis-mock
@@ -28,12 +28,12 @@ from typing import Any
 
 from bench.common import Server, add_quota_flag, local_aws, options, print_quotas, spark_session
 from bench.latency import percentiles, produce
-from connector.consumers import ensure_consumer
-from connector.fetch.range import FetchLimits, ShardTask
-from connector.positions import TRIM_HORIZON, Position
-from connector.source.settings import SourceSettings
 from localaws.servers import KINESIS_MOCK
 from localaws.streams import create_stream, list_shard_ids, put_records, unique_name
+from pyspark_aws_kinesis.consumers import ensure_consumer
+from pyspark_aws_kinesis.fetch.range import FetchLimits, ShardTask
+from pyspark_aws_kinesis.positions import TRIM_HORIZON, Position
+from pyspark_aws_kinesis.source.settings import SourceSettings
 
 CONSUMER = "bench-efo"
 

@@ -13,8 +13,8 @@ import pickle
 import time
 from collections.abc import Callable
 
-from connector.fetch.decode import Page
-from connector.fetch.efo_protocol import page_from_wire, page_to_wire
+from pyspark_aws_kinesis.fetch.decode import Page
+from pyspark_aws_kinesis.fetch.efo_protocol import page_from_wire, page_to_wire
 
 
 def _page(records: int, size: int) -> Page:

@@ -29,13 +29,15 @@ def _timed_import(name: str) -> float:
     return time.perf_counter() - started
 
 
-IMPORTS = {name: _timed_import(name) for name in ("pyarrow", "botocore.session", "connector.source.stream_reader")}
+IMPORTS = {
+    name: _timed_import(name) for name in ("pyarrow", "botocore.session", "pyspark_aws_kinesis.source.stream_reader")
+}
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition  # noqa: E402
 
-from connector.aws.clients import kinesis_reader_client  # noqa: E402
-from connector.datasource import KinesisDataSource  # noqa: E402
-from connector.source.stream_reader import KinesisStreamReader  # noqa: E402
+from pyspark_aws_kinesis.aws.clients import kinesis_reader_client  # noqa: E402
+from pyspark_aws_kinesis.datasource import KinesisDataSource  # noqa: E402
+from pyspark_aws_kinesis.source.stream_reader import KinesisStreamReader  # noqa: E402
 
 _reads_here = 0  # read() calls so far in this process
 

@@ -4,7 +4,7 @@ Run: ``.venv/bin/python -m bench.generator_rate [--rate N] [--seconds S] [--no-q
 within 2 %. Both write through AWS's Kinesis quotas by default (``bench.common``; 2 shards take 2,000 records/s).
 
 Both run at the same time, each into its own stream, for the same duration:
-- ours: ``generator.run(rate=N, duration_s=S)``, which sends what is due against a monotonic clock;
+- ours: ``kinesis_generator.run(rate=N, duration_s=S)``, which sends what is due against a monotonic clock;
 - naive: every 1/10 s send N/10 records, then ``time.sleep(0.1)`` (the time spent sending is lost each tick).
 Achieved rate = records stored / seconds; the error is against the asked rate. Both are also checked per
 10 s window (the worst window is printed) so a burst-then-idle pattern would show.
@@ -17,9 +17,9 @@ import os
 import threading
 import time
 
-import generator
+import kinesis_generator
 from bench.common import add_quota_flag, local_aws, print_quotas
-from generator import Template, seed_template
+from kinesis_generator import Template, seed_template
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE
 from localaws.streams import create_stream, unique_name
 
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
         ours_marks: list[tuple[float, int]] = []
         started = time.monotonic()
         thread.start()
-        summary = generator.run(
+        summary = kinesis_generator.run(
             stream_name=ours_stream,
             rate=args.rate,
             duration_s=args.seconds,
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'sender':<26}{'records':>9}{'records/s':>12}{'error':>9}{'worst 10 s window':>20}")
     for name, records, achieved, marks in (
         ("naive sleep(0.1) loop", sum(n for _, n in naive_marks), naive_rate[0], naive_marks),
-        ("generator.run", summary.records, summary.rate, ours_marks),
+        ("kinesis_generator.run", summary.records, summary.rate, ours_marks),
     ):
         error = abs(achieved - args.rate) / args.rate
         window = worst_window(marks, args.rate, args.seconds)

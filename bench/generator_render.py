@@ -4,7 +4,7 @@ Run: ``.venv/bin/python -m bench.generator_render [--records N]``. Target (not a
 
 The baseline does what a straightforward port of the KDG does for each record: find the placeholders with a
 regular expression, parse each one's JSON arguments and dispatch on the helper name, every time. Ours parses
-and compiles once (``generator.Template``) and renders with one closure. Both produce bytes, as sent.
+and compiles once (``kinesis_generator.Template``) and renders with one closure. Both produce bytes, as sent.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import re
 import time
 from datetime import datetime
 
-from generator import Template, seed_template
+from kinesis_generator import Template, seed_template
 
 PLACEHOLDER = re.compile(r"\{\{\s*([\w.]+)(?:\((.*?)\))?\s*\}\}")
 
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"seed template, one core, best of 3 ({args.records:,} renders for ours)")
     print(f"{'renderer':<28}{'records/s':>14}{'ratio':>9}")
     print(f"{'naive (parse per record)':<28}{naive:>14,.0f}{1:>9.2f}")
-    print(f"{'generator.Template':<28}{ours:>14,.0f}{ours / naive:>9.2f}")
+    print(f"{'kinesis_generator.Template':<28}{ours:>14,.0f}{ours / naive:>9.2f}")
     print(f"target >= 100,000 records/s: {'met' if ours >= 100_000 else 'NOT met'}")
 
 

@@ -1,8 +1,8 @@
-"""Sending rate into kinesalite: ``generator.run`` (uncapped rate) against naive boto3 loops, same run.
+"""Sending rate into kinesalite: ``kinesis_generator.run`` (uncapped rate) against naive boto3 loops, same run.
 
 Run: ``.venv/bin/python -m bench.generator_send [--records N] [--shards N] [--no-quotas]``.
 
-Baselines render the seed template with ``generator.Template`` too, so only the sending differs:
+Baselines render the seed template with ``kinesis_generator.Template`` too, so only the sending differs:
 1. ``put_record`` per record, the loop most people write first;
 2. ``put_records`` in batches of 500 with no look at ``FailedRecordCount`` (what the KDG does).
 Ours: 1 and 4 sender workers, and KPL aggregation (records/s counts user records). By default kinesalite sits
@@ -17,9 +17,9 @@ import argparse
 import os
 import time
 
-import generator
+import kinesis_generator
 from bench.common import add_quota_flag, local_aws, print_quotas
-from generator import Template, seed_template
+from kinesis_generator import Template, seed_template
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE
 from localaws.streams import create_stream, unique_name
 
@@ -42,7 +42,7 @@ def put_records_loop(kinesis, stream: str, records: int) -> float:
 
 
 def ours(endpoint: str, stream: str, records: int, workers: int, aggregate: bool) -> float:
-    summary = generator.run(
+    summary = kinesis_generator.run(
         stream_name=stream, rate=UNCAPPED, count=records, endpoint_url=endpoint, workers=workers, aggregate=aggregate
     )
     return summary.records / summary.elapsed_s

@@ -22,13 +22,13 @@ import time
 from typing import Any
 
 from bench.common import add_quota_flag, local_aws, options, print_quotas
-from connector.positions import split_shard_key
-from connector.shards import list_shards
-from connector.source.offsets import parse_offset
-from connector.source.stream_reader import KinesisStreamReader
 from localaws import LocalAws
 from localaws.servers import KINESALITE, MOTO
 from localaws.streams import create_stream, unique_name
+from pyspark_aws_kinesis.positions import split_shard_key
+from pyspark_aws_kinesis.shards import list_shards
+from pyspark_aws_kinesis.source.offsets import parse_offset
+from pyspark_aws_kinesis.source.stream_reader import KinesisStreamReader
 
 STORES = ("path", "dynamodb")
 MEASURES = ("plan", "lookup", "commit")

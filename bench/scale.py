@@ -44,12 +44,12 @@ from typing import Any
 from botocore.awsrequest import AWSResponse
 
 from bench.common import add_quota_flag, local_aws, options, print_quotas
-from connector.aws.clients import kinesis_client, kinesis_reader_client
-from connector.shards import MAX_HASH_KEY, list_shards
-from connector.source.offsets import parse_offset
-from connector.source.stream_reader import KinesisStreamReader
 from localaws.servers import KINESALITE
 from localaws.streams import create_stream, unique_name
+from pyspark_aws_kinesis.aws.clients import kinesis_client, kinesis_reader_client
+from pyspark_aws_kinesis.shards import MAX_HASH_KEY, list_shards
+from pyspark_aws_kinesis.source.offsets import parse_offset
+from pyspark_aws_kinesis.source.stream_reader import KinesisStreamReader
 
 PAGE = 1000  # ListShards' page on AWS
 NOWHERE = SimpleNamespace(endpoint_url="http://127.0.0.1:9")  # the stand-in's endpoint: it answers before sending

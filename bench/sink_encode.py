@@ -8,7 +8,7 @@ row's rate over the first row's. Nothing is asserted.
 
 1. Whole calls into kinesalite, ``--records`` records (default 5,000 x 1 KiB) in calls of 500 entries, each on its
    own client: botocore's path (``client.put_records`` with the entries: botocore validates them, base64-encodes
-   and serializes each, parses the answer) against ``connector.sink.put_records.put_all`` (msgspec encodes the
+   and serializes each, parses the answer) against ``pyspark_aws_kinesis.sink.put_records.put_all`` (msgspec encodes the
    body and reads the answer; botocore signs and sends). This counts what a sink task's thread pays per record,
    signing and HTTP included. Through the quotas (1,000 records/s per shard) unless ``--no-quotas``: a
    refused entry is sent again, by both; the stream has enough shards for the default not to be refused.
@@ -29,12 +29,12 @@ import botocore.serialize
 import botocore.validate
 
 from bench.common import add_quota_flag, local_aws, median_rates, print_quotas, print_rate_table
-from connector.aws.clients import client
-from connector.aws.settings import ClientSettings
-from connector.retry import RetryPolicy
-from connector.sink import put_records as ours
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE
 from localaws.streams import create_stream, unique_name
+from pyspark_aws_kinesis.aws.clients import client
+from pyspark_aws_kinesis.aws.settings import ClientSettings
+from pyspark_aws_kinesis.retry import RetryPolicy
+from pyspark_aws_kinesis.sink import put_records as ours
 
 CALL = 500
 RETRY = RetryPolicy(max_retries=10, initial_interval_ms=100, max_interval_ms=1000)

@@ -6,7 +6,7 @@ Run: ``.venv/bin/python -m bench.soak [--minutes 60] [--rate 1000] [--shards 2] 
 [--efo] [--store path|dynamodb] [--sink kinesis|file] [--no-reshard] [--no-quotas] [--out DIR]`` (also
 ``bench.run_all soak``). The generator and the query meet AWS's Kinesis quotas by default (``bench.common``).
 
-The generator's sender (``generator.run``) puts ``--rate`` records/s, each with a unique id, into the source
+The generator's sender (``kinesis_generator.run``) puts ``--rate`` records/s, each with a unique id, into the source
 stream (kinesalite; kinesis-mock with ``--efo``, which kinesalite cannot serve); the query (``bench.soak_driver``,
 a process of its own with ``spark.driver.memory`` fixed) reads it with our source, over GetRecords or enhanced
 fan-out, keeps its metadata in a directory or a DynamoDB table (moto), and writes with our sink into a second
@@ -53,17 +53,17 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import generator
+import kinesis_generator
 from bench import common
 from bench import soak_gauges as gauges
-from connector.aws.clients import kinesis_client
-from connector.aws.settings import ClientSettings
-from connector.fetch.efo_protocol import ENV_DIR
-from connector.kpl import deaggregate, is_aggregated
-from connector.shards import list_shards, open_shards
-from generator.deadline import CONNECT_TIMEOUT_S
+from kinesis_generator.deadline import CONNECT_TIMEOUT_S
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE, KINESIS_MOCK, MOTO, aws_client
 from localaws.streams import create_stream, iterate_shard, list_shard_ids, unique_name, wait_for_stream_active
+from pyspark_aws_kinesis.aws.clients import kinesis_client
+from pyspark_aws_kinesis.aws.settings import ClientSettings
+from pyspark_aws_kinesis.fetch.efo_protocol import ENV_DIR
+from pyspark_aws_kinesis.kpl import deaggregate, is_aggregated
+from pyspark_aws_kinesis.shards import list_shards, open_shards
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TOLERANCE = 0.10
@@ -401,7 +401,7 @@ def send_in_background(source: str, server: Any, args: argparse.Namespace, sent_
 
     def send() -> None:
         try:
-            result["summary"] = generator.run(
+            result["summary"] = kinesis_generator.run(
                 source,
                 TEMPLATE,
                 rate=args.rate,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 SOURCE_RUNNER = b"python_streaming_source_runner"  # pyspark's driver-side Python process of a streaming source
-BROKER = b"connector.fetch.efo_broker"  # the subscription broker (connector/fetch/efo_broker.py)
+BROKER = b"pyspark_aws_kinesis.fetch.efo_broker"  # the subscription broker (connector/fetch/efo_broker.py)
 PYSPARK = b"pyspark"
 JCMD_TIMEOUT_S = 30
 

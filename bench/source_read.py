@@ -9,7 +9,7 @@ Two tables, each printed with ratios (measured here, never asserted):
    (``KinesisStreamReader.partitions`` + ``read`` into Arrow RecordBatches, metadata recorded) in this process,
    and ``spark.read.format("aws-kinesis")`` into the ``noop`` sink on local[2] (Spark's job overhead included).
 2. KPL aggregates (the same number of user records, 100 per aggregate). Baseline: the same boto3 loop plus
-   aws-kinesis-agg's own deaggregator. Ours: the executor path, which de-aggregates with ``connector.kpl``.
+   aws-kinesis-agg's own deaggregator. Ours: the executor path, which de-aggregates with ``pyspark_aws_kinesis.kpl``.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ PER_AGGREGATE = 100
 
 def executor_path(server: Server, stream: str) -> int:
     """Our reader without Spark: plan one batch, read every partition, record the metadata."""
-    from connector.source.stream_reader import KinesisStreamReader
+    from pyspark_aws_kinesis.source.stream_reader import KinesisStreamReader
 
     with tempfile.TemporaryDirectory() as metadata:
         reader = KinesisStreamReader(None, options(server, stream, metadata))  # type: ignore[arg-type]
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
         lines += header(f"2. {users:,} user records in KPL aggregates of {PER_AGGREGATE}")
         lines += [
             row("boto3 loop + aws-kinesis-agg deaggregate", users, kpl_baseline_s, kpl_baseline_s),
-            row("source executor path (connector.kpl)", users, kpl_ours_s, kpl_baseline_s),
+            row("source executor path (pyspark_aws_kinesis.kpl)", users, kpl_ours_s, kpl_baseline_s),
         ]
         print(f"median of {args.repeats} runs each; kinesalite on 127.0.0.1; Spark local[2]")
         print("\n".join(lines))

@@ -3,10 +3,10 @@
 Run: ``.venv/bin/python -m bench.user_agent [--calls N] [--rounds N]``.
 
 What a driver's idle probe does at 1,000+ shards: GetRecords (Limit 1) on a shard with nothing new, answered
-empty by kinesalite. Baseline: the client as botocore builds it (``connector.aws.clients._new_client``, our config),
-which rebuilds the User-Agent header twice per call. Ours: ``kinesis_client`` (what the driver's probes use:
-the same client, its User-Agent built once by ``connector.aws.clients.build_user_agent_once``), and
-``kinesis_reader_client`` (what reads use: GetRecords' body left undecoded for ``connector.fetch.decode``).
+empty by kinesalite. Baseline: the client as botocore builds it (``pyspark_aws_kinesis.aws.clients._new_client``, our
+config), which rebuilds the User-Agent header twice per call. Ours: ``kinesis_client`` (what the driver's probes use:
+the same client, its User-Agent built once by ``pyspark_aws_kinesis.aws.clients.build_user_agent_once``), and
+``kinesis_reader_client`` (what reads use: GetRecords' body left undecoded for ``pyspark_aws_kinesis.fetch.decode``).
 Measured: this thread's CPU time per call (the server's CPU and the wait are not counted), median of
 ``--rounds`` rounds of ``--calls`` calls, the three clients taking turns in each round. Nothing here is asserted.
 
@@ -22,11 +22,11 @@ import statistics
 import time
 from typing import Any
 
-from connector.aws.clients import _new_client, kinesis_client, kinesis_reader_client
-from connector.aws.settings import ClientSettings
 from localaws import LocalAws
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE
 from localaws.streams import create_stream, unique_name
+from pyspark_aws_kinesis.aws.clients import _new_client, kinesis_client, kinesis_reader_client
+from pyspark_aws_kinesis.aws.settings import ClientSettings
 
 
 def cpu_per_call_us(kinesis: Any, iterator: str, calls: int) -> float:

@@ -1,16 +1,19 @@
 """A pure-Python Amazon Kinesis source and sink for PySpark (``format("aws-kinesis")``).
 
-Installed (``pip install pyspark-aws-kinesis``), pyspark finds the source by itself through the top-level module
-``pyspark_aws_kinesis``: ``spark.readStream.format("aws-kinesis")`` or ``df.writeStream.format("aws-kinesis")``
-with no call. Code shipped with ``--py-files`` instead calls ``connector.register(spark)`` once per SparkSession.
-Options: docs/options.md; the source: docs/source.md.
+Imported as ``pyspark_aws_kinesis`` (the folder is ``connector/``; the checkout's ``pyspark_aws_kinesis`` is a link
+to it, the wheel installs it under that name: docs/design.md). Installed (``pip install pyspark-aws-kinesis``),
+pyspark finds the source by itself: its data-source lookup (``pyspark/sql/worker/lookup_data_sources.py``) imports
+every top-level module named ``pyspark_*`` and registers its ``DefaultSource`` under ``DefaultSource.name()``, so
+``spark.readStream.format("aws-kinesis")`` or ``df.writeStream.format("aws-kinesis")`` needs no call. It runs where
+Spark looks sources up, so it also serves Spark Connect clients. Code shipped with ``--py-files`` instead calls
+``pyspark_aws_kinesis.register(spark)`` once per SparkSession. Options: docs/options.md; the source: docs/source.md.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["NAME", "register"]
+__all__ = ["NAME", "DefaultSource", "register"]
 
 
 ALREADY_REGISTERED = "DATA_SOURCE_ALREADY_EXISTS"
@@ -29,7 +32,7 @@ def register(spark: Any) -> None:
     (DATA_SOURCE_ALREADY_EXISTS) where newer versions replace it. Either way the source is there: jobs that call
     this keep working on a cluster that has the wheel installed (EMR's bootstrap action).
     """
-    # Imported here so that `import connector` (e.g. for connector.options) does not import pyspark.
+    # Imported here so that `import pyspark_aws_kinesis` (e.g. for pyspark_aws_kinesis.options) does not import pyspark.
     from pyspark.errors import AnalysisException
 
     from .datasource import KinesisDataSource
@@ -50,9 +53,14 @@ def redact_external_id(spark: Any) -> None:
 
 
 def __getattr__(name: str) -> Any:
-    """``connector.NAME`` (``"aws-kinesis"``), from the data source that owns it, on first use (it imports pyspark)."""
+    """``NAME`` (``"aws-kinesis"``) and ``DefaultSource`` (the data source class pyspark's lookup registers), from
+    the module that owns them, on first use: it imports pyspark, which light imports (options, kpl) must not."""
     if name == "NAME":
         from .datasource import NAME
 
         return NAME
+    if name == "DefaultSource":
+        from .datasource import KinesisDataSource
+
+        return KinesisDataSource
     raise AttributeError(f"module '{__name__}' has no attribute '{name}'")

@@ -1,8 +1,9 @@
-"""``python -m connector consumers list|register|deregister --stream S [--name N] [--region R] [--endpoint-url U]``
+"""``python -m pyspark_aws_kinesis consumers list|register|deregister --stream S [--name N] [--region R]
+[--endpoint-url U]``
 
 Manages a stream's enhanced fan-out consumers by hand, e.g. to remove one a crashed query left registered
 (consumers cost money while registered). Credentials come from the AWS SDK's default chain, through
-``connector.aws``. A mistake is one line on stderr that names the flag or value and what to do; the region is
+``pyspark_aws_kinesis.aws``. A mistake is one line on stderr that names the flag or value and what to do; the region is
 checked (botocore's partition data) before any call. Exit codes: 0 done, 1 AWS error or timeout, 2 a flag or its
 value is wrong (usage, unknown --region, no such --stream or AWS_PROFILE), 3 no such consumer (deregister),
 4 AWS cannot be used (no or refused credentials, access denied, endpoint unreachable).
@@ -50,7 +51,7 @@ class CliError(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m connector", description=__doc__.split("\n\n")[1])
+    parser = argparse.ArgumentParser(prog="python -m pyspark_aws_kinesis", description=__doc__.split("\n\n")[1])
     commands = parser.add_subparsers(dest="group", required=True)
     consumers = commands.add_parser("consumers", help="list, register or deregister enhanced fan-out consumers")
     consumers.add_argument("action", choices=("list", "register", "deregister"))

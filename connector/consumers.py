@@ -3,8 +3,8 @@
 Who calls it: the driver's planner once per query start with ``kinesis.consumerType=SubscribeToShard``, through
 ``QueryConsumers`` (``ensure_consumer`` for each stream, the ARNs then travel to executors in the partitions;
 ``deregister_quietly`` when the query ends and ``kinesis.requireConsumerDeregistration`` is true) and the
-clean-up command ``python -m connector consumers ...`` (``connector.__main__``). Clients come from
-``connector.aws``; every retried call goes through ``connector.retry``.
+clean-up command ``python -m pyspark_aws_kinesis consumers ...`` (``pyspark_aws_kinesis.__main__``). Clients come from
+``pyspark_aws_kinesis.aws``; every retried call goes through ``pyspark_aws_kinesis.retry``.
 
 Why the loop in ``ensure_consumer``: a consumer may be absent (register it), CREATING (wait), ACTIVE (reuse),
 DELETING from an earlier run (wait until it is gone, then register again: Flink leaks consumers by reusing a
@@ -144,7 +144,7 @@ def ensure_consumer(
         if waited >= wait.timeout_s:
             raise ConsumerError(
                 f"{what} is still {status} after {waited:.0f} s; giving up (is another job deleting or creating it? "
-                "`python -m connector consumers list` shows the stream's consumers)"
+                "`python -m pyspark_aws_kinesis consumers list` shows the stream's consumers)"
             )
         if time.monotonic() - logged >= wait.log_every_s:
             log.info("%s is %s; waited %.0f s of at most %.0f s", what, status, waited, wait.timeout_s)
@@ -172,7 +172,7 @@ def _register(kinesis: Any, arn: str, name: str, retry: RetryPolicy, what: str) 
             raise ConsumerError(
                 f"registering the {what} kept failing with LimitExceededException after {exc.attempts} attempts: "
                 f"{REGISTER_LIMITS}. Wait for other consumers to become ACTIVE, or deregister unused ones "
-                "(`python -m connector consumers list|deregister`)."
+                "(`python -m pyspark_aws_kinesis consumers list|deregister`)."
             ) from exc
         raise
     consumer = Consumer.from_answer(answer["Consumer"])
@@ -215,7 +215,7 @@ def deregister_quietly(kinesis: Any, stream: str, name: str, retry: RetryPolicy)
     except Exception as exc:  # the query is ending anyway: say so, and how to clean up by hand
         log.warning(
             "could not deregister the enhanced fan-out consumer '%s' of stream '%s' (%s: %s); it keeps costing "
-            "money until removed: python -m connector consumers deregister --stream %s --name %s",
+            "money until removed: python -m pyspark_aws_kinesis consumers deregister --stream %s --name %s",
             name,
             stream,
             error_code(exc),
@@ -238,7 +238,7 @@ class QueryConsumers:
 
     With ``deregister`` (``kinesis.requireConsumerDeregistration``), ``release()`` deregisters them, once, best
     effort and logged. Spark rarely calls the reader's ``stop()``: it ends the driver's Python process, often with
-    SIGKILL. So before registering, a watcher process is started (``python -m connector.consumers``, its own
+    SIGKILL. So before registering, a watcher process is started (``python -m pyspark_aws_kinesis.consumers``, its own
     session) that holds a pipe from this process: when the pipe closes without a word (this process died, however)
     it deregisters the consumers; ``release()`` tells it "done" instead. ``atexit`` covers a normal exit too.
     """
@@ -293,7 +293,7 @@ def _deregister_all(settings: ClientSettings, streams: tuple[str, ...], name: st
 
 
 def _start_watcher(settings: ClientSettings, streams: tuple[str, ...], name: str) -> subprocess.Popen:
-    """``python -m connector.consumers`` in its own session (a kill of this process group spares it), fed the
+    """``python -m pyspark_aws_kinesis.consumers`` in its own session (a kill of this process group spares it), fed the
     consumers to deregister through its stdin, which stays open for as long as this process lives."""
     # Not this process's stdout/stderr (Spark may wait for their end): the watcher logs to its own file.
     watcher = spawn_detached(__name__, stdin=subprocess.PIPE)  # this module, whatever its package is called

@@ -7,7 +7,7 @@ where pyspark buries it under "Failed to plan Python data source" and a misleadi
 The one check ``schema()`` cannot make, ``kinesis.endingPosition`` on a streaming read (``schema()`` is the same
 for ``spark.read`` and ``spark.readStream``), is made by ``streamReader()`` at query start. Option errors leave
 with one frame of traceback (``short_traceback``), so that their line comes right under Spark's header.
-Readers come from ``stream_reader`` / ``batch_reader``; writers from ``connector.sink`` (imported lazily,
+Readers come from ``stream_reader`` / ``batch_reader``; writers from ``pyspark_aws_kinesis.sink`` (imported lazily,
 so a reader never imports the sink).
 """
 

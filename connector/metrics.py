@@ -2,7 +2,7 @@
 
 One call turns it on::
 
-    from connector.metrics import publish_to_cloudwatch
+    from pyspark_aws_kinesis.metrics import publish_to_cloudwatch
     publish_to_cloudwatch(spark, namespace="KinesisSpark", dimensions={"Job": "word_count"})
 
 Who calls what: the application calls ``publish_to_cloudwatch`` once per SparkSession; Spark then calls the
@@ -15,7 +15,7 @@ What it sends: ``progress_metrics`` turns one progress event into CloudWatch dat
 docs/source.md); the listener puts them with ONE ``PutMetricData`` call per progress event, and while a query
 is idle at most one heartbeat per ``heartbeat_s`` (rows per second 0), nothing else. A failed call is logged
 and dropped: no retry (the next batch publishes again), a bounded connect + read timeout, never an exception
-into Spark. The CloudWatch client comes from ``connector.aws`` like every other client.
+into Spark. The CloudWatch client comes from ``pyspark_aws_kinesis.aws`` like every other client.
 
 Lag and the source's counters come from ``sources[].latestOffset``, which only pyspark 4.2+ fills from the
 source's ``reportLatestOffset()``; on pyspark 4.0.2 a query publishes rows per second and batch duration only.
@@ -208,8 +208,8 @@ def _datum(name: str, unit: str, dimensions: Mapping[str, str], value: Any) -> D
 class CloudWatchPublisher(StreamingQueryListener):
     """Puts each progress event's metrics in one PutMetricData call; while idle, one heartbeat per interval.
 
-    ``client`` is a boto3 CloudWatch client (``connector.aws.clients.client("cloudwatch", ...)``). ``calls`` and
-    ``failures`` count PutMetricData attempts and failed ones, ``progress_events`` and ``idle_events`` what
+    ``client`` is a boto3 CloudWatch client (``pyspark_aws_kinesis.aws.clients.client("cloudwatch", ...)``). ``calls``
+    and ``failures`` count PutMetricData attempts and failed ones, ``progress_events`` and ``idle_events`` what
     Spark sent (for logs and tests). Spark may call the methods
     from different threads: the bookkeeping is under a lock, the network call is not.
     """

@@ -1,6 +1,6 @@
 """When to retry an AWS call, and how long to wait: one policy for the whole connector.
 
-botocore's own retries are turned down in ``connector.aws`` so that every retry goes through here, bounded by
+botocore's own retries are turned down in ``pyspark_aws_kinesis.aws`` so that every retry goes through here, bounded by
 the user's ``kinesis.clientNumRetries`` / ``clientRetryIntervalsMs`` / ``clientMaxRetryIntervalMs`` options.
 """
 

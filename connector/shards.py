@@ -2,7 +2,7 @@
 hash-key routing.
 
 Who calls it: the source's driver side (``source.catalog``, which caches listings and tracks lineage), the sink
-when it routes aggregates to shards (``sink.routing``) and the load generator (``generator.sender``).
+when it routes aggregates to shards (``sink.routing``) and the load generator (``kinesis_generator.sender``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""``python -m generator``: see ``generator.cli``."""
+"""``python -m kinesis_generator``: see ``kinesis_generator.cli``."""
 
 import sys
 
-from generator.cli import main
+from kinesis_generator.cli import main
 
 sys.exit(main())

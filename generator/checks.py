@@ -1,6 +1,6 @@
 """What can be checked before anything is sent, and AWS's refusals turned into one line that names the flag.
 
-Who calls it: ``generator.sender.run``, before it builds its client (``check_profile``, ``resolve_region``,
+Who calls it: ``kinesis_generator.sender.run``, before it builds its client (``check_profile``, ``resolve_region``,
 ``check_credentials``), then with the client (``check_stream``: one ListShards, which also gives the open
 shards that the stream's write limit and ``--aggregate`` need), and for an error that stopped a run midway
 (``explain``). Every message starts with the flag (or the value) at fault and says what to do; the connector's
@@ -17,11 +17,17 @@ from urllib.parse import urlsplit
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, ParamValidationError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
-from connector.aws.settings import infer_region, sdk_default_region
-from connector.retry import RETRYABLE_ERROR_CODES, RetriesExhaustedError, RetryPolicy, error_code, error_message
-from connector.shards import Shard, StreamNotFoundError, list_shards, open_shards
-from connector.sink.put_records import PutRecordsFailedError
-from generator.errors import GeneratorError, TargetError, UsageError
+from kinesis_generator.errors import GeneratorError, TargetError, UsageError
+from pyspark_aws_kinesis.aws.settings import infer_region, sdk_default_region
+from pyspark_aws_kinesis.retry import (
+    RETRYABLE_ERROR_CODES,
+    RetriesExhaustedError,
+    RetryPolicy,
+    error_code,
+    error_message,
+)
+from pyspark_aws_kinesis.shards import Shard, StreamNotFoundError, list_shards, open_shards
+from pyspark_aws_kinesis.sink.put_records import PutRecordsFailedError
 
 # The checks' own retries: a few quick ones, so an endpoint that does not answer is reported in seconds.
 PREFLIGHT_RETRY = RetryPolicy(max_retries=2, initial_interval_ms=200, max_interval_ms=1000)
@@ -128,7 +134,7 @@ def _check_known_region(region: str) -> None:
 
 
 def check_credentials(endpoint_url: str | None) -> None:
-    """Some credentials must be found by boto3's default chain (the one ``connector.aws`` clients use)."""
+    """Some credentials must be found by boto3's default chain (the one ``pyspark_aws_kinesis.aws`` clients use)."""
     import botocore.session
 
     try:

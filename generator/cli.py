@@ -1,6 +1,6 @@
-"""The command line: ``python -m generator --stream NAME [--rate N | --periodic MEAN STDDEV] --duration S``.
+"""The command line: ``python -m kinesis_generator --stream NAME [--rate N | --periodic MEAN STDDEV] --duration S``.
 
-Exit codes (``generator.errors``; docs/generator.md lists them): 0 every record due was stored, 2 a flag or its
+Exit codes (``kinesis_generator.errors``; docs/generator.md lists them): 0 every record due was stored, 2 a flag or its
 value is wrong, 3 the stream cannot be written, 4 records were lost (refused through the retry budget), 5 the
 run ended before every record due was stored, 130 interrupted by Ctrl-C. A run that ends prints its summary
 (stdout); an error is one line on stderr that starts with the flag at fault, and with ``--json`` also a JSON
@@ -17,8 +17,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from connector.retry import RetryPolicy
-from generator.errors import (
+from kinesis_generator.errors import (
     EXIT_INTERRUPTED,
     EXIT_LOST,
     EXIT_OK,
@@ -26,9 +25,10 @@ from generator.errors import (
     GeneratorError,
     UsageError,
 )
-from generator.sender import DEFAULT_PARTITION_KEY, DEFAULT_RETRY, run
-from generator.stats import Summary
-from generator.template import TemplateError
+from kinesis_generator.sender import DEFAULT_PARTITION_KEY, DEFAULT_RETRY, run
+from kinesis_generator.stats import Summary
+from kinesis_generator.template import TemplateError
+from pyspark_aws_kinesis.retry import RetryPolicy
 
 # argparse's messages: "argument --rate: must be > 0", "the following arguments are required: --stream"
 _FLAG_IN_MESSAGE = re.compile(r"(--[a-z-]+)")
@@ -39,7 +39,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         flag = _FLAG_IN_MESSAGE.search(message)
-        raise UsageError(f"{message} (python -m generator --help lists the flags)", flag and flag.group(1))
+        raise UsageError(f"{message} (python -m kinesis_generator --help lists the flags)", flag and flag.group(1))
 
 
 class Interrupted(GeneratorError):
@@ -63,7 +63,7 @@ def _positive(kind: type) -> object:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="python -m generator",
+        prog="python -m kinesis_generator",
         description="Send records rendered from a KDG-style template into a Kinesis stream.",
         epilog="Exit codes: 0 done, 2 bad flag or value, 3 stream cannot be written, 4 records lost, "
         "5 not every record sent in time, 130 Ctrl-C (docs/generator.md).",
@@ -130,13 +130,13 @@ def exit_code(summary: Summary) -> int:
 
 
 def _run(args: argparse.Namespace) -> Summary:
-    """Check what the flags alone can tell, then ``generator.run``; bad input becomes a ``UsageError``."""
+    """Check what the flags alone can tell, then ``kinesis_generator.run``; bad input becomes a ``UsageError``."""
     if args.duration is None and args.count is None:
         raise UsageError("give --duration SECONDS or --count RECORDS (or both) so the run has an end", "--duration")
     if args.max_retries < 0:
         raise UsageError(f"--max-retries must be >= 0, got {args.max_retries}", "--max-retries")
     if args.profile:
-        os.environ["AWS_PROFILE"] = args.profile  # read by boto3's default chain inside connector.aws
+        os.environ["AWS_PROFILE"] = args.profile  # read by boto3's default chain inside pyspark_aws_kinesis.aws
     flag = f"--template-file {args.template_file}" if args.template_file else "--template"
     try:
         return run(

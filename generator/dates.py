@@ -1,6 +1,6 @@
 """moment.js-style date formats (``YYYY-MM-DD hh:mm:ss``), compiled once into a fast formatter.
 
-Used by ``generator.helpers`` for ``date.now(format)`` and ``date.utc(format)``, as in the KDG templates.
+Used by ``kinesis_generator.helpers`` for ``date.now(format)`` and ``date.utc(format)``, as in the KDG templates.
 Tokens follow moment.js: text in ``[brackets]`` is literal, anything that is not a token is copied as is.
 """
 

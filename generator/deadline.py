@@ -1,8 +1,8 @@
 """The end of a run on the wall clock: ``--duration`` (or Ctrl-C) ends it, retries and backoff included.
 
-Who uses it: ``generator.sender.run`` makes one ``Deadline`` per run and sets it when the schedule starts;
-``generator.pool`` checks it before each batch's first PutRecords call and hands ``DeadlineRetry`` to
-``connector.sink.put_records.put_all``, whose every retry (of refused entries, of a whole call) waits in
+Who uses it: ``kinesis_generator.sender.run`` makes one ``Deadline`` per run and sets it when the schedule starts;
+``kinesis_generator.pool`` checks it before each batch's first PutRecords call and hands ``DeadlineRetry`` to
+``pyspark_aws_kinesis.sink.put_records.put_all``, whose every retry (of refused entries, of a whole call) waits in
 ``RetryPolicy.sleep_before_retry``: there the deadline stops it. So no call starts after the deadline; a call
 already under way may finish within ``GRACE_S`` (the client's timeouts are set to fit in it), and the run waits
 no longer than that for it.
@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from connector.retry import RetryPolicy
+from pyspark_aws_kinesis.retry import RetryPolicy
 
 GRACE_S = 5.0  # how long after the deadline a call already under way may take to finish
 # The generator's client times out within the grace: a new connection in CONNECT_TIMEOUT_S, an answer in

@@ -1,8 +1,8 @@
 """The generator's exit codes, and the one-line errors that a user's mistake or an unusable stream end a run with.
 
-Who uses it: ``generator.checks`` raises these errors before anything is sent (and turns AWS's answers into
-them during a run), ``generator.sender.run`` raises them to its caller, ``generator.cli`` prints the line (or a
-JSON error object with ``--json``) and exits with the error's code. docs/generator.md lists the codes.
+Who uses it: ``kinesis_generator.checks`` raises these errors before anything is sent (and turns AWS's answers into
+them during a run), ``kinesis_generator.sender.run`` raises them to its caller, ``kinesis_generator.cli`` prints the
+line (or a JSON error object with ``--json``) and exits with the error's code. docs/generator.md lists the codes.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from generator.stats import Summary
+    from kinesis_generator.stats import Summary
 
 EXIT_OK = 0  # every record due was stored
 EXIT_USAGE = 2  # a flag or its value is wrong (argparse's own code for a bad command line); nothing was sent
@@ -53,8 +53,8 @@ class GeneratorError(Exception):
 
 class UsageError(GeneratorError, ValueError):
     """A flag or its value is wrong (a file that is not there, an unknown profile or region, a duration that is
-    not positive); found before anything is sent. A ValueError too, as ``generator.run`` always raised for bad
-    input (a template that does not compile raises ``generator.TemplateError``, also a ValueError)."""
+    not positive); found before anything is sent. A ValueError too, as ``kinesis_generator.run`` always raised for bad
+    input (a template that does not compile raises ``kinesis_generator.TemplateError``, also a ValueError)."""
 
     exit_code = EXIT_USAGE
 

@@ -1,7 +1,7 @@
 """The helpers a template can call: ``random.*``, ``date.*`` and faker.js-style names backed by ``Faker``.
 
-Who calls it: ``generator.template`` compiles each ``{{module.method(args)}}`` placeholder by looking its name up
-here. A helper is a *factory*: it gets the parsed arguments once, at compile time (so bad arguments fail before
+Who calls it: ``kinesis_generator.template`` compiles each ``{{module.method(args)}}`` placeholder by looking its name
+up here. A helper is a *factory*: it gets the parsed arguments once, at compile time (so bad arguments fail before
 anything is sent), and returns a zero-argument function that renders one value. All randomness goes through
 one ``Context`` (a ``random.Random`` and a ``Faker``) so that ``--seed`` makes the output reproducible.
 """
@@ -22,7 +22,7 @@ from typing import Any
 
 from faker import Faker
 
-from generator.dates import DEFAULT_FORMAT, compile_format
+from kinesis_generator.dates import DEFAULT_FORMAT, compile_format
 
 Render = Callable[[], Any]
 Factory = Callable[["Context", Any], Render]

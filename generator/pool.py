@@ -1,8 +1,9 @@
-"""The sending threads: PutRecords batches from a bounded queue, put with ``connector.sink.put_records.put_all``.
+"""The sending threads: PutRecords batches from a bounded queue, put with
+``pyspark_aws_kinesis.sink.put_records.put_all``.
 
-Who calls it: ``generator.sender.run`` makes one ``SenderPool`` per run, ``submit``s each tick's records and
+Who calls it: ``kinesis_generator.sender.run`` makes one ``SenderPool`` per run, ``submit``s each tick's records and
 ``close``s it at the end. ``put_all`` retries exactly the refused entries with jittered backoff; its retry
-policy is a ``generator.deadline.DeadlineRetry``, so no call (first or retry) starts after the run's deadline.
+policy is a ``kinesis_generator.deadline.DeadlineRetry``, so no call (first or retry) starts after the run's deadline.
 Which user records got stored is known entry by entry (``put_all``'s ``on_stored``), so the counts are exact
 even when a batch was cut short.
 """
@@ -16,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from connector.retry import RETRYABLE_ERROR_CODES
-from connector.sink.put_records import Entry, PutRecordsFailedError, PutStats, batches, put_all
-from generator.deadline import DeadlineReached, DeadlineRetry
-from generator.stats import LiveStats
+from kinesis_generator.deadline import DeadlineReached, DeadlineRetry
+from kinesis_generator.stats import LiveStats
+from pyspark_aws_kinesis.retry import RETRYABLE_ERROR_CODES
+from pyspark_aws_kinesis.sink.put_records import Entry, PutRecordsFailedError, PutStats, batches, put_all
 
 UserRecord = tuple[str, bytes]  # (partition key, data)
 OnSent = Callable[[list[UserRecord]], None]

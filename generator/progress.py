@@ -1,7 +1,7 @@
 """The live progress bar (``rich``) on stderr: records, rate against the rate asked, bytes/s, refusals, failures,
 and the run's clock.
 
-Who calls it: ``generator.sender.run`` when not quiet: ``start()`` when the schedule starts, ``stop()`` once the
+Who calls it: ``kinesis_generator.sender.run`` when not quiet: ``start()`` when the schedule starts, ``stop()`` once the
 run's counts are final. A thread of its own refreshes it five times a second, so it stays live while the
 producer waits on busy senders and during the grace after the deadline. The clock is ``LiveStats.elapsed_s()``,
 the one the summary reports.
@@ -14,7 +14,7 @@ import threading
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 
-from generator.stats import LiveStats, refused_entries
+from kinesis_generator.stats import LiveStats, refused_entries
 
 REFRESH_S = 0.2
 

@@ -1,6 +1,6 @@
 """How many records are due by a given moment: constant rate, or KDG's periodic mode.
 
-Who calls it: ``generator.sender.run``'s loop asks ``due(elapsed)`` against a monotonic clock and sends the
+Who calls it: ``kinesis_generator.sender.run``'s loop asks ``due(elapsed)`` against a monotonic clock and sends the
 difference, so lateness (a slow call, a GC pause) is caught up instead of accumulating, as it would with
 ``sleep(1 / rate)``.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from random import Random
 
-from generator.errors import UsageError
+from kinesis_generator.errors import UsageError
 
 
 class ConstantRate:

@@ -1,13 +1,13 @@
 """``run()``: render records from a template on schedule and put them into a Kinesis stream, within the time given.
 
-Who calls it: the CLI (``python -m generator``), the demo (``spark_app.demo``), benchmarks and tests.
+Who calls it: the CLI (``python -m kinesis_generator``), the demo (``spark_app.demo``), benchmarks and tests.
 
-1. Checks before anything is sent (``generator.checks``): the templates compile, the profile, region and
+1. Checks before anything is sent (``kinesis_generator.checks``): the templates compile, the profile, region and
    credentials exist, the stream exists (one ListShards: its open shards give the write limit the summary
    compares the rate with, and the hash ranges ``--aggregate`` needs).
-2. The schedule: the main thread keeps it (``generator.rates``) against a monotonic clock, renders what is due,
+2. The schedule: the main thread keeps it (``kinesis_generator.rates``) against a monotonic clock, renders what is due,
    optionally KPL-aggregates it per shard, and queues PutRecords batches for the sending threads
-   (``generator.pool``), which retry refused entries with backoff.
+   (``kinesis_generator.pool``), which retry refused entries with backoff.
 3. The end: ``count`` records or ``duration_s`` seconds on the wall clock, whichever comes first. At the deadline
    nothing new is sent and no retry starts; calls under way may finish within ``deadline.GRACE_S``. Records
    refused through the whole retry budget count as failed and the run goes on; a refusal no retry can fix
@@ -21,21 +21,21 @@ import bisect
 import time
 from typing import Any
 
-from connector.aws.clients import kinesis_client
-from connector.aws.settings import ClientSettings
-from connector.kpl import Aggregator, hash_key_of
-from connector.retry import RetryPolicy
-from connector.shards import Shard
-from connector.sink.put_records import Entry
-from generator import checks
-from generator.deadline import CONNECT_TIMEOUT_S, GRACE_S, READ_TIMEOUT_S, Deadline, DeadlineRetry
-from generator.errors import TargetError, UsageError
-from generator.helpers import Context
-from generator.pool import OnSent, SenderPool, UserRecord
-from generator.progress import ProgressBar
-from generator.rates import ConstantRate, PeriodicRate
-from generator.stats import LiveStats, Summary
-from generator.template import Template, TemplateError
+from kinesis_generator import checks
+from kinesis_generator.deadline import CONNECT_TIMEOUT_S, GRACE_S, READ_TIMEOUT_S, Deadline, DeadlineRetry
+from kinesis_generator.errors import TargetError, UsageError
+from kinesis_generator.helpers import Context
+from kinesis_generator.pool import OnSent, SenderPool, UserRecord
+from kinesis_generator.progress import ProgressBar
+from kinesis_generator.rates import ConstantRate, PeriodicRate
+from kinesis_generator.stats import LiveStats, Summary
+from kinesis_generator.template import Template, TemplateError
+from pyspark_aws_kinesis.aws.clients import kinesis_client
+from pyspark_aws_kinesis.aws.settings import ClientSettings
+from pyspark_aws_kinesis.kpl import Aggregator, hash_key_of
+from pyspark_aws_kinesis.retry import RetryPolicy
+from pyspark_aws_kinesis.shards import Shard
+from pyspark_aws_kinesis.sink.put_records import Entry
 
 DEFAULT_PARTITION_KEY = "{{random.alphaNumeric(16)}}"  # random keys spread load over every shard, as the KDG
 DEFAULT_RETRY = RetryPolicy(max_retries=5, initial_interval_ms=100, max_interval_ms=5000)
@@ -102,7 +102,9 @@ def run(
     except KeyboardInterrupt:
         interrupted = True
         deadline.stop()
-    except ValueError as exc:  # a rendered record over the Kinesis limits (connector.sink.put_records.check_entry)
+    except (
+        ValueError
+    ) as exc:  # a rendered record over the Kinesis limits (pyspark_aws_kinesis.sink.put_records.check_entry)
         raise UsageError(f"--template: {exc}", "--template") from None
     finally:
         interrupted = _close(pool, deadline, bar) or interrupted
@@ -123,7 +125,7 @@ def seed_template() -> str:
 
 
 def make_client(endpoint_url: str | None, region: str | None, workers: int, retry: RetryPolicy) -> Any:
-    """The Kinesis client, built by ``connector.aws`` like every client of the project, after the checks that
+    """The Kinesis client, built by ``pyspark_aws_kinesis.aws`` like every client of the project, after the checks that
     need no call: the endpoint URL, the profile, the region, the credentials. Its timeouts fit in the deadline's
     grace."""
     checks.check_endpoint(endpoint_url)

@@ -1,5 +1,5 @@
 """Live counters of a generator run, shared by the sending threads and the progress display, and the final
-``Summary`` that ``generator.run`` returns and the CLI prints (or dumps as JSON with ``--json``).
+``Summary`` that ``kinesis_generator.run`` returns and the CLI prints (or dumps as JSON with ``--json``).
 
 One clock: ``LiveStats.start()`` is the start of the schedule, ``finish()`` the end of the run; the progress
 display and the summary both read ``elapsed_s()``, so they show the same time.
@@ -13,11 +13,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from connector.sink.put_records import PutStats
-from generator.deadline import GRACE_S
+from kinesis_generator.deadline import GRACE_S
+from pyspark_aws_kinesis.sink.put_records import PutStats
 
 if TYPE_CHECKING:
-    from generator.pool import Job
+    from kinesis_generator.pool import Job
 
 # What one open shard takes (Kinesis quotas): PutRecords beyond it is refused per entry with
 # ProvisionedThroughputExceededException. An aggregate counts as one record.

@@ -1,6 +1,6 @@
 """KDG templates: text with ``{{module.method(args)}}`` placeholders, parsed and compiled once, rendered fast.
 
-Who calls it: ``generator.run`` / the CLI compile the record and partition-key templates before anything is
+Who calls it: ``kinesis_generator.run`` / the CLI compile the record and partition-key templates before anything is
 sent; the benchmark renders the seed template in a loop. Arguments are JSON when they parse as JSON, else a
 plain string (as in the KDG). A bad template raises ``TemplateError`` naming the placeholder, its line and
 column, and the known helpers.
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from generator.helpers import NO_ARGS, Context, HelperArgumentError, known_helpers, lookup
+from kinesis_generator.helpers import NO_ARGS, Context, HelperArgumentError, known_helpers, lookup
 
 _NAME = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*)\s*")
 

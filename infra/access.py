@@ -43,7 +43,7 @@ CONSUMER_ACTIONS = [*CONSUMER_READ_ACTIONS, "kinesis:DeregisterStreamConsumer"]
 # Writers need GenerateDataKey on a KMS-encrypted stream; readers only Decrypt.
 STREAM_KEY_ACTIONS = ["kms:Decrypt", "kms:GenerateDataKey"]
 STREAM_KEY_READ_ACTIONS = ["kms:Decrypt"]
-# Exactly what connector.metadata.dynamodb calls on an existing table (tests/infra/test_metadata_access.py
+# Exactly what pyspark_aws_kinesis.metadata.dynamodb calls on an existing table (tests/infra/test_metadata_access.py
 # records a source run against moto and compares). The stack creates the table, so the job needs neither
 # CreateTable nor UpdateTimeToLive, nor DescribeTable (the store only looks at the table when a call says it is
 # missing); it deletes with BatchWriteItem only.

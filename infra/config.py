@@ -31,7 +31,7 @@ EXTERNAL_ID_LENGTH = (16, 1224)
 SUBNET_RE = re.compile(r"^subnet-[0-9a-f]{8,17}$")
 S3_ZIP_URI_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/.+\.zip$")
 STACK_PREFIX_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,63}$")
-# A CloudWatch namespace the job may publish to (connector.metrics checks the same; "AWS/" is reserved).
+# A CloudWatch namespace the job may publish to (pyspark_aws_kinesis.metrics checks the same; "AWS/" is reserved).
 CLOUDWATCH_NAMESPACE_RE = re.compile(r"^(?!AWS/)[0-9A-Za-z.\-_/#:]{1,255}$")
 EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 # The cluster's Python must be the one the locked wheels are built for (infra/emr-lock.txt, infra.wheelhouse.TARGET).

@@ -1,5 +1,5 @@
 """Watching the pipeline: a CloudWatch dashboard, alarms, an optional SNS topic for them, and the job roles'
-permission to publish the job's own metrics (``connector.metrics``, turned on by the EMR step's
+permission to publish the job's own metrics (``pyspark_aws_kinesis.metrics``, turned on by the EMR step's
 ``--cloudwatch-namespace``).
 
 Built by `infra.app.build_app` after the streams and access stacks and before the EMR stack (the job must be
@@ -21,7 +21,7 @@ from constructs import Construct
 from infra import nag
 from infra.config import InfraConfig
 
-# The dimension connector.metrics adds for a sample job (spark_app.common.publish_metrics: Job=<job module>).
+# The dimension pyspark_aws_kinesis.metrics adds for a sample job (spark_app.common.publish_metrics: Job=<job module>).
 JOB_DIMENSION = "Job"
 ONE_MINUTE = Duration.minutes(1)
 FIVE_MINUTES = Duration.minutes(5)
@@ -61,7 +61,7 @@ class MonitoringStack(Stack):
     # --- the job's metrics ---------------------------------------------------------------------------------
 
     def job_metric(self, name: str, statistic: str) -> cw.Metric:
-        """A metric the job publishes under its Job dimension alone (connector.metrics' roll-up)."""
+        """A metric the job publishes under its Job dimension alone (pyspark_aws_kinesis.metrics' roll-up)."""
         return cw.Metric(
             namespace=self.config.cloudwatch_namespace,
             metric_name=name,

@@ -25,7 +25,8 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # Only the jobs ship as --py-files: the connector comes from the wheel the bootstrap action installs.
 PY_PACKAGES = ("spark_app",)
 # What `pip wheel` needs from the checkout to build the library (pyproject.toml says what goes into the wheel).
-WHEEL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "pyspark_aws_kinesis.py", "connector", "generator")
+# The packages under their import names: links in the checkout, copied as real folders.
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "pyspark_aws_kinesis", "kinesis_generator")
 PYFILES_ZIP = "pyfiles.zip"
 BOOTSTRAP_SCRIPT = "install-python-deps.sh"
 # A fixed timestamp makes the zip byte-identical for identical sources, so the CDK asset hash (and thus the
@@ -49,7 +50,7 @@ def job_entry(job: str, root: Path = PROJECT_ROOT) -> Path:
 def build_pyfiles_zip(out_dir: Path, root: Path = PROJECT_ROOT, packages: tuple[str, ...] = PY_PACKAGES) -> Path:
     """Zip the packages that exist under `root` (each at the zip root, no caches) into `out_dir/pyfiles.zip`.
 
-    By default only `spark_app`: a `connector/` in the zip would shadow the installed wheel on the cluster.
+    By default only `spark_app`: a `pyspark_aws_kinesis/` in the zip would shadow the installed wheel on the cluster.
     """
     present = [name for name in packages if (root / name).is_dir()]
     if not present:
@@ -144,7 +145,7 @@ aws s3 cp --only-show-errors "$WHEELHOUSE_URI" "$WORK/wheelhouse.zip"
 "$PYTHON" -m zipfile -e "$WORK/wheelhouse.zip" "$WORK/wheelhouse"
 sudo "$PYTHON" -m pip install --quiet --no-cache-dir --no-index --require-hashes \\
     --find-links "$WORK/wheelhouse" -r "$WORK/wheelhouse/{REQUIREMENTS_NAME}"
-"$PYTHON" -c 'import connector.options, connector.kpl, pyarrow, boto3'
+"$PYTHON" -c 'import pyspark_aws_kinesis.options, pyspark_aws_kinesis.kpl, pyarrow, boto3'
 """
 
 

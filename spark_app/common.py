@@ -120,7 +120,7 @@ def job_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 
 def _cloudwatch_namespace(text: str) -> str:
-    from connector.metrics import MetricsConfigError, check_config
+    from pyspark_aws_kinesis.metrics import MetricsConfigError, check_config
 
     try:
         check_config(text, {}, 1.0, 1.0)
@@ -187,31 +187,32 @@ def build_session(app_name: str, shuffle_partitions: int = 8) -> SparkSession:
 
 
 def put_project_on_worker_path() -> None:
-    """Run from a checkout (``python -m spark_app.<job>``), Python workers must import ``connector`` too.
+    """Run from a checkout (``python -m spark_app.<job>``), Python workers must import ``pyspark_aws_kinesis`` too.
 
     Workers inherit the environment of the JVM this process is about to start. From the EMR zip (``--py-files``)
     the project root is not a directory and Spark already ships the zip to the workers: nothing to do.
     """
     root = Path(__file__).resolve().parent.parent
-    if (root / "connector").is_dir():
+    if (root / "pyspark_aws_kinesis").is_dir():
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
 
 
 def publish_metrics(spark: SparkSession, args: Any, job: str) -> Any:
-    """With ``--cloudwatch-namespace``, publish every query of ``spark`` to CloudWatch (``connector.metrics``);
-    returns the listener, or None when the flag is off. Called by ``run_job`` before the queries start."""
+    """With ``--cloudwatch-namespace``, publish every query of ``spark`` to CloudWatch
+    (``pyspark_aws_kinesis.metrics``); returns the listener, or None when the flag is off. Called by ``run_job`` before
+    the queries start."""
     if not args.cloudwatch_namespace:
         return None
-    from connector.metrics import publish_to_cloudwatch
+    from pyspark_aws_kinesis.metrics import publish_to_cloudwatch
 
     return publish_to_cloudwatch(spark, args.cloudwatch_namespace, {"Job": job}, region=args.region)
 
 
 def register_connector(spark: SparkSession) -> None:
     """Register the ``aws-kinesis`` data source (every job calls this; registering twice is harmless)."""
-    import connector
+    import pyspark_aws_kinesis
 
-    connector.register(spark)
+    pyspark_aws_kinesis.register(spark)
 
 
 def endpoint_options(args: Any) -> dict[str, str]:

@@ -181,11 +181,11 @@ class GeneratorRun:
 
     def _run(self, args: argparse.Namespace, target: Target) -> None:
         try:
-            import generator
+            import kinesis_generator
 
-            summary = generator.run(
+            summary = kinesis_generator.run(
                 stream_name=args.source_stream,
-                template=args.template.read_text() if args.template else generator.seed_template(),
+                template=args.template.read_text() if args.template else kinesis_generator.seed_template(),
                 rate=args.rate,
                 duration_s=args.seconds,
                 endpoint_url=target.endpoint_url,

@@ -145,7 +145,7 @@ def judge(
 
 def user_payloads(records: list[dict]) -> Iterator[bytes]:
     """The user records' data of GetRecords records, de-aggregating KPL aggregates (the sink's default)."""
-    from connector import kpl
+    from pyspark_aws_kinesis import kpl
 
     for record in records:
         data = record["Data"]

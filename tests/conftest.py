@@ -145,10 +145,10 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
 
 def _register_connector(session) -> None:
     try:
-        import connector
+        import pyspark_aws_kinesis
     except ImportError:
         return
-    register = getattr(connector, "register", None)
+    register = getattr(pyspark_aws_kinesis, "register", None)
     if register is not None:
         register(session)
 

@@ -9,7 +9,7 @@ a region one AWS has, by botocore's partition data: ``settings`` and the consume
 
 Who calls it: the driver-side readers (ListShards, probes), the executor-side fetchers (GetShardIterator,
 GetRecords, SubscribeToShard), the metadata stores, the sink, the consumers' management, the metrics listener and
-the load generator. botocore's own retries are off: ``connector.retry`` owns every retry, bounded by the
+the load generator. botocore's own retries are off: ``pyspark_aws_kinesis.retry`` owns every retry, bounded by the
 ``kinesis.client*`` options.
 
 Credentials, in this order of layers:

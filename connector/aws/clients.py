@@ -2,7 +2,7 @@
 
 Who calls it: every module that calls AWS, through ``kinesis_client``, ``kinesis_reader_client`` (GetRecords
 answers handed over undecoded, for ``fetch.decode``) or ``client`` (S3, DynamoDB, CloudWatch). botocore's own
-retries are off (``connector.retry`` owns them); each client builds its User-Agent header once per set of
+retries are off (``pyspark_aws_kinesis.retry`` owns them); each client builds its User-Agent header once per set of
 features, not twice per call (``build_user_agent_once``).
 """
 
@@ -47,8 +47,8 @@ def client(service: str, settings: ClientSettings, raw_get_records: bool = False
 def _keep_raw_body(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_: Any) -> None:
     """botocore's ``before-parse`` hook: a successful GetRecords answer skips botocore's parser.
 
-    The body moves to ``RAW_BODY`` for ``connector.fetch.decode`` and botocore parses an empty object instead. Errors
-    keep their body, so botocore still raises ClientError with the AWS error code.
+    The body moves to ``RAW_BODY`` for ``pyspark_aws_kinesis.fetch.decode`` and botocore parses an empty object instead.
+    Errors keep their body, so botocore still raises ClientError with the AWS error code.
     """
     if response_dict.get("status_code") == 200:
         customized_response_dict[RAW_BODY] = response_dict["body"]
@@ -127,7 +127,7 @@ def _new_client(service: str, settings: ClientSettings) -> Any:
         connect_timeout=settings.connect_timeout_s,
         read_timeout=settings.read_timeout_s,
         max_pool_connections=settings.max_pool_connections,
-        # total_max_attempts counts the first try: botocore never retries, connector.retry does.
+        # total_max_attempts counts the first try: botocore never retries, pyspark_aws_kinesis.retry does.
         retries={"total_max_attempts": 1, "mode": "standard"},
     )
     return session.create_client(
@@ -142,5 +142,6 @@ def kinesis_client(settings: ClientSettings) -> Any:
 
 def kinesis_reader_client(settings: ClientSettings) -> Any:
     """The process's Kinesis client for reading records: its ``get_records`` answers ``{RAW_BODY: bytes}``
-    (decoded by ``connector.fetch.decode``, ~4x faster than botocore's parser); every other call is as usual."""
+    (decoded by ``pyspark_aws_kinesis.fetch.decode``, ~4x faster than botocore's parser); every other call is as
+    usual."""
     return client("kinesis", settings, raw_get_records=True)

@@ -1,13 +1,13 @@
 """GetRecords answers and SubscribeToShard events -> user records (KPL de-aggregation) as columns -> Arrow batches.
 
 Who calls it: ``polling`` and ``efo`` (the two transports), for each answer or event of one shard;
-``connector.datasource`` takes the schema from here. The RecordBatches must match Spark's Arrow form of
+``pyspark_aws_kinesis.datasource`` takes the schema from here. The RecordBatches must match Spark's Arrow form of
 ``SCHEMA_DDL`` exactly (``string`` not ``large_string``, ``timestamp('us', tz='UTC')``, all fields nullable) or
 Spark refuses them.
 
 Why not botocore's parsed answer: botocore turns every record into a dict with a ``datetime(tzinfo=tzlocal())``
 and runs ~76k records/s per core on 1 KiB records. So the reader's client hands us the raw body
-(``connector.aws.clients.kinesis_reader_client``) and this module decodes it straight into column lists, with
+(``pyspark_aws_kinesis.aws.clients.kinesis_reader_client``) and this module decodes it straight into column lists, with
 msgspec: a JSON decoder into typed structs whose ``bytes`` field decodes the base64 ``Data`` in the same C pass.
 Chosen by measurement (``bench/decode.py``, docs/source.md): on 1 KiB records about 2.4 times ``orjson`` +
 ``pybase64`` per record and 3 times ``json.loads`` + ``binascii``, which took 85-93 % of the decode before. msgspec

@@ -5,7 +5,7 @@ Who calls it: the subscription broker (``fetch.efo_broker``, per query and host)
 broker can serve a read (it then reads direct, in the task). Both serve the range reader (``fetch.range.ShardRange``,
 on an executor, or on the driver when it completes an unread shard) with ``kinesis.consumerType=SubscribeToShard``,
 in place of the GetRecords transport (``SourceSettings.transport`` picks it); the consumer (its ARN, carried in the
-partition) was made ACTIVE on the driver by ``connector.consumers``. ``abort()`` (from another thread) ends a
+partition) was made ACTIVE on the driver by ``pyspark_aws_kinesis.consumers``. ``abort()`` (from another thread) ends a
 subscription at once: the broker closes idle ones with it.
 
 It implements ``fetch.range.ShardTransport``: ``pages(start, wanted)`` subscribes at ``start`` and yields one ``Page``
@@ -29,7 +29,7 @@ What it hides from the caller:
 - botocore waits for an ``initial-response`` event that AWS sends and kinesis-mock does not. A ``before-parse``
   hook hands botocore a ready-made initial response and keeps the real body, whose events this module reads
   itself (with botocore's ``EventStreamBuffer``), skipping the real initial response when there is one. This also
-  decodes records with ``connector.fetch.decode`` (fast JSON path) instead of botocore's per-record datetimes.
+  decodes records with ``pyspark_aws_kinesis.fetch.decode`` (fast JSON path) instead of botocore's per-record datetimes.
 - Every event stream is closed and its connection handed back, also when the caller stops early (close the
   generator, or let it be collected): botocore's ``EventStream.close()`` is reported to leak connections.
 """
@@ -140,7 +140,7 @@ def subscription_client(settings: ClientSettings, timeout_s: float) -> Any:
 
 
 def prepare_client(kinesis: Any) -> Any:
-    """Install the hook on ``kinesis`` (a client from ``connector.aws``; idempotent) and return it."""
+    """Install the hook on ``kinesis`` (a client from ``pyspark_aws_kinesis.aws``; idempotent) and return it."""
     kinesis.meta.events.register("before-parse.kinesis.SubscribeToShard", _keep_raw_event_stream, unique_id=_HOOK_ID)
     return kinesis
 
@@ -175,8 +175,8 @@ def _event_error(headers: dict[str, Any], payload: bytes) -> ClientError:
 class ShardSubscriber:
     """Reads one shard through one consumer: ``for page in subscriber.pages(start): ...``.
 
-    ``kinesis``: a client from ``connector.aws`` (its read timeout is the longest silence tolerated between two
-    events: ``kinesis.subscribeToShard.timeoutSec``); ``retry``: backoff between failed subscriptions, its
+    ``kinesis``: a client from ``pyspark_aws_kinesis.aws`` (its read timeout is the longest silence tolerated between
+    two events: ``kinesis.subscribeToShard.timeoutSec``); ``retry``: backoff between failed subscriptions, its
     ``max_retries`` = ``kinesis.subscribeToShard.maxRetries``. After each page, ``continuation`` is the last
     ContinuationSequenceNumber; ``calls`` counts SubscribeToShard calls, ``resubscriptions`` those after the first.
     """

@@ -6,15 +6,15 @@ per task puts every micro-batch >= 5 s apart. Tasks run in Spark's Python worker
 which host) reads a shard changes from batch to batch, so the subscription lives here, in a process of its own.
 
 Who calls it: ``fetch.efo_client.BrokeredSubscriber`` (the EFO ``ShardTransport`` that ``SourceSettings.transport``
-returns) starts it when no broker of its job answers (``python -m connector.fetch.efo_broker <dir> <pid>``, its own
-session, the job's secret on its stdin: never in argv or the environment, which other processes may read) and
+returns) starts it when no broker of its job answers (``python -m pyspark_aws_kinesis.fetch.efo_broker <dir> <pid>``,
+its own session, the job's secret on its stdin: never in argv or the environment, which other processes may read) and
 talks to it over the Unix socket ``<dir>/broker-<PROTOCOL>-<job>.sock``, one connection per ``pages(start)`` call
 of one task; what they say is ``efo_protocol``.
 
 Who it serves: a connection from a process of another uid (``SO_PEERCRED``), a frame that is not the protocol's,
 or a request without the job's secret is refused with one log line (``broker.log`` in the private directory) and
 closed, before anything it asks is done. The directory is opened without following links and checked on the
-handle (``connector.private``), and the socket bound through that handle.
+handle (``pyspark_aws_kinesis.private``), and the socket bound through that handle.
 
 Per (credentials' identity, consumer ARN, shard), a ``Subscription`` holds a ``fetch.efo.ShardSubscriber`` (it
 resubscribes after the 5-minute end and on recoverable errors) whose pages a pump thread appends to a buffer bounded
@@ -27,7 +27,7 @@ the task gets a ``"tip"`` at once instead of waiting for the next event.
 A subscription no task read for ``AWS_KINESIS_EFO_BROKER_IDLE_CLOSE_S`` (10 s) is closed, so another host can take
 the shard; the broker exits when it held nothing for ``..._IDLE_EXIT_S`` (60 s) or the process it watches (the
 starter's parent: Spark's Python daemon) is gone. ``..._MAX_BUFFER_BYTES`` (16 MiB) bounds each buffer. Clients
-come from ``connector.aws`` only (``fetch.efo.subscription_client``), built from the request's settings.
+come from ``pyspark_aws_kinesis.aws`` only (``fetch.efo.subscription_client``), built from the request's settings.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ it reads through a direct ``fetch.efo.ShardSubscriber`` (logged). When the broke
 (a new broker starts) and goes on after the last record it returned: nothing is lost or repeated.
 
 The broker's directory is ``$AWS_KINESIS_EFO_BROKER_DIR`` or ``<temp dir>/aws-kinesis-efo-<uid>``, created 0700,
-opened without following links and refused unless it is this user's and private (``connector.private``: requests
-carry credentials); the socket is connected through that handle, the broker's uid checked (``SO_PEERCRED``) before
-a request is sent, and its replies are data checked field by field (``efo_protocol``). Any of these refused: one
+opened without following links and refused unless it is this user's and private (``pyspark_aws_kinesis.private``:
+requests carry credentials); the socket is connected through that handle, the broker's uid checked (``SO_PEERCRED``)
+before a request is sent, and its replies are data checked field by field (``efo_protocol``). Any of these refused: one
 warning, and the read goes on direct. ``AWS_KINESIS_EFO_BROKER=off`` reads direct always (one subscription per read).
 """
 
@@ -112,7 +112,7 @@ def connect_broker(secret: str) -> socket.socket:
 
 
 def _start_broker(directory: str, secret: str) -> subprocess.Popen:
-    """``python -m connector.fetch.efo_broker`` in its own session (a kill of this process group spares it),
+    """``python -m pyspark_aws_kinesis.fetch.efo_broker`` in its own session (a kill of this process group spares it),
     watching this process's parent (in a Spark worker: the Python daemon, which lives as long as the executor).
     The job's secret goes through a pipe: argv and the environment are readable by other processes."""
     log.info("starting the enhanced fan-out subscription broker in %s", directory)

@@ -2,8 +2,8 @@
 
 Who calls it: ``efo_client.BrokeredSubscriber`` (a task's side) and ``efo_broker`` (the broker's side); see
 ``efo_broker`` for what the broker does. The socket is ``broker-<PROTOCOL>-<job>.sock`` in a private directory
-(``$AWS_KINESIS_EFO_BROKER_DIR``, else ``<temp dir>/aws-kinesis-efo-<uid>``: ``connector.private``), ``<job>`` a
-digest of the job's secret (``job_name``): each job (each reader of a query, which draws the secret on the driver
+(``$AWS_KINESIS_EFO_BROKER_DIR``, else ``<temp dir>/aws-kinesis-efo-<uid>``: ``pyspark_aws_kinesis.private``), ``<job>``
+a digest of the job's secret (``job_name``): each job (each reader of a query, which draws the secret on the driver
 and hands it to its tasks in the pickled settings) has a broker of its own, handed the secret at spawn on its
 stdin. One connection = one ``pages(start)`` call of one task:
 

@@ -200,7 +200,8 @@ class ReadBackoff:
 
 
 class GetRecordsTransport:
-    """``ShardTransport`` over GetRecords for one shard (``kinesis``: a raw-body reader client, see connector.aws)."""
+    """``ShardTransport`` over GetRecords for one shard (``kinesis``: a raw-body reader client, see
+    pyspark_aws_kinesis.aws)."""
 
     hands_off_iterators = True  # Page.next_iterator is a GetRecords iterator (fetch.range.ShardTransport)
 

@@ -1,7 +1,7 @@
 """What one batch's read of one shard returns: where it started and stopped, why, and what it found.
 
 Who calls it: ``fetch.range.ShardRange`` makes a ``ShardRead`` when a read ends; executors record it in the
-metadata store (``connector.metadata``), which keeps it as JSON (``to_json`` / ``from_json``: a stored format,
+metadata store (``pyspark_aws_kinesis.metadata``), which keeps it as JSON (``to_json`` / ``from_json``: a stored format,
 read back by later versions, so fields are only ever added, optional); the driver plans the next batch from it
 (``ShardRead.next_start``, ``stop``) and reports what it found (lag, data loss, KPL sub-records out of range).
 """

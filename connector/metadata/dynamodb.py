@@ -1,6 +1,6 @@
 """The metadata store in a DynamoDB table (``kinesis.metadataCommitterType=DYNAMODB``).
 
-Who calls it: the same callers as every store (``connector.metadata.store``): executors record and look up one
+Who calls it: the same callers as every store (``pyspark_aws_kinesis.metadata.store``): executors record and look up one
 shard's read per batch, the driver reads a batch's records at once (``get_shard_reads`` → BatchGetItem), keeps
 pyspark 4.0.2's pending-offset documents and purges old batches on commit. ``open_store`` builds it from an
 offset's ``metadataPath`` = ``dynamodb://<table>?region=<region>`` (``store_uri``), so a restart finds the
@@ -19,8 +19,8 @@ for sort keys below the first retained batch and deletes them with BatchWriteIte
 ``expiresAt``: DynamoDB's TTL never removes what a stopped query still needs, however long it is stopped;
 items leave only by the query's own purge (docs/source.md says how to remove an abandoned query's items).
 
-Calls go through ``connector.aws.clients.client`` with the application's own credentials (never the stream owner's
-role) and are retried (throttling, 5xx, unprocessed batch items) by the ``kinesis.metadata*Retr*`` policy. A
+Calls go through ``pyspark_aws_kinesis.aws.clients.client`` with the application's own credentials (never the stream
+owner's role) and are retried (throttling, 5xx, unprocessed batch items) by the ``kinesis.metadata*Retr*`` policy. A
 missing table is created on first need (on demand, TTL on ``expiresAt``) and waited for.
 """
 

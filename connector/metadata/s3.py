@@ -1,10 +1,10 @@
 """A path store on S3 through boto3: conditional puts (``If-None-Match: *``) make every write first-write-wins.
 
 A 412 PreconditionFailed means another attempt's object is there (we lost); a 409 ConditionalRequestConflict
-means a concurrent conditional write of the same key is in flight, and is retried (``connector.retry``). An
+means a concurrent conditional write of the same key is in flight, and is retried (``pyspark_aws_kinesis.retry``). An
 S3-compatible store that ignores ``If-None-Match`` overwrites instead: see docs/source.md for that limit.
 
-The S3 client comes from ``connector.aws`` with the application's own credentials (``without_role``) and the
+The S3 client comes from ``pyspark_aws_kinesis.aws`` with the application's own credentials (``without_role``) and the
 source's region; its endpoint is ``kinesis.metadata.s3EndpointUrl`` when set (a local S3 such as moto), else
 AWS's; its retries follow the ``kinesis.metadata*Retr*`` options.
 """

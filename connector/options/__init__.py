@@ -4,7 +4,7 @@ Modules: ``kinds`` (how a raw string becomes a value, and what is allowed in wor
 record, the registry, ``parse_options`` and its errors, names pasted from other connectors), one module per
 concern that registers its options (``common``: both sides, the stream and the AWS client; ``source``;
 ``metadata``: the source's metadata store; ``sink``), and ``docs`` (docs/options.md, written by
-``python -m connector.options > docs/options.md``; a test keeps it up to date).
+``python -m pyspark_aws_kinesis.options > docs/options.md``; a test keeps it up to date).
 
 Who uses it: ``source.settings`` parses the source options on the driver when the query is defined (``load()``),
 so bad values fail before any batch runs; ``sink.settings`` parses the sink's with ``parse_options(raw,

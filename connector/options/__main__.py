@@ -1,4 +1,4 @@
-"""``python -m connector.options > docs/options.md``: the options table (see ``docs``)."""
+"""``python -m pyspark_aws_kinesis.options > docs/options.md``: the options table (see ``docs``)."""
 
 from .docs import render_markdown
 

@@ -1,4 +1,4 @@
-"""docs/options.md: one table of every registered option, written by ``python -m connector.options``."""
+"""docs/options.md: one table of every registered option, written by ``python -m pyspark_aws_kinesis.options``."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ def _default_text(option: Option) -> str:
 
 
 def render_markdown() -> str:
-    """docs/options.md: one table of every option (``python -m connector.options > docs/options.md``)."""
+    """docs/options.md: one table of every option (``python -m pyspark_aws_kinesis.options > docs/options.md``)."""
     lines = [
         "# aws-kinesis options",
         "",
-        "Generated from the option registry (`connector/options/`) by `python -m connector.options > "
+        "Generated from the option registry (`connector/options/`) by `python -m pyspark_aws_kinesis.options > "
         "docs/options.md`; a test checks it is up to date. Names are case-insensitive. An unknown `kinesis.*` "
         'option fails the query with a "did you mean" hint, and so does a name pasted without the prefix from '
         "these docs or another Kinesis connector's (`streamName`, `initialPosition`, `endpoint`, ...); Spark's own "

@@ -98,7 +98,7 @@ REQUIRE_CONSUMER_DEREGISTRATION = add(
         BOOL,
         False,
         "Deregister the enhanced fan-out consumer when the query ends (best effort). Leftover consumers cost "
-        "money: `python -m connector consumers deregister` cleans up after a crash.",
+        "money: `python -m pyspark_aws_kinesis consumers deregister` cleans up after a crash.",
         Side.SOURCE,
     )
 )

@@ -5,8 +5,8 @@ generator), ``columns`` (column resolution, row checks), ``settings`` (options),
 ``planning`` (plain vs aggregated records, landing checks), ``commit`` (task counts), ``task`` (one task's
 write, re-sends after a reshard), ``writer`` (the Spark-facing writers).
 
-``connector.datasource`` imports the writers from here; they are loaded on first use, so that importing
-``connector.sink.put_records`` (the generator does) does not import pyspark.
+``pyspark_aws_kinesis.datasource`` imports the writers from here; they are loaded on first use, so that importing
+``pyspark_aws_kinesis.sink.put_records`` (the generator does) does not import pyspark.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The sink's input: which DataFrame columns it reads, and the checks every row passes before anything is sent.
 
-``resolve_columns`` runs on the driver when a writer is built (``connector.sink.writer``), so a missing or
+``resolve_columns`` runs on the driver when a writer is built (``pyspark_aws_kinesis.sink.writer``), so a missing or
 mistyped column fails the query before any task runs; ``check_rows`` and ``split_by_stream`` run in each task
-(``connector.sink.task``) on the task's rows as one Arrow table.
+(``pyspark_aws_kinesis.sink.task``) on the task's rows as one Arrow table.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""What tasks report to the driver: ``write()`` in ``connector.sink.task`` fills a ``SinkCommitMessage``, the
-writers' ``commit()`` / ``abort()`` in ``connector.sink.writer`` sum them with ``summarize`` and log the total
-on the sink's one logger, ``connector.sink``."""
+"""What tasks report to the driver: ``write()`` in ``pyspark_aws_kinesis.sink.task`` fills a ``SinkCommitMessage``, the
+writers' ``commit()`` / ``abort()`` in ``pyspark_aws_kinesis.sink.writer`` sum them with ``summarize`` and log the total
+on the sink's one logger, ``pyspark_aws_kinesis.sink``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from .put_records import PutStats
 
-log = logging.getLogger(__package__)  # "connector.sink": one logger for the sink's driver and tasks
+log = logging.getLogger(__package__)  # "pyspark_aws_kinesis.sink": one logger for the sink's driver and tasks
 
 
 @dataclass

@@ -1,9 +1,9 @@
 """What a task sends to one stream: rows turned into Kinesis records, split into lanes (parallel call sequences).
 
-``connector.sink.task`` calls ``plan_plain`` (aggregation off: one Kinesis record per row) or ``plan_aggregated``
-(KPL aggregates, one Aggregator per open shard of a ``ShardRouter``). After sending, ``moved_aggregates`` and
-``misplaced_records`` find the user records of aggregates that a split or merge sent to a shard whose hash-key
-range does not hold them; the task plans those again with ``plan_aggregated`` on a fresh listing.
+``pyspark_aws_kinesis.sink.task`` calls ``plan_plain`` (aggregation off: one Kinesis record per row) or
+``plan_aggregated`` (KPL aggregates, one Aggregator per open shard of a ``ShardRouter``). After sending,
+``moved_aggregates`` and ``misplaced_records`` find the user records of aggregates that a split or merge sent to a shard
+whose hash-key range does not hold them; the task plans those again with ``plan_aggregated`` on a fresh listing.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """PutRecords done right, once for the whole project: batches filled to the service limits, only failed entries
 retried, nothing silently dropped.
 
-Called by the sink (``connector.sink.task``, one ``put_all`` per task, stream and lane) and by the load generator
-(``generator.sender``). Kinesis limits one PutRecords call to 500 entries and 5 MiB, and one entry to 1 MiB of
-data plus partition key. A call can half-succeed: ``FailedRecordCount`` > 0 and an ``ErrorCode`` on each
+Called by the sink (``pyspark_aws_kinesis.sink.task``, one ``put_all`` per task, stream and lane) and by the load
+generator (``kinesis_generator.sender``). Kinesis limits one PutRecords call to 500 entries and 5 MiB, and one entry to
+1 MiB of data plus partition key. A call can half-succeed: ``FailedRecordCount`` > 0 and an ``ErrorCode`` on each
 failed entry (mostly per-shard throttling). ``put_all`` then sends exactly those entries again, after a
 jittered backoff, until each one is stored or the retries run out, when it raises ``PutRecordsFailedError``.
 

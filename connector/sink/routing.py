@@ -1,8 +1,9 @@
 """Which shard takes which record: the stream's shard map as a task listed it.
 
-``connector.sink.task`` lists the open shards once per task and stream when aggregating (``open_shard_router``)
-and again when a PutRecords answer shows that an aggregate landed on a shard the listing did not expect (a split
-or merge in between). ``connector.sink.planning`` routes each user record with ``ShardRouter.shard_of``.
+``pyspark_aws_kinesis.sink.task`` lists the open shards once per task and stream when aggregating
+(``open_shard_router``) and again when a PutRecords answer shows that an aggregate landed on a shard the listing did not
+expect (a split or merge in between). ``pyspark_aws_kinesis.sink.planning`` routes each user record with
+``ShardRouter.shard_of``.
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ class ShardRouter:
 def open_shard_router(client: Any, stream: str, settings: SinkSettings) -> ShardRouter:
     """The stream's shards, listed now (aggregation only).
 
-    A missing stream raises connector.shards.StreamNotFoundError (it names the stream); denied access is turned
-    into a PermissionError that says which permission aggregation needs and how to do without it.
+    A missing stream raises pyspark_aws_kinesis.shards.StreamNotFoundError (it names the stream); denied access is
+    turned into a PermissionError that says which permission aggregation needs and how to do without it.
     """
     try:
         shards = list_shards(client, stream, settings.retry)

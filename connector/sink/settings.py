@@ -1,4 +1,4 @@
-"""The sink's options, parsed once on the driver (``connector.sink.writer``) and pickled into every task."""
+"""The sink's options, parsed once on the driver (``pyspark_aws_kinesis.sink.writer``) and pickled into every task."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ class SinkSettings:
     """What a task needs to know besides its rows: target stream, client, aggregation, parallel calls."""
 
     stream_name: str | None
-    client: ClientSettings  # endpoint, region, credentials, retry policy: connector.aws builds the client
+    client: ClientSettings  # endpoint, region, credentials, retry policy: pyspark_aws_kinesis.aws builds the client
     aggregation_enabled: bool = True
     max_connections: int = 1
 
@@ -39,5 +39,5 @@ def sink_settings(options: Mapping[str, str]) -> SinkSettings:
 
 
 def kinesis_client(settings: SinkSettings) -> Any:
-    """The task's Kinesis client (``connector.aws`` builds it from the settings' endpoint and credentials)."""
+    """The task's Kinesis client (``pyspark_aws_kinesis.aws`` builds it from the settings' endpoint and credentials)."""
     return clients.kinesis_client(settings.client)

@@ -1,9 +1,10 @@
 """One Spark task's write: the rows checked, planned into Kinesis records and sent, stream by stream.
 
-``connector.sink.writer``'s ``write()`` calls ``write_task`` in the task with its rows as Arrow RecordBatches:
-every row is checked (``connector.sink.columns``) before anything is sent, then each target stream's rows are
-planned (``connector.sink.planning``: plain, or KPL-aggregated per shard of a ``connector.sink.routing`` listing)
-and put through ``connector.sink.put_records`` on one or more lanes. The counts go back in a SinkCommitMessage.
+``pyspark_aws_kinesis.sink.writer``'s ``write()`` calls ``write_task`` in the task with its rows as Arrow RecordBatches:
+every row is checked (``pyspark_aws_kinesis.sink.columns``) before anything is sent, then each target stream's rows are
+planned (``pyspark_aws_kinesis.sink.planning``: plain, or KPL-aggregated per shard of a
+``pyspark_aws_kinesis.sink.routing`` listing) and put through ``pyspark_aws_kinesis.sink.put_records`` on one or more
+lanes. The counts go back in a SinkCommitMessage.
 
 Resharding: an aggregate is routed by its first user record's key to the shard the task's listing says holds
 all of them. A split or merge between that listing and PutRecords can put it on a shard whose range does not

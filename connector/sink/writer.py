@@ -1,9 +1,10 @@
 """The Spark-facing writers: ``df.write.format("aws-kinesis")`` and ``df.writeStream.format("aws-kinesis")``.
 
-``connector.datasource.KinesisDataSource.writer()`` / ``streamWriter()`` build them on the driver when the query is
-planned: the options (``connector.sink.settings``) and the DataFrame's columns (``connector.sink.columns``) are
-checked there. Spark pickles the writer to each task, whose ``write()`` runs ``connector.sink.task.write_task``;
-``commit()`` / ``abort()`` run on the driver with every task's ``SinkCommitMessage`` and log the counts.
+``pyspark_aws_kinesis.datasource.KinesisDataSource.writer()`` / ``streamWriter()`` build them on the driver when the
+query is planned: the options (``pyspark_aws_kinesis.sink.settings``) and the DataFrame's columns
+(``pyspark_aws_kinesis.sink.columns``) are checked there. Spark pickles the writer to each task, whose ``write()`` runs
+``pyspark_aws_kinesis.sink.task.write_task``; ``commit()`` / ``abort()`` run on the driver with every task's
+``SinkCommitMessage`` and log the counts.
 """
 
 from __future__ import annotations

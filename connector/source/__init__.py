@@ -13,6 +13,6 @@ Modules, bottom up:
   the one thing the stream reader talks to;
 - ``stream_reader`` and ``batch_reader``: Spark's calls only.
 
-``connector.datasource`` imports the readers from here when Spark asks for one. The executor half, which reads a
-shard between two positions, is ``connector.fetch``.
+``pyspark_aws_kinesis.datasource`` imports the readers from here when Spark asks for one. The executor half, which reads
+a shard between two positions, is ``pyspark_aws_kinesis.fetch``.
 """

@@ -3,8 +3,8 @@
 Model (see docs/source.md, "Offsets and exact replay"):
 - ``KinesisOffset`` for batch ``k`` holds, for every shard, the position batch ``k`` starts reading at. Where a
   batch *stopped* is only known once executors have read; they record it in the metadata store
-  (``connector.metadata``) under the offset's ``source_id`` and ``batch_id``, and the next offset is built from
-  those records. A batch that runs again finds its records there and stops at exactly the same place.
+  (``pyspark_aws_kinesis.metadata``) under the offset's ``source_id`` and ``batch_id``, and the next offset is built
+  from those records. A batch that runs again finds its records there and stops at exactly the same place.
 - Their JSON form (format 2, ``KinesisOffset.to_dict``) is compact, since Spark writes it to the checkpoint every
   batch and carries it in every progress event: per stream, shards by number (``shardId-000000000042`` is ``42``)
   grouped by position type, ~70 bytes a shard. ``parse_offset`` also reads format 1 (full shard keys, one JSON

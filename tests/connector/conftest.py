@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from connector.fetch import efo_broker, efo_protocol
-from connector.fetch.efo_client import broker_pids
+from pyspark_aws_kinesis.fetch import efo_broker, efo_protocol
+from pyspark_aws_kinesis.fetch.efo_client import broker_pids
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ def main() -> None:
         logging.getLogger(noisy).setLevel(logging.INFO)
     from pyspark.sql import SparkSession
 
-    import connector
+    import pyspark_aws_kinesis
 
     spark = (
         SparkSession.builder.master("local[2]")
@@ -39,7 +39,7 @@ def main() -> None:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("INFO")
-    connector.register(spark)
+    pyspark_aws_kinesis.register(spark)
     sink = {**options, "kinesis.streamName": target}
 
     query = (

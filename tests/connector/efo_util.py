@@ -11,16 +11,16 @@ from typing import Any
 
 from source_util import source_options
 
-from connector.aws.clients import kinesis_client
-from connector.aws.settings import ClientSettings
-from connector.consumers import Consumer, WaitPolicy, ensure_consumer
-from connector.fetch.decode import Page, ShardContext
-from connector.fetch.efo import ShardSubscriber, subscription_client
-from connector.positions import Position
-from connector.retry import RetryPolicy
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
+from pyspark_aws_kinesis.aws.clients import kinesis_client
+from pyspark_aws_kinesis.aws.settings import ClientSettings
+from pyspark_aws_kinesis.consumers import Consumer, WaitPolicy, ensure_consumer
+from pyspark_aws_kinesis.fetch.decode import Page, ShardContext
+from pyspark_aws_kinesis.fetch.efo import ShardSubscriber, subscription_client
+from pyspark_aws_kinesis.positions import Position
+from pyspark_aws_kinesis.retry import RetryPolicy
 
 FAST = RetryPolicy(max_retries=3, initial_interval_ms=10, max_interval_ms=50)
 # kinesis-mock refuses a new subscription to a consumer+shard for a few seconds after one closes, as AWS does
@@ -41,7 +41,7 @@ def settings(endpoint_url: str, read_timeout_s: float = 30.0) -> ClientSettings:
 
 
 def kinesis(endpoint_url: str) -> Any:
-    """The connector's own client (connector.aws) for a local endpoint."""
+    """The connector's own client (pyspark_aws_kinesis.aws) for a local endpoint."""
     return kinesis_client(settings(endpoint_url))
 
 

@@ -20,7 +20,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     from pyspark.sql import SparkSession
 
-    import connector
+    import pyspark_aws_kinesis
 
     spark = (
         SparkSession.builder.master("local[2]")
@@ -30,7 +30,7 @@ def main() -> None:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    connector.register(spark)
+    pyspark_aws_kinesis.register(spark)
     query = (
         spark.readStream.format("aws-kinesis")
         .options(**options)

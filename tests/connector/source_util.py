@@ -9,12 +9,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from connector.aws.clients import kinesis_client
-from connector.aws.settings import ClientSettings
-from connector.source.offsets import KinesisOffset
-from connector.source.stream_reader import KinesisStreamReader
 from localaws import LocalServer
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
+from pyspark_aws_kinesis.aws.clients import kinesis_client
+from pyspark_aws_kinesis.aws.settings import ClientSettings
+from pyspark_aws_kinesis.source.offsets import KinesisOffset
+from pyspark_aws_kinesis.source.stream_reader import KinesisStreamReader
 
 FORMAT = "aws-kinesis"
 

@@ -122,7 +122,7 @@ def _make(work: Path) -> dict[str, Any]:
     import pyspark
     from pyspark.sql import SparkSession
 
-    import connector
+    import pyspark_aws_kinesis
 
     checkpoint, metadata = work / "checkpoint", work / "metadata"
     batches: dict[int, list[str]] = {}
@@ -133,7 +133,7 @@ def _make(work: Path) -> dict[str, Any]:
     with fixed_clock_stream(work) as (server, sequence_numbers):
         spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
-        connector.register(spark)
+        pyspark_aws_kinesis.register(spark)
         query = (
             spark.readStream.format("aws-kinesis")
             .options(**query_options(server, metadata))

@@ -1,5 +1,5 @@
-"""What the one place that builds AWS clients (connector.aws.clients) sends, whatever botocore version is installed:
-the pyspark 4.0.2 venv runs these with the lowest botocore we support."""
+"""What the one place that builds AWS clients (pyspark_aws_kinesis.aws.clients) sends, whatever botocore version
+is installed: the pyspark 4.0.2 venv runs these with the lowest botocore we support."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from connector.aws.clients import kinesis_client, kinesis_reader_client, send_timestamps_to_the_millisecond
-from connector.aws.settings import ClientSettings
-from connector.fetch.efo import starting_position, subscription_client
-from connector.fetch.iterators import iterator_request
-from connector.positions import AT_TIMESTAMP, Position
+from pyspark_aws_kinesis.aws.clients import kinesis_client, kinesis_reader_client, send_timestamps_to_the_millisecond
+from pyspark_aws_kinesis.aws.settings import ClientSettings
+from pyspark_aws_kinesis.fetch.efo import starting_position, subscription_client
+from pyspark_aws_kinesis.fetch.iterators import iterator_request
+from pyspark_aws_kinesis.positions import AT_TIMESTAMP, Position
 
 # 2026-11-26T12:34:56.789Z: the milliseconds are what a whole-second Timestamp loses
 AT_MS = 1795696496789

@@ -1,5 +1,5 @@
 """Enhanced fan-out consumer lifecycle on kinesis-mock: register, reuse, registered meanwhile, the limits, a
-consumer still DELETING, deregistration; and the ``python -m connector consumers`` command."""
+consumer still DELETING, deregistration; and the ``python -m pyspark_aws_kinesis consumers`` command."""
 
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ import sys
 import pytest
 from efo_util import FAST, QUICK_WAIT, kinesis
 
-from connector.__main__ import CREDENTIALS_HINT
-from connector.consumers import (
+from localaws import LocalServer, project_root
+from localaws.fault_proxy import FaultProxy, Faults
+from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
+from pyspark_aws_kinesis.__main__ import CREDENTIALS_HINT
+from pyspark_aws_kinesis.consumers import (
     ACTIVE,
     ConsumerError,
     WaitPolicy,
@@ -24,10 +27,7 @@ from connector.consumers import (
     list_consumers,
     stream_arn,
 )
-from connector.retry import RetryPolicy
-from localaws import LocalServer, project_root
-from localaws.fault_proxy import FaultProxy, Faults
-from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
+from pyspark_aws_kinesis.retry import RetryPolicy
 
 LOGGED_WAIT = WaitPolicy(timeout_s=30, poll_s=0.05, log_every_s=0)
 
@@ -87,7 +87,7 @@ def test_a_consumer_still_deleting_is_waited_out_then_registered_again(
     direct = kinesis_mock.client("kinesis")
     old = ensure_consumer(kinesis(kinesis_mock.endpoint_url), stream, "restarted", FAST, QUICK_WAIT)
     direct.deregister_stream_consumer(ConsumerARN=old.arn)
-    with caplog.at_level(logging.INFO, logger="connector.consumers"):
+    with caplog.at_level(logging.INFO, logger="pyspark_aws_kinesis.consumers"):
         new = ensure_consumer(kinesis(kinesis_mock.endpoint_url), stream, "restarted", FAST, LOGGED_WAIT)
     assert "is DELETING" in caplog.text
     assert new.status == ACTIVE
@@ -108,18 +108,18 @@ def test_deregistration(kinesis_mock: LocalServer, mock_stream, caplog: pytest.L
     assert deregister_consumer(client, stream, "done", FAST, QUICK_WAIT) is True
     assert describe_consumer(client, stream_arn(client, stream, FAST), "done", FAST) is None
     assert deregister_consumer(client, stream, "done", FAST) is False
-    with caplog.at_level(logging.INFO, logger="connector.consumers"):
+    with caplog.at_level(logging.INFO, logger="pyspark_aws_kinesis.consumers"):
         assert deregister_quietly(client, stream, "done", FAST) is False
         assert deregister_quietly(client, "no-such-stream", "done", FAST) is False  # logged, never raised
     assert "already gone" in caplog.text
-    assert "python -m connector consumers deregister --stream no-such-stream --name done" in caplog.text
+    assert "python -m pyspark_aws_kinesis consumers deregister --stream no-such-stream --name done" in caplog.text
 
 
 # -- the command -----------------------------------------------------------------------------------------------
 
 
 def _cli(server: LocalServer | None, *args: str, keys: bool = True, **aws_env: str) -> subprocess.CompletedProcess:
-    """Run ``python -m connector consumers *args`` (against ``server`` unless None) as a user would; ``keys``
+    """Run ``python -m pyspark_aws_kinesis consumers *args`` (against ``server`` unless None) as a user would; ``keys``
     False: no credentials anywhere (no keys, no profile files, no instance metadata)."""
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
@@ -132,7 +132,7 @@ def _cli(server: LocalServer | None, *args: str, keys: bool = True, **aws_env: s
         env.update(AWS_ACCESS_KEY_ID=DUMMY_ACCESS_KEY, AWS_SECRET_ACCESS_KEY=DUMMY_SECRET_KEY)
     env.update(aws_env)
     endpoint = ["--endpoint-url", server.endpoint_url] if server else []
-    command = [sys.executable, "-m", "connector", "consumers", *args, *endpoint]
+    command = [sys.executable, "-m", "pyspark_aws_kinesis", "consumers", *args, *endpoint]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, cwd=project_root())
 
 

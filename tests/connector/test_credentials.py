@@ -1,5 +1,5 @@
-"""Credentials from ``connector.aws``: an assumed role with an external ID signs every Kinesis call (source and
-sink), the application's own keys only ever reach STS, the role is assumed once per process, refreshed while a
+"""Credentials from ``pyspark_aws_kinesis.aws``: an assumed role with an external ID signs every Kinesis call (source
+and sink), the application's own keys only ever reach STS, the role is assumed once per process, refreshed while a
 query runs, ``kinesis.kinesisRegion`` is the region Kinesis calls are signed for, and bad credential options fail
 at ``load()`` naming the option without echoing a secret.
 
@@ -31,13 +31,13 @@ from credentials_util import (
 )
 from source_util import FORMAT, put_numbered, reader, run_batch, source_options, wait_for
 
-from connector.aws.clients import kinesis_client, kinesis_reader_client
-from connector.aws.credentials import REFRESH_WINDOW_ENV, AssumeRoleError, explain_assume_role_failure
-from connector.aws.settings import ClientSettings
-from connector.kpl import deaggregate, is_aggregated
-from connector.options import OptionError, Side, parse_options
 from localaws import LocalServer
 from localaws.streams import read_stream
+from pyspark_aws_kinesis.aws.clients import kinesis_client, kinesis_reader_client
+from pyspark_aws_kinesis.aws.credentials import REFRESH_WINDOW_ENV, AssumeRoleError, explain_assume_role_failure
+from pyspark_aws_kinesis.aws.settings import ClientSettings
+from pyspark_aws_kinesis.kpl import deaggregate, is_aggregated
+from pyspark_aws_kinesis.options import OptionError, Side, parse_options
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).with_name("kinesis_query_app.py")
@@ -143,7 +143,7 @@ def test_one_assume_role_per_process_for_many_clients_threads_and_task_copies(
         # Each other process assumes it once more, whatever its number of clients and calls.
         blob = pickle.dumps(settings).hex()
         script = (
-            "import pickle, sys\nfrom connector.aws.clients import kinesis_client, kinesis_reader_client\n"
+            "import pickle, sys\nfrom pyspark_aws_kinesis.aws.clients import kinesis_client, kinesis_reader_client\n"
             "settings = pickle.loads(bytes.fromhex(sys.argv[1]))\n"
             "for _ in range(5):\n"
             "    kinesis_client(settings).list_shards(StreamName=sys.argv[2])\n"

@@ -1,5 +1,5 @@
-"""The fast decode path: GetRecords bodies from a real server, decoded by connector.fetch.decode, against botocore's
-parse of the same answer; the reader client keeps botocore's errors."""
+"""The fast decode path: GetRecords bodies from a real server, decoded by pyspark_aws_kinesis.fetch.decode, against
+botocore's parse of the same answer; the reader client keeps botocore's errors."""
 
 from __future__ import annotations
 
@@ -12,18 +12,18 @@ from aws_kinesis_agg.aggregator import RecordAggregator
 from botocore.exceptions import ClientError
 from source_util import client_settings, first_shard_iterator
 
-from connector.aws.clients import RAW_BODY, kinesis_client, kinesis_reader_client
-from connector.fetch.decode import (
+from localaws import LocalServer
+from localaws.streams import put_records
+from pyspark_aws_kinesis.aws.clients import RAW_BODY, kinesis_client, kinesis_reader_client
+from pyspark_aws_kinesis.fetch.decode import (
     ARROW_SCHEMA,
     MalformedAnswerError,
     ShardContext,
     decode_get_records,
     decode_subscribe_event,
 )
-from connector.kpl import Aggregator, hash_key_of
-from connector.shards import MAX_HASH_KEY
-from localaws import LocalServer
-from localaws.streams import put_records
+from pyspark_aws_kinesis.kpl import Aggregator, hash_key_of
+from pyspark_aws_kinesis.shards import MAX_HASH_KEY
 
 
 def test_decoded_rows_match_botocores_parse_of_the_same_answer(kinesalite: LocalServer, lite_stream) -> None:

@@ -1,14 +1,15 @@
-"""Parity of ``connector.fetch.decode`` with botocore's own parser, on real kinesalite and kinesis-mock answers.
+"""Parity of ``pyspark_aws_kinesis.fetch.decode`` with botocore's own parser, on real kinesalite and kinesis-mock
+answers.
 
 The same GetRecords iterator is read twice: by a plain client (botocore parses the body) and by the reader client
-(``connector.fetch.decode`` decodes the raw body). SubscribeToShard events (kinesis-mock) are read once, raw, and each
-event's payload goes both to botocore's event-stream parser and to ``decode_subscribe_event``. The expected user
-records come from botocore's parse, de-aggregated by aws-kinesis-agg's own deaggregator (an implementation independent
-of ``connector.kpl``): every Page field the range rules use, and the Arrow batch, must agree. Cases: every base64
-padding length, unicode partition keys, a KPL aggregate with unicode keys (and an empty user record), empty data, a
-record of the largest size Kinesis takes (1 MiB with its key), a large page, an empty page, a closed shard's last
-page, and real answers with their optional fields taken out (botocore's parser on the same edited body).
-"""
+(``pyspark_aws_kinesis.fetch.decode`` decodes the raw body). SubscribeToShard events (kinesis-mock) are read once, raw,
+and each event's payload goes both to botocore's event-stream parser and to ``decode_subscribe_event``. The expected
+user records come from botocore's parse, de-aggregated by aws-kinesis-agg's own deaggregator (an implementation
+independent of ``pyspark_aws_kinesis.kpl``): every Page field the range rules use, and the Arrow batch, must agree.
+Cases: every base64 padding length, unicode partition keys, a KPL aggregate with unicode keys (and an empty user
+record), empty data, a record of the largest size Kinesis takes (1 MiB with its key), a large page, an empty page, a
+closed shard's last page, and real answers with their optional fields taken out (botocore's parser on the same edited
+body)."""
 
 from __future__ import annotations
 
@@ -28,19 +29,19 @@ from botocore.eventstream import EventStreamBuffer
 from efo_util import active_consumer, kinesis_for_subscriptions
 from source_util import client_settings, first_shard_iterator
 
-from connector.aws.clients import RAW_BODY, kinesis_client, kinesis_reader_client
-from connector.fetch.decode import (
+from localaws import LocalServer
+from localaws.streams import put_records, wait_for_stream_active
+from pyspark_aws_kinesis.aws.clients import RAW_BODY, kinesis_client, kinesis_reader_client
+from pyspark_aws_kinesis.fetch.decode import (
     ARROW_SCHEMA,
     Page,
     ShardContext,
     decode_get_records,
     decode_subscribe_event,
 )
-from connector.fetch.efo import RAW_EVENT_STREAM, release
-from connector.kpl import MAX_RECORD_BYTES
-from connector.shards import MAX_HASH_KEY
-from localaws import LocalServer
-from localaws.streams import put_records, wait_for_stream_active
+from pyspark_aws_kinesis.fetch.efo import RAW_EVENT_STREAM, release
+from pyspark_aws_kinesis.kpl import MAX_RECORD_BYTES
+from pyspark_aws_kinesis.shards import MAX_HASH_KEY
 
 SHARD = "shardId-000000000000"
 UNICODE_KEYS = ["ключ", "日本語キー", "emoji-😀", "café", 'a/b\\c"d', "\u00e9\u0301"]
@@ -142,7 +143,8 @@ def _assert_parity(parsed: dict[str, Any], page: Page, stream: str, continuation
 
 def test_plain_and_aggregated_records_match_botocore(server: tuple[LocalServer, Any]) -> None:
     """A page of plain records (every base64 padding, unicode keys, a 600 KB record), then a page holding a KPL
-    aggregate (unicode keys and data) and a plain record: the two ways ``connector.fetch.decode`` builds a Page."""
+    aggregate (unicode keys and data) and a plain record: the two ways ``pyspark_aws_kinesis.fetch.decode`` builds a
+    Page."""
     local, streams = server
     stream = streams(shards=1)
     plain = [(os.urandom(size), UNICODE_KEYS[size % len(UNICODE_KEYS)]) for size in range(1, 13)]

@@ -11,16 +11,23 @@ import pytest
 from botocore.eventstream import EventStreamBuffer
 from efo_util import FAST, active_consumer, data, kinesis, pages_until, read_to_tip, rows, sockets_to, subscriber
 
-from connector.fetch.decode import ShardContext, decode_get_records, decode_subscribe_event
-from connector.fetch.efo import INITIAL_RESPONSE, RAW_EVENT_STREAM, SubscriptionError, starting_position
-from connector.kpl import Aggregator
-from connector.positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, AT_TIMESTAMP, LATEST, TRIM_HORIZON, Position
-from connector.retry import RetryPolicy
 from localaws import LocalServer, aws_client
 from localaws.fault_proxy import FaultProxy, Faults, encode_event
 from localaws.quota_model import CALLS, IN_USE
 from localaws.quota_proxy import QuotaProxy
 from localaws.streams import list_shard_ids, put_records
+from pyspark_aws_kinesis.fetch.decode import ShardContext, decode_get_records, decode_subscribe_event
+from pyspark_aws_kinesis.fetch.efo import INITIAL_RESPONSE, RAW_EVENT_STREAM, SubscriptionError, starting_position
+from pyspark_aws_kinesis.kpl import Aggregator
+from pyspark_aws_kinesis.positions import (
+    AFTER_SEQUENCE_NUMBER,
+    AT_SEQUENCE_NUMBER,
+    AT_TIMESTAMP,
+    LATEST,
+    TRIM_HORIZON,
+    Position,
+)
+from pyspark_aws_kinesis.retry import RetryPolicy
 
 SHARD0 = "shardId-000000000000"
 SUBSCRIBE = frozenset({"SubscribeToShard"})

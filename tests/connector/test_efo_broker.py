@@ -19,18 +19,18 @@ from source_util import put_numbered, start_parquet_query, wait_for
 from test_efo_source import efo_options
 from test_source_spark import _committed
 
-from connector.aws.settings import AssumeRole, ClientSettings
-from connector.fetch import efo_broker, efo_protocol
-from connector.fetch.decode import Page, ShardContext
-from connector.fetch.efo_broker import locate
-from connector.fetch.efo_client import ENV_ENABLED, BrokeredSubscriber, broker_dir, broker_pids, broker_stats
-from connector.fetch.range import FetchLimits, ShardRange, ShardTask
-from connector.kpl import Aggregator
-from connector.positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, LATEST, TRIM_HORIZON, Position
-from connector.retry import RetryPolicy
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy
 from localaws.streams import list_shard_ids, put_records
+from pyspark_aws_kinesis.aws.settings import AssumeRole, ClientSettings
+from pyspark_aws_kinesis.fetch import efo_broker, efo_protocol
+from pyspark_aws_kinesis.fetch.decode import Page, ShardContext
+from pyspark_aws_kinesis.fetch.efo_broker import locate
+from pyspark_aws_kinesis.fetch.efo_client import ENV_ENABLED, BrokeredSubscriber, broker_dir, broker_pids, broker_stats
+from pyspark_aws_kinesis.fetch.range import FetchLimits, ShardRange, ShardTask
+from pyspark_aws_kinesis.kpl import Aggregator
+from pyspark_aws_kinesis.positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, LATEST, TRIM_HORIZON, Position
+from pyspark_aws_kinesis.retry import RetryPolicy
 
 # kinesis-mock refuses a resubscription to a consumer+shard for ~5 s, as AWS does
 PATIENT = RetryPolicy(max_retries=12, initial_interval_ms=500, max_interval_ms=2000)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from connector import options as opts
-from connector.options import OptionError, Side, parse_options
-from connector.source.settings import EfoSettings, SourceSettings
+from pyspark_aws_kinesis import options as opts
+from pyspark_aws_kinesis.options import OptionError, Side, parse_options
+from pyspark_aws_kinesis.source.settings import EfoSettings, SourceSettings
 
 EFO = {"kinesis.streamName": "s", "kinesis.region": "us-east-1", "kinesis.consumerType": "SubscribeToShard"}
 

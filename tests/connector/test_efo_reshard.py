@@ -18,13 +18,13 @@ from efo_util import efo_options
 from source_util import next_batch, reader, roundtrip
 from test_source_reshard import KEYS, check_once_and_in_key_order, merge, split
 
-from connector.fetch.reads import STOP_CAUGHT_UP, STOP_SHARD_END
-from connector.positions import SHARD_END, split_shard_key
-from connector.shards import list_shards, open_shards
-from connector.source.offsets import parse_offset
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.streams import put_records
+from pyspark_aws_kinesis.fetch.reads import STOP_CAUGHT_UP, STOP_SHARD_END
+from pyspark_aws_kinesis.positions import SHARD_END, split_shard_key
+from pyspark_aws_kinesis.shards import list_shards, open_shards
+from pyspark_aws_kinesis.source.offsets import parse_offset
 
 pytestmark = pytest.mark.slow  # kinesis-mock refuses a resubscription to a consumer+shard for ~5 s
 

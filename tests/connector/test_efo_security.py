@@ -19,13 +19,13 @@ import pytest
 from efo_util import FULL_RANGE, PATIENT, active_consumer, settings
 from source_util import put_numbered
 
-from connector.fetch import efo_protocol
-from connector.fetch.decode import ShardContext
-from connector.fetch.efo_client import BrokeredSubscriber, broker_pids, broker_stats
-from connector.positions import TRIM_HORIZON, Position
-from connector.private import NotPrivateError, open_private_dir
 from localaws import LocalServer
 from localaws.streams import list_shard_ids
+from pyspark_aws_kinesis.fetch import efo_protocol
+from pyspark_aws_kinesis.fetch.decode import ShardContext
+from pyspark_aws_kinesis.fetch.efo_client import BrokeredSubscriber, broker_pids, broker_stats
+from pyspark_aws_kinesis.positions import TRIM_HORIZON, Position
+from pyspark_aws_kinesis.private import NotPrivateError, open_private_dir
 
 SECRET = "job-a-secret"
 OTHER = "job-b-secret"
@@ -140,7 +140,7 @@ def test_a_directory_of_another_owner_or_mode_is_refused(
 
 _OTHER_UID_CLIENT = """
 import ctypes, os, socket, sys
-from connector.fetch import efo_protocol
+from pyspark_aws_kinesis.fetch import efo_protocol
 os.seteuid(int(sys.argv[3]))  # SO_PEERCRED reports this uid ...
 ctypes.CDLL(None, use_errno=True).setfsuid(0)  # ... while the files stay reachable (the directory is root's 0700)
 conn = socket.socket(socket.AF_UNIX)

@@ -21,16 +21,16 @@ from source_util import (
 )
 from test_source_spark import _committed
 
-from connector.consumers import ACTIVE, Consumer, list_consumers, stream_arn
-from connector.fetch.iterators import DataLossError
-from connector.fetch.range import FetchLimits, ShardRange, ShardTask
-from connector.kpl import Aggregator
-from connector.positions import AFTER_SEQUENCE_NUMBER, Position
-from connector.retry import RetryPolicy
-from connector.source.stream_reader import KinesisPartition
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.streams import put_records
+from pyspark_aws_kinesis.consumers import ACTIVE, Consumer, list_consumers, stream_arn
+from pyspark_aws_kinesis.fetch.iterators import DataLossError
+from pyspark_aws_kinesis.fetch.range import FetchLimits, ShardRange, ShardTask
+from pyspark_aws_kinesis.kpl import Aggregator
+from pyspark_aws_kinesis.positions import AFTER_SEQUENCE_NUMBER, Position
+from pyspark_aws_kinesis.retry import RetryPolicy
+from pyspark_aws_kinesis.source.stream_reader import KinesisPartition
 
 pytestmark = pytest.mark.slow  # kinesis-mock refuses a resubscription to a consumer+shard for ~5 s
 

@@ -10,7 +10,7 @@ import pytest
 from aws_kinesis_agg import deaggregator
 from aws_kinesis_agg.aggregator import RecordAggregator
 
-from connector.kpl import (
+from pyspark_aws_kinesis.kpl import (
     MAGIC,
     MAX_RECORD_BYTES,
     Aggregator,

@@ -14,18 +14,18 @@ from dataclasses import replace
 import pytest
 from source_util import next_batch, payloads, reader, roundtrip, source_options
 
-from connector.aws.settings import ClientSettings
-from connector.fetch.reads import ShardRead
-from connector.metadata.dynamodb import DOCUMENT_SOURCE, DynamoDBStore, MetadataTableError, parse_store_uri
-from connector.options import OptionError
-from connector.positions import TRIM_HORIZON, Position
-from connector.retry import RetryPolicy
-from connector.source.offsets import parse_offset
-from connector.source.settings import SourceSettings
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 from localaws.streams import put_records, unique_name
+from pyspark_aws_kinesis.aws.settings import ClientSettings
+from pyspark_aws_kinesis.fetch.reads import ShardRead
+from pyspark_aws_kinesis.metadata.dynamodb import DOCUMENT_SOURCE, DynamoDBStore, MetadataTableError, parse_store_uri
+from pyspark_aws_kinesis.options import OptionError
+from pyspark_aws_kinesis.positions import TRIM_HORIZON, Position
+from pyspark_aws_kinesis.retry import RetryPolicy
+from pyspark_aws_kinesis.source.offsets import parse_offset
+from pyspark_aws_kinesis.source.settings import SourceSettings
 
 SETTINGS = ClientSettings(
     "us-east-1", access_key_id=DUMMY_ACCESS_KEY, secret_key=DUMMY_SECRET_KEY, retry=RetryPolicy(8, 1, 20)

@@ -1,5 +1,5 @@
-"""CloudWatch publishing (connector.metrics): real queries on kinesalite publish to moto's CloudWatch, read back
-with ListMetrics/GetMetricData; a failing CloudWatch leaves the query running; idle queries only heartbeat.
+"""CloudWatch publishing (pyspark_aws_kinesis.metrics): real queries on kinesalite publish to moto's CloudWatch, read
+back with ListMetrics/GetMetricData; a failing CloudWatch leaves the query running; idle queries only heartbeat.
 
 Calls are counted where they arrive: a FaultProxy (no faults = a recording proxy) sits in front of moto.
 """
@@ -16,17 +16,17 @@ from typing import Any
 import pytest
 from source_util import FORMAT, source_options, wait_for
 
-from connector import compat
-from connector.metrics import (
+from localaws import LocalServer
+from localaws.fault_proxy import FaultProxy, Faults
+from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, free_port
+from localaws.streams import put_records
+from pyspark_aws_kinesis import compat
+from pyspark_aws_kinesis.metrics import (
     AVG_LAG,
     MetricsConfigError,
     progress_metrics,
     publish_to_cloudwatch,
 )
-from localaws import LocalServer
-from localaws.fault_proxy import FaultProxy, Faults
-from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, free_port
-from localaws.streams import put_records
 
 JOB = {"Job": "metrics-test"}
 SOURCE_DIM = ("Source", "0:PythonMicroBatchStream")  # the description without its JVM object id
@@ -143,7 +143,7 @@ def test_a_failing_cloudwatch_leaves_the_query_running_and_is_logged(
     stream = lite_stream(shards=1)
     _put(kinesalite, stream, 30)
     name = f"metrics_fail_{uuid.uuid4().hex[:8]}"
-    caplog.set_level(logging.WARNING, logger="connector.metrics")
+    caplog.set_level(logging.WARNING, logger="pyspark_aws_kinesis.metrics")
     with FaultProxy(moto.endpoint_url, Faults(server_error_rate=1.0)) as failing:
         listener = _publish(spark, failing.endpoint_url, "Test/failing", timeout_s=2)
         query = _start(spark, kinesalite, stream, tmp_path, name)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from connector import options as opts
-from connector.aws.settings import ClientSettings, infer_region, is_loopback
-from connector.options import OptionError, Side, parse_options
-from connector.options.docs import render_markdown
+from pyspark_aws_kinesis import options as opts
+from pyspark_aws_kinesis.aws.settings import ClientSettings, infer_region, is_loopback
+from pyspark_aws_kinesis.options import OptionError, Side, parse_options
+from pyspark_aws_kinesis.options.docs import render_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -158,7 +158,7 @@ def test_every_option_is_documented_and_valid() -> None:
 
 def test_options_doc_is_up_to_date() -> None:
     committed = (ROOT / "docs" / "options.md").read_text()
-    assert committed == render_markdown(), "run: python -m connector.options > docs/options.md"
+    assert committed == render_markdown(), "run: python -m pyspark_aws_kinesis.options > docs/options.md"
 
 
 def test_every_option_named_in_the_source_docs_exists() -> None:
@@ -240,7 +240,7 @@ def test_every_problem_including_pasted_names_is_reported_at_once() -> None:
 
 
 def test_check_new_record_threads_is_parsed_into_the_settings() -> None:
-    from connector.source.settings import SourceSettings
+    from pyspark_aws_kinesis.source.settings import SourceSettings
 
     def settings(**extra: str) -> SourceSettings:
         return SourceSettings.from_options({"kinesis.streamName": "s", "kinesis.region": "us-east-1", **extra})
@@ -263,7 +263,7 @@ def test_starting_position_accepts_the_aws_connectors_at_timestamp_form(text: st
     """The AWS connector documents `AT_TIMESTAMP YYYY-MM-DDTHH:MM:SSZ` (a space); ours is `AT_TIMESTAMP:`."""
     from datetime import UTC, datetime
 
-    from connector.positions import AT_TIMESTAMP, parse_starting_position
+    from pyspark_aws_kinesis.positions import AT_TIMESTAMP, parse_starting_position
 
     parsed = parse_options({"kinesis.startingPosition": text}, Side.SOURCE)
     position = parse_starting_position(parsed[opts.STARTING_POSITION.key]).default

@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
-from connector.parallel import WORKERS, parallel_map
 from localaws import LocalServer
+from pyspark_aws_kinesis.parallel import WORKERS, parallel_map
 from tests.connector.source_util import reader, source_options
 
 

@@ -18,16 +18,16 @@ from typing import Any
 import pytest
 from source_util import client_settings
 
-from connector.aws.clients import kinesis_reader_client
-from connector.fetch.decode import ShardContext
-from connector.fetch.polling import CallPacer, GetRecordsTransport, PollingSettings
-from connector.fetch.range import FetchLimits, ShardRange, ShardTask
-from connector.fetch.reads import STOP_CAUGHT_UP, STOP_END, STOP_LIMIT
-from connector.positions import TRIM_HORIZON, Position
-from connector.retry import RetryPolicy
-from connector.shards import list_shards
 from localaws import LocalServer
 from localaws.streams import put_records
+from pyspark_aws_kinesis.aws.clients import kinesis_reader_client
+from pyspark_aws_kinesis.fetch.decode import ShardContext
+from pyspark_aws_kinesis.fetch.polling import CallPacer, GetRecordsTransport, PollingSettings
+from pyspark_aws_kinesis.fetch.range import FetchLimits, ShardRange, ShardTask
+from pyspark_aws_kinesis.fetch.reads import STOP_CAUGHT_UP, STOP_END, STOP_LIMIT
+from pyspark_aws_kinesis.positions import TRIM_HORIZON, Position
+from pyspark_aws_kinesis.retry import RetryPolicy
+from pyspark_aws_kinesis.shards import list_shards
 
 INTERVAL_S = 0.2
 

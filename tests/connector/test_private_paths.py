@@ -14,10 +14,10 @@ from efo_util import settings
 from source_util import wait_for
 from test_consumers import _names
 
-from connector.consumers import WATCHER_DIR, WATCHER_LOG, QueryConsumers
-from connector.options import OptionError
-from connector.source.settings import DEFAULT_METADATA_DIR, SourceSettings
 from localaws import LocalServer
+from pyspark_aws_kinesis.consumers import WATCHER_DIR, WATCHER_LOG, QueryConsumers
+from pyspark_aws_kinesis.options import OptionError
+from pyspark_aws_kinesis.source.settings import DEFAULT_METADATA_DIR, SourceSettings
 
 NOBODY = 65534
 

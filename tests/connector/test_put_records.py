@@ -7,8 +7,11 @@ from collections import Counter
 import pytest
 from botocore.config import Config
 
-from connector.retry import RetryPolicy
-from connector.sink.put_records import (
+from localaws import LocalServer, aws_client
+from localaws.fault_proxy import FaultProxy, Faults
+from localaws.streams import iterate_shard, list_shard_ids, read_stream
+from pyspark_aws_kinesis.retry import RetryPolicy
+from pyspark_aws_kinesis.sink.put_records import (
     MAX_BYTES_PER_CALL,
     MAX_ENTRIES_PER_CALL,
     MAX_ENTRY_BYTES,
@@ -18,9 +21,6 @@ from connector.sink.put_records import (
     batches,
     put_all,
 )
-from localaws import LocalServer, aws_client
-from localaws.fault_proxy import FaultProxy, Faults
-from localaws.streams import iterate_shard, list_shard_ids, read_stream
 
 FAST_RETRY = RetryPolicy(max_retries=3, initial_interval_ms=1, max_interval_ms=5)
 # total_max_attempts counts the first try; botocore's max_attempts would still allow one retry.

@@ -12,7 +12,7 @@ from efo_util import efo_options
 from source_util import FORMAT, put_numbered, start_parquet_query, wait_for
 from test_source_spark import _committed
 
-import generator
+import kinesis_generator
 from localaws import LocalServer
 from localaws.neighbour import NEIGHBOUR_TOKEN, Neighbour
 from localaws.quota_model import Quotas
@@ -118,7 +118,9 @@ def test_the_generator_behind_the_quotas_stores_every_record_once(kinesalite: Lo
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", DUMMY_SECRET_KEY)
     stream = lite_stream(shards=1)
     with QuotaProxy(kinesalite.endpoint_url, SMALL_WRITES) as proxy:
-        summary = generator.run(stream_name=stream, count=400, rate=1e9, endpoint_url=proxy.endpoint_url, collect=True)
+        summary = kinesis_generator.run(
+            stream_name=stream, count=400, rate=1e9, endpoint_url=proxy.endpoint_url, collect=True
+        )
     assert (summary.records, summary.failed) == (400, 0)
     stored = Counter((r["PartitionKey"], r["Data"]) for r in read_stream(kinesalite.client("kinesis"), stream))
     assert stored == Counter(summary.sent_records)

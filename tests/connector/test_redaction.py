@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-import connector
-from connector.aws.settings import AssumeRole, ClientSettings
-from connector.metadata.dynamodb import DynamoDBStore, store_uri
-from connector.options import OptionError, Side, parse_options
+import pyspark_aws_kinesis
+from pyspark_aws_kinesis.aws.settings import AssumeRole, ClientSettings
+from pyspark_aws_kinesis.metadata.dynamodb import DynamoDBStore, store_uri
+from pyspark_aws_kinesis.options import OptionError, Side, parse_options
 
 EXTERNAL_ID = "external-id-value-1234"
 ENDPOINT_OPTIONS = (
@@ -24,8 +24,8 @@ NEEDS = {"kinesis.stsEndpointUrl": {"kinesis.stsRoleArn": "arn:aws:iam::12345678
 
 
 def test_explain_redacts_the_external_id(spark, capsys: pytest.CaptureFixture[str]) -> None:
-    spark.conf.unset(connector.OPTIONS_REDACTION)  # Spark's default: "(?i)url"
-    connector.register(spark)
+    spark.conf.unset(pyspark_aws_kinesis.OPTIONS_REDACTION)  # Spark's default: "(?i)url"
+    pyspark_aws_kinesis.register(spark)
     options = {
         "kinesis.streamName": "s",
         "kinesis.region": "us-east-1",
@@ -37,8 +37,8 @@ def test_explain_redacts_the_external_id(spark, capsys: pytest.CaptureFixture[st
     plan = capsys.readouterr().out
     assert "kinesis.stsExternalId=*********(redacted)" in plan, plan
     assert EXTERNAL_ID not in plan and "127.0.0.1:4567" not in plan
-    connector.register(spark)  # again: the conf is widened once
-    assert spark.conf.get(connector.OPTIONS_REDACTION).lower().count("externalid") == 1
+    pyspark_aws_kinesis.register(spark)  # again: the conf is widened once
+    assert spark.conf.get(pyspark_aws_kinesis.OPTIONS_REDACTION).lower().count("externalid") == 1
 
 
 def _parse(option: str, value: str, **extra: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
 
-from connector.retry import RetriesExhaustedError, RetryPolicy, error_code, is_retryable
+from pyspark_aws_kinesis.retry import RetriesExhaustedError, RetryPolicy, error_code, is_retryable
 
 
 def _client_error(code: str, status: int = 400) -> ClientError:

@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import pytest
 
-from connector.positions import LATEST, SHARD_END, TRIM_HORIZON, Position
-from connector.retry import RetryPolicy
-from connector.shards import MAX_HASH_KEY, Shard, StreamNotFoundError, list_shards, open_shards, shard_for_hash_key
-from connector.source.catalog import track_listing
-from connector.source.offsets import KinesisOffset
-from connector.source.planner import fair_shares
 from localaws import LocalServer
 from localaws.streams import list_shard_ids
+from pyspark_aws_kinesis.positions import LATEST, SHARD_END, TRIM_HORIZON, Position
+from pyspark_aws_kinesis.retry import RetryPolicy
+from pyspark_aws_kinesis.shards import (
+    MAX_HASH_KEY,
+    Shard,
+    StreamNotFoundError,
+    list_shards,
+    open_shards,
+    shard_for_hash_key,
+)
+from pyspark_aws_kinesis.source.catalog import track_listing
+from pyspark_aws_kinesis.source.offsets import KinesisOffset
+from pyspark_aws_kinesis.source.planner import fair_shares
 
 
 def test_list_shards_follows_paging(kinesis_mock: LocalServer, mock_stream) -> None:

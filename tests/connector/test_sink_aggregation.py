@@ -1,4 +1,5 @@
-"""Sink planning: aggregates grouped per shard, readable by aws-kinesis-agg and by connector.kpl; lanes keep order."""
+"""Sink planning: aggregates grouped per shard, readable by aws-kinesis-agg and by pyspark_aws_kinesis.kpl; lanes keep
+order."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from collections import defaultdict
 import pytest
 from aws_kinesis_agg.deaggregator import deaggregate_records
 
-from connector.kpl import deaggregate, hash_key_of, is_aggregated
-from connector.shards import MAX_HASH_KEY, Shard
-from connector.sink.planning import lane_of_key, plan_aggregated, plan_plain
-from connector.sink.put_records import MAX_ENTRY_BYTES, Entry
-from connector.sink.routing import ShardRouter
+from pyspark_aws_kinesis.kpl import deaggregate, hash_key_of, is_aggregated
+from pyspark_aws_kinesis.shards import MAX_HASH_KEY, Shard
+from pyspark_aws_kinesis.sink.planning import lane_of_key, plan_aggregated, plan_plain
+from pyspark_aws_kinesis.sink.put_records import MAX_ENTRY_BYTES, Entry
+from pyspark_aws_kinesis.sink.routing import ShardRouter
 
 
 def shard(number: int, low: int, high: int, closed: bool = False) -> Shard:

@@ -20,16 +20,16 @@ from aws_kinesis_agg.deaggregator import deaggregate_records
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 from source_util import source_options
 
-import connector.sink.task as task
-from connector.kpl import hash_key_of, is_aggregated
-from connector.shards import MAX_HASH_KEY, Shard, list_shards, open_shards
-from connector.sink import KinesisBatchWriter
-from connector.sink.commit import SinkCommitMessage, summarize
-from connector.sink.planning import AggregateEntry, misplaced_records, moved_aggregates, plan_aggregated
-from connector.sink.put_records import PutStats
-from connector.sink.routing import ShardRouter
+import pyspark_aws_kinesis.sink.task as task
 from localaws import LocalServer
 from localaws.streams import iterate_shard, wait_for_stream_active
+from pyspark_aws_kinesis.kpl import hash_key_of, is_aggregated
+from pyspark_aws_kinesis.shards import MAX_HASH_KEY, Shard, list_shards, open_shards
+from pyspark_aws_kinesis.sink import KinesisBatchWriter
+from pyspark_aws_kinesis.sink.commit import SinkCommitMessage, summarize
+from pyspark_aws_kinesis.sink.planning import AggregateEntry, misplaced_records, moved_aggregates, plan_aggregated
+from pyspark_aws_kinesis.sink.put_records import PutStats
+from pyspark_aws_kinesis.sink.routing import ShardRouter
 
 MIDDLE = 2**127
 SCHEMA = StructType([StructField("data", BinaryType()), StructField("partitionKey", StringType())])
@@ -152,7 +152,7 @@ def test_a_split_between_listing_and_writing_loses_no_user_record(
     records = rows(60)
     options = source_options(kinesis_mock, stream, tmp_path / "metadata")  # the sink ignores the reading ones
     handed = split_after_listing(monkeypatch, kinesis, stream)
-    with caplog.at_level(logging.INFO, logger="connector.sink"):
+    with caplog.at_level(logging.INFO, logger="pyspark_aws_kinesis.sink"):
         writer, message = write(options, records)
         writer.commit([message])
 

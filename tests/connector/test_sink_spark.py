@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from connector.kpl import deaggregate, hash_key_of, is_aggregated
-from connector.sink import KinesisStreamWriter
-from connector.sink.commit import SinkCommitMessage
-from connector.sink.put_records import PutStats
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 from localaws.streams import iterate_shard, list_shard_ids, read_stream
+from pyspark_aws_kinesis.kpl import deaggregate, hash_key_of, is_aggregated
+from pyspark_aws_kinesis.sink import KinesisStreamWriter
+from pyspark_aws_kinesis.sink.commit import SinkCommitMessage
+from pyspark_aws_kinesis.sink.put_records import PutStats
 
 FORMAT = "aws-kinesis"
 
@@ -201,7 +201,7 @@ def _stream_writer() -> KinesisStreamWriter:
 
 
 def test_commit_logs_the_batch_counts(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="connector.sink"):
+    with caplog.at_level(logging.INFO, logger="pyspark_aws_kinesis.sink"):
         _stream_writer().commit(TASK_MESSAGES, 42)
     assert (
         "batch 42 committed: 2 tasks wrote 1000 records in 3 Kinesis records (3 aggregates, 13000 bytes) to s; "
@@ -210,7 +210,7 @@ def test_commit_logs_the_batch_counts(caplog: pytest.LogCaptureFixture) -> None:
 
 
 def test_abort_warns_with_what_was_already_sent(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="connector.sink"):
+    with caplog.at_level(logging.INFO, logger="pyspark_aws_kinesis.sink"):
         _stream_writer().abort(TASK_MESSAGES, 7)
     (record,) = caplog.records
     assert record.levelno == logging.WARNING

@@ -6,8 +6,14 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType
 
-from connector.sink.columns import KinesisSinkInputError, SinkColumns, check_rows, resolve_columns, split_by_stream
-from connector.sink.put_records import MAX_ENTRY_BYTES
+from pyspark_aws_kinesis.sink.columns import (
+    KinesisSinkInputError,
+    SinkColumns,
+    check_rows,
+    resolve_columns,
+    split_by_stream,
+)
+from pyspark_aws_kinesis.sink.put_records import MAX_ENTRY_BYTES
 
 BINARY_SCHEMA = StructType([StructField("data", BinaryType()), StructField("partitionKey", StringType())])
 

@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 from source_util import FORMAT, drain, payloads, reader, roundtrip, source_options, wait_for
 
-from connector.compat import HAS_READ_LIMITS, ReadMaxRows
-from connector.source.offsets import parse_offset
 from localaws import LocalServer
 from localaws.streams import put_records
+from pyspark_aws_kinesis.compat import HAS_READ_LIMITS, ReadMaxRows
+from pyspark_aws_kinesis.source.offsets import parse_offset
 
 
 def _produce(server: LocalServer, stream: str, count: int, prefix: str = "r") -> list[bytes]:

@@ -17,11 +17,11 @@ from efo_util import efo_options
 from source_util import drain, next_batch, payloads, read_all, reader, roundtrip, source_options
 from test_metadata_dynamodb import dynamodb_options
 
-from connector.fetch.iterators import DataLossError
-from connector.source.offsets import parse_offset
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy
 from localaws.streams import create_stream, put_records, unique_name
+from pyspark_aws_kinesis.fetch.iterators import DataLossError
+from pyspark_aws_kinesis.source.offsets import parse_offset
 
 
 def _recreate(kinesis, stream: str, shards: int) -> None:
@@ -66,7 +66,7 @@ def test_a_lost_position_continues_from_the_oldest_record(kinesis_mock: LocalSer
     stream = mock_stream(shards=1)
     options, start, new = _read_some_then_recreate(kinesis_mock, stream, tmp_path, 1)
     restarted = reader(options)
-    with caplog.at_level(logging.WARNING, logger="connector"):
+    with caplog.at_level(logging.WARNING, logger="pyspark_aws_kinesis"):
         _end, rows = next_batch(restarted, start)
     assert payloads(rows) == new  # every record still there, from the oldest
     assert "kinesis.failOnDataLoss is false, so the query continues with the oldest record" in caplog.text
@@ -96,7 +96,7 @@ def test_a_vanished_shard_fails_or_is_skipped(kinesis_mock: LocalServer, mock_st
     with pytest.raises(DataLossError, match="shard shardId-000000000001 no longer exists"):
         strict.latestOffset(start, None)
     lenient = reader(options)
-    with caplog.at_level(logging.WARNING, logger="connector"):
+    with caplog.at_level(logging.WARNING, logger="pyspark_aws_kinesis"):
         _end, rows = next_batch(lenient, start)
     assert sorted(payloads(rows)) == sorted(new)  # shard 0's records: its old position was lost too
     assert "shardId-000000000001 no longer exists" in caplog.text
@@ -121,9 +121,11 @@ def test_data_loss_an_executor_finds_is_reported_by_the_driver(
     lost_at = parse_offset(end).shards[f"{stream}/shardId-000000000000"]
     assert payloads(read_all(source, list(source.partitions(start, end)))) == [b"new"]
     source.commit(end)
-    with caplog.at_level(logging.WARNING, logger="connector.source.health"):
+    with caplog.at_level(logging.WARNING, logger="pyspark_aws_kinesis.source.health"):
         source.latestOffset(end, None)
-    assert [r for r in caplog.records if r.name == "connector.source.health" and "lost data" in r.getMessage()]
+    assert [
+        r for r in caplog.records if r.name == "pyspark_aws_kinesis.source.health" and "lost data" in r.getMessage()
+    ]
     (event,) = source.reportLatestOffset()["dataLossEvents"]
     assert event == {
         "batchId": 1,
@@ -186,7 +188,7 @@ def test_a_restart_after_the_retention_fails_or_reads_on_from_the_oldest_record(
 
         lenient = reader(options)
         lenient.commit(start)
-        with caplog.at_level(logging.WARNING, logger="connector"):
+        with caplog.at_level(logging.WARNING, logger="pyspark_aws_kinesis"):
             end, rows = next_batch(lenient, start)
         assert payloads(rows) == [b"kept-0", b"kept-1"]  # from the oldest record left
         assert "kinesis.failOnDataLoss is false, so the query continues with the oldest record there" in caplog.text

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from source_util import drain, payloads, read_all, reader, roundtrip, source_options
 
-from connector.retry import RetriesExhaustedError
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.streams import put_records
+from pyspark_aws_kinesis.retry import RetriesExhaustedError
 
 READS = frozenset({"ListShards", "GetShardIterator", "GetRecords"})
 

@@ -11,13 +11,13 @@ import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 from source_util import next_batch, payloads, reader, roundtrip, run_batch, source_options
 
-from connector.fetch.decode import CorruptAggregateError
-from connector.kpl import MAGIC
-from connector.positions import SHARD_END
-from connector.shards import list_shards
-from connector.source.offsets import parse_offset
 from localaws import LocalServer
 from localaws.streams import put_records, wait_for_stream_active
+from pyspark_aws_kinesis.fetch.decode import CorruptAggregateError
+from pyspark_aws_kinesis.kpl import MAGIC
+from pyspark_aws_kinesis.positions import SHARD_END
+from pyspark_aws_kinesis.shards import list_shards
+from pyspark_aws_kinesis.source.offsets import parse_offset
 
 
 def _aggregate(records: list[tuple[str, bytes, str | None]]) -> tuple[str, str | None, bytes]:
@@ -76,7 +76,7 @@ def test_sub_records_outside_the_shards_hash_range_are_dropped_and_reported(
         (b"in-2", 2, low.shard_id),
     ]
     # The executor counted the drops in its record; the driver logs them and reports them in the progress.
-    with caplog.at_level(logging.WARNING, logger="connector.source.health"):
+    with caplog.at_level(logging.WARNING, logger="pyspark_aws_kinesis.source.health"):
         source.latestOffset(end, None)
     assert "dropped 2 KPL sub-records" in caplog.text
     assert source.reportLatestOffset()["recordsDroppedOutOfRange"] == 2

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from source_util import plan_first_batch, read_all, reader, roundtrip, run_batch, source_options
 
-from connector.source.guards import ChangedOptionError
-from connector.source.offsets import parse_offset
-from connector.source.stream_reader import MetadataNotSharedError
 from localaws import LocalServer
 from localaws.streams import put_records
+from pyspark_aws_kinesis.source.guards import ChangedOptionError
+from pyspark_aws_kinesis.source.offsets import parse_offset
+from pyspark_aws_kinesis.source.stream_reader import MetadataNotSharedError
 
 
 def _put(server: LocalServer, stream: str, count: int) -> None:

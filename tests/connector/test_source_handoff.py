@@ -11,11 +11,13 @@ from dataclasses import replace
 from source_util import next_batch, payloads, put_numbered, read_all, reader, roundtrip, source_options
 from test_source_range import CONTEXT, ListTransport, _page
 
-from connector.clock import now_ms
-from connector.fetch.iterators import ITERATOR_MAX_AGE_MS, Handoff
-from connector.fetch.range import FetchLimits, ShardRange, ShardTask
-from connector.fetch.reads import STOP_BOUND, STOP_CAUGHT_UP, STOP_LIMIT, ShardRead
-from connector.positions import (
+from localaws import LocalServer
+from localaws.fault_proxy import FaultProxy, Faults
+from pyspark_aws_kinesis.clock import now_ms
+from pyspark_aws_kinesis.fetch.iterators import ITERATOR_MAX_AGE_MS, Handoff
+from pyspark_aws_kinesis.fetch.range import FetchLimits, ShardRange, ShardTask
+from pyspark_aws_kinesis.fetch.reads import STOP_BOUND, STOP_CAUGHT_UP, STOP_LIMIT, ShardRead
+from pyspark_aws_kinesis.positions import (
     AFTER_SEQUENCE_NUMBER,
     AT_SEQUENCE_NUMBER,
     TRIM_HORIZON,
@@ -23,10 +25,8 @@ from connector.positions import (
     Position,
     shard_key,
 )
-from connector.source.offsets import parse_offset
-from connector.source.probe import Found
-from localaws import LocalServer
-from localaws.fault_proxy import FaultProxy, Faults
+from pyspark_aws_kinesis.source.offsets import parse_offset
+from pyspark_aws_kinesis.source.probe import Found
 
 SHARD = "shardId-000000000000"
 

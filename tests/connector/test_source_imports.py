@@ -16,10 +16,10 @@ from localaws.servers import project_root
 # A worker's path to its first GetRecords: the reader module, the reader client, a plain page decoded.
 WORKER_PATH = """
 import json, sys
-import connector.source.stream_reader
-from connector.aws.settings import ClientSettings
-from connector.aws.clients import kinesis_reader_client
-from connector.fetch.decode import ShardContext, decode_get_records
+import pyspark_aws_kinesis.source.stream_reader
+from pyspark_aws_kinesis.aws.settings import ClientSettings
+from pyspark_aws_kinesis.aws.clients import kinesis_reader_client
+from pyspark_aws_kinesis.fetch.decode import ShardContext, decode_get_records
 
 settings = ClientSettings(region="us-east-1", endpoint_url="http://127.0.0.1:9", access_key_id="a", secret_key="b")
 client = kinesis_reader_client(settings)
@@ -33,7 +33,7 @@ print(json.dumps({"meta": client.meta.service_model.service_name, "modules": sor
 # load(): the source's schema() checks every option, in a short-lived process that never calls AWS.
 LOAD_PATH = """
 import json, sys
-from connector.datasource import KinesisDataSource
+from pyspark_aws_kinesis.datasource import KinesisDataSource
 options = {"kinesis.streamName": "s", "kinesis.endpointUrl": "http://127.0.0.1:9"}
 print(json.dumps({"meta": KinesisDataSource(options).schema(), "modules": sorted(sys.modules)}))
 """

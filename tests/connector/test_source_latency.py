@@ -12,11 +12,11 @@ from contextlib import contextmanager
 from source_util import payloads, plan_first_batch, put_numbered, read_all, reader, roundtrip, source_options
 from test_source_range import ListTransport, _page, _read
 
-from connector.aws.clients import kinesis_reader_client
-from connector.fetch.reads import STOP_BOUND, STOP_CAUGHT_UP, ShardRead
-from connector.positions import TRIM_HORIZON, Position, shard_key
-from connector.source.offsets import parse_offset
 from localaws import LocalServer
+from pyspark_aws_kinesis.aws.clients import kinesis_reader_client
+from pyspark_aws_kinesis.fetch.reads import STOP_BOUND, STOP_CAUGHT_UP, ShardRead
+from pyspark_aws_kinesis.positions import TRIM_HORIZON, Position, shard_key
+from pyspark_aws_kinesis.source.offsets import parse_offset
 
 
 @contextmanager

@@ -14,19 +14,19 @@ import pyarrow.fs as pafs
 import pytest
 from source_util import reader, roundtrip, run_batch, source_options
 
-from connector.aws.settings import ClientSettings
-from connector.fetch.reads import STOP_CAUGHT_UP, STOP_TIME, DataLossEvent, ShardRead
-from connector.metadata import open_store
-from connector.metadata.dynamodb import DynamoDBStore
-from connector.metadata.filesystem import ArrowFileSystemStore, LocalStore
-from connector.metadata.s3 import S3Store
-from connector.metadata.store import MetadataConflictError, MetadataStore, batch_shard_key
-from connector.positions import AFTER_SEQUENCE_NUMBER, TRIM_HORIZON, WHOLE_RECORD, Position
-from connector.retry import RetryPolicy
 from localaws import LocalServer, aws_client
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 from localaws.streams import put_records, unique_name
+from pyspark_aws_kinesis.aws.settings import ClientSettings
+from pyspark_aws_kinesis.fetch.reads import STOP_CAUGHT_UP, STOP_TIME, DataLossEvent, ShardRead
+from pyspark_aws_kinesis.metadata import open_store
+from pyspark_aws_kinesis.metadata.dynamodb import DynamoDBStore
+from pyspark_aws_kinesis.metadata.filesystem import ArrowFileSystemStore, LocalStore
+from pyspark_aws_kinesis.metadata.s3 import S3Store
+from pyspark_aws_kinesis.metadata.store import MetadataConflictError, MetadataStore, batch_shard_key
+from pyspark_aws_kinesis.positions import AFTER_SEQUENCE_NUMBER, TRIM_HORIZON, WHOLE_RECORD, Position
+from pyspark_aws_kinesis.retry import RetryPolicy
 
 
 def _read(shard: str = "shardId-000000000000", records: int = 0, last: str | None = None) -> ShardRead:

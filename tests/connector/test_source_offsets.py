@@ -12,11 +12,13 @@ import pytest
 from botocore.exceptions import ClientError
 from source_util import format_1_json, payloads, read_all, reader, roundtrip, source_options
 
-from connector.aws.clients import kinesis_client
-from connector.fetch.decode import Page
-from connector.fetch.iterators import is_future_timestamp, iterator_request
-from connector.fetch.range import skipped_rows
-from connector.positions import (
+from localaws import LocalServer
+from localaws.streams import put_records
+from pyspark_aws_kinesis.aws.clients import kinesis_client
+from pyspark_aws_kinesis.fetch.decode import Page
+from pyspark_aws_kinesis.fetch.iterators import is_future_timestamp, iterator_request
+from pyspark_aws_kinesis.fetch.range import skipped_rows
+from pyspark_aws_kinesis.positions import (
     AFTER_SEQUENCE_NUMBER,
     AT_SEQUENCE_NUMBER,
     AT_TIMESTAMP,
@@ -27,11 +29,9 @@ from connector.positions import (
     Position,
     parse_starting_position,
 )
-from connector.source.catalog import ShardCatalog
-from connector.source.offsets import KinesisOffset, PendingOffset, parse_offset
-from connector.source.settings import SourceSettings
-from localaws import LocalServer
-from localaws.streams import put_records
+from pyspark_aws_kinesis.source.catalog import ShardCatalog
+from pyspark_aws_kinesis.source.offsets import KinesisOffset, PendingOffset, parse_offset
+from pyspark_aws_kinesis.source.settings import SourceSettings
 
 
 @pytest.mark.parametrize(

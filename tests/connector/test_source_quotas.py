@@ -12,10 +12,14 @@ import pytest
 from source_util import client_settings, payloads, put_numbered, read_all, reader, roundtrip, source_options
 from test_polling_transport import INTERVAL_S, SimulatedClock, _read_range, _reader_client, _shard_with
 
-from connector.aws.clients import kinesis_reader_client
-from connector.fetch.decode import Page, ShardContext
-from connector.fetch.iterators import Handoff
-from connector.fetch.polling import (
+from localaws import LocalServer
+from localaws.quota_model import Quotas
+from localaws.quota_proxy import QuotaProxy
+from localaws.streams import put_records
+from pyspark_aws_kinesis.aws.clients import kinesis_reader_client
+from pyspark_aws_kinesis.fetch.decode import Page, ShardContext
+from pyspark_aws_kinesis.fetch.iterators import Handoff
+from pyspark_aws_kinesis.fetch.polling import (
     FIRST_CALL_LIMIT,
     MIN_LIMIT,
     RECOVER_AFTER,
@@ -25,16 +29,12 @@ from connector.fetch.polling import (
     ReadBackoff,
     sized_limit,
 )
-from connector.fetch.range import FetchLimits, ShardRange, ShardTask
-from connector.fetch.reads import STOP_CAUGHT_UP
-from connector.metrics import progress_metrics
-from connector.positions import TRIM_HORIZON, Position, shard_key
-from connector.retry import QUOTA_BACKOFF_MIN_S, RetryPolicy
-from connector.shards import list_shards
-from localaws import LocalServer
-from localaws.quota_model import Quotas
-from localaws.quota_proxy import QuotaProxy
-from localaws.streams import put_records
+from pyspark_aws_kinesis.fetch.range import FetchLimits, ShardRange, ShardTask
+from pyspark_aws_kinesis.fetch.reads import STOP_CAUGHT_UP
+from pyspark_aws_kinesis.metrics import progress_metrics
+from pyspark_aws_kinesis.positions import TRIM_HORIZON, Position, shard_key
+from pyspark_aws_kinesis.retry import QUOTA_BACKOFF_MIN_S, RetryPolicy
+from pyspark_aws_kinesis.shards import list_shards
 
 NO_RETRIES = RetryPolicy(max_retries=0, initial_interval_ms=1, max_interval_ms=1)  # a refusal is never retried here
 ONE_CALL_A_SECOND = Quotas(get_records_calls=1)

@@ -7,11 +7,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from connector.fetch.decode import Page, ShardContext
-from connector.fetch.iterators import PositionGoneError
-from connector.fetch.range import FetchLimits, ReplayError, ShardRange, ShardTask
-from connector.fetch.reads import STOP_CAUGHT_UP, STOP_LIMIT, STOP_SHARD_END, DataLossEvent, ShardRead
-from connector.positions import AFTER_SEQUENCE_NUMBER, TRIM_HORIZON, WHOLE_RECORD, Position
+from pyspark_aws_kinesis.fetch.decode import Page, ShardContext
+from pyspark_aws_kinesis.fetch.iterators import PositionGoneError
+from pyspark_aws_kinesis.fetch.range import FetchLimits, ReplayError, ShardRange, ShardTask
+from pyspark_aws_kinesis.fetch.reads import STOP_CAUGHT_UP, STOP_LIMIT, STOP_SHARD_END, DataLossEvent, ShardRead
+from pyspark_aws_kinesis.positions import AFTER_SEQUENCE_NUMBER, TRIM_HORIZON, WHOLE_RECORD, Position
 
 CONTEXT = ShardContext("s", "shardId-0", 0, 2**128 - 1)
 

@@ -10,13 +10,13 @@ import pytest
 from efo_util import sockets_to
 from source_util import drain, next_batch, payloads, put_numbered, read_all, reader, roundtrip, source_options
 
-from connector.fetch.range import ReplayError
-from connector.fetch.reads import ShardRead
-from connector.metadata import open_store
-from connector.metadata.store import MetadataConflictError
-from connector.positions import AFTER_SEQUENCE_NUMBER, AT_TIMESTAMP
-from connector.source.offsets import parse_offset
 from localaws import LocalServer
+from pyspark_aws_kinesis.fetch.range import ReplayError
+from pyspark_aws_kinesis.fetch.reads import ShardRead
+from pyspark_aws_kinesis.metadata import open_store
+from pyspark_aws_kinesis.metadata.store import MetadataConflictError
+from pyspark_aws_kinesis.positions import AFTER_SEQUENCE_NUMBER, AT_TIMESTAMP
+from pyspark_aws_kinesis.source.offsets import parse_offset
 
 
 def test_batches_carry_positions_and_read_every_record_once(kinesalite: LocalServer, lite_stream, tmp_path) -> None:

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from source_util import drain, next_batch, reader, roundtrip, source_options, wait_for
 
-from connector.positions import SHARD_END
-from connector.shards import list_shards, open_shards
-from connector.source.offsets import parse_offset
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy
 from localaws.streams import put_records, wait_for_stream_active
+from pyspark_aws_kinesis.positions import SHARD_END
+from pyspark_aws_kinesis.shards import list_shards, open_shards
+from pyspark_aws_kinesis.source.offsets import parse_offset
 
 KEYS = [f"key-{index}" for index in range(6)]
 

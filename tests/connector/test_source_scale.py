@@ -10,12 +10,12 @@ from typing import Any
 
 from source_util import payloads, read_all, reader, roundtrip, source_options, wait_for
 
-from connector.retry import RetryPolicy
-from connector.shards import list_shards
-from connector.source.catalog import ShardCatalog
-from connector.source.offsets import parse_offset
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy
+from pyspark_aws_kinesis.retry import RetryPolicy
+from pyspark_aws_kinesis.shards import list_shards
+from pyspark_aws_kinesis.source.catalog import ShardCatalog
+from pyspark_aws_kinesis.source.offsets import parse_offset
 
 
 def _one_record_per_shard(server: LocalServer, stream: str) -> list[bytes]:

@@ -26,10 +26,10 @@ import pytest
 from efo_util import efo_options
 from source_util import FORMAT, format_1_json, records_and_a_cut, source_options, start_parquet_query, wait_for
 
-from connector.source.offsets import KinesisOffset, parse_offset
 from localaws import KINESALITE, LocalServer
 from localaws.gate import gate, held_calls
 from localaws.streams import put_records, read_stream, unique_name
+from pyspark_aws_kinesis.source.offsets import KinesisOffset, parse_offset
 
 APP = Path(__file__).with_name("kinesis_query_app.py")
 EXPECTED_SCHEMA = (
@@ -380,11 +380,12 @@ def test_register_is_harmless_when_pyspark_found_the_source_itself(
 ) -> None:
     """The checkout's ``pyspark_aws_kinesis`` is on the driver's path here, as an installed wheel is on EMR: pyspark
     registered ``aws-kinesis`` by itself, and pyspark 4.0.2 refuses a second registration of the name. The jobs
-    call ``connector.register`` anyway (for ``--py-files`` users): it must not fail, and the source must work."""
-    import connector
+    call ``pyspark_aws_kinesis.register`` anyway (for ``--py-files`` users): it must not fail, and the source must
+    work."""
+    import pyspark_aws_kinesis
 
-    connector.register(spark)
-    connector.register(spark)
+    pyspark_aws_kinesis.register(spark)
+    pyspark_aws_kinesis.register(spark)
     stream = lite_stream(shards=1)
     put_records(kinesalite.client("kinesis"), stream, [(b"once", "k")])
     rows = spark.read.format(FORMAT).options(**source_options(kinesalite, stream, tmp_path / "meta")).load().collect()

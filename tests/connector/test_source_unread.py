@@ -20,11 +20,11 @@ from source_util import (
     wait_for,
 )
 
-from connector.metadata import open_store
-from connector.metadata.store import batch_shard_key
-from connector.source.guards import MissingMetadataError, source_document_name
-from connector.source.offsets import parse_offset
 from localaws import LocalServer
+from pyspark_aws_kinesis.metadata import open_store
+from pyspark_aws_kinesis.metadata.store import batch_shard_key
+from pyspark_aws_kinesis.source.guards import MissingMetadataError, source_document_name
+from pyspark_aws_kinesis.source.offsets import parse_offset
 
 
 def test_a_lost_record_is_completed_to_the_original_end(kinesalite: LocalServer, lite_stream, tmp_path) -> None:
@@ -59,7 +59,7 @@ def test_a_batch_nobody_read_is_skipped_and_the_next_starts_after_it(
     source.partitions(start, end)  # planned, never read (a foreachBatch that returned at once)
     source.commit(end)
     new = put_numbered(kinesalite, stream, "new", 5)
-    with caplog.at_level(logging.WARNING, logger="connector"):
+    with caplog.at_level(logging.WARNING, logger="pyspark_aws_kinesis"):
         _after, rows = next_batch(source, end)
     assert sorted(payloads(rows)) == sorted(new)
     assert "did not read" in caplog.text and "the driver completed the read" in caplog.text

@@ -1,4 +1,5 @@
-"""``connector.aws`` clients build their User-Agent header once per client, and still send what botocore would.
+"""``pyspark_aws_kinesis.aws`` clients build their User-Agent header once per client, and still send what botocore
+would.
 
 Against kinesalite: the headers a client sends are recorded (botocore's ``before-send`` event, after signing),
 and botocore's User-Agent builder is counted. A plain botocore client is the reference for the header.
@@ -13,10 +14,10 @@ from typing import Any
 import pytest
 from botocore.useragent import UserAgentString
 
-from connector.aws.clients import _new_client, kinesis_client, kinesis_reader_client
-from connector.aws.settings import ClientSettings
 from localaws import LocalServer
 from localaws.servers import DUMMY_SECRET_KEY
+from pyspark_aws_kinesis.aws.clients import _new_client, kinesis_client, kinesis_reader_client
+from pyspark_aws_kinesis.aws.settings import ClientSettings
 
 CALLS = 4
 # botocore's request contexts (which carry a call's features) are what the kept strings are keyed on.

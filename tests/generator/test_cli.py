@@ -1,4 +1,4 @@
-"""``python -m generator`` in a subprocess against kinesalite: JSON summary, input errors, Ctrl-C."""
+"""``python -m kinesis_generator`` in a subprocess against kinesalite: JSON summary, input errors, Ctrl-C."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from localaws.streams import read_stream
 
 
 def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "generator", *args]
+    return [sys.executable, "-m", "kinesis_generator", *args]
 
 
 def env() -> dict[str, str]:

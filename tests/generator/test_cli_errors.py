@@ -1,5 +1,5 @@
-"""``python -m generator`` meets a user's mistakes: one line on stderr that starts with the flag or value at fault
-and says what to do, the documented exit code, a JSON error object with ``--json``, and nothing sent.
+"""``python -m kinesis_generator`` meets a user's mistakes: one line on stderr that starts with the flag or value at
+fault and says what to do, the documented exit code, a JSON error object with ``--json``, and nothing sent.
 
 Each case runs the CLI once with ``--json`` and checks the line (stderr) and the object (stdout) of that run.
 """
@@ -50,7 +50,7 @@ def fails(env: dict[str, str], *args: str) -> tuple[int, str, dict]:
     """Run the CLI with ``--json``; its exit code, its one stderr line, and its JSON error object (whose
     ``summary`` the last test reads)."""
     done = subprocess.run(
-        [sys.executable, "-m", "generator", *args, "--json"],
+        [sys.executable, "-m", "kinesis_generator", *args, "--json"],
         capture_output=True, text=True, env=env, cwd=project_root(), timeout=60,
     )  # fmt: skip
     lines = done.stderr.splitlines()

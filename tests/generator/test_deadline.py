@@ -1,6 +1,6 @@
 """``--duration`` is a limit on the wall clock, retries included, and a run that did not send everything says so:
-``generator.run`` and ``python -m generator`` against kinesalite behind ``localaws.fault_proxy``, which throttles
-whole PutRecords calls and refuses single entries (a refused entry is really not written).
+``kinesis_generator.run`` and ``python -m kinesis_generator`` against kinesalite behind ``localaws.fault_proxy``, which
+throttles whole PutRecords calls and refuses single entries (a refused entry is really not written).
 
 The bounds asserted are the feature's own (docs/generator.md): a run ends by its deadline plus the grace for
 calls under way; the checks before the clock starts (building the client, one ListShards) get a little more.
@@ -18,11 +18,11 @@ from collections import Counter
 import pytest
 from botocore.config import Config
 
-import generator
-from connector.retry import RetryPolicy
+import kinesis_generator
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, LocalServer, aws_client, project_root
 from localaws.streams import read_stream
+from pyspark_aws_kinesis.retry import RetryPolicy
 
 GRACE_S = 5.0  # documented: how long after the deadline a call under way may take
 CHECKS_S = 2.0  # the checks before the schedule starts, on a loaded machine
@@ -40,7 +40,7 @@ def dummy_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", DUMMY_SECRET_KEY)
 
 
-def accounted(summary: generator.Summary) -> int:
+def accounted(summary: kinesis_generator.Summary) -> int:
     """Every record due ends in exactly one of these."""
     return summary.records + summary.failed + summary.unsent + summary.unconfirmed
 
@@ -49,7 +49,7 @@ def test_duration_ends_a_throttled_run_on_time_and_counts_what_was_not_sent(kine
     stream = lite_stream()
     with FaultProxy(kinesalite.endpoint_url, HARSH) as proxy:
         started = time.monotonic()
-        summary = generator.run(
+        summary = kinesis_generator.run(
             stream_name=stream, rate=500, duration_s=3.0, endpoint_url=proxy.endpoint_url, retry=PATIENT, collect=True
         )
         took = time.monotonic() - started
@@ -69,7 +69,7 @@ def test_the_cli_exits_5_with_refusals_live_and_one_clock(kinesalite: LocalServe
     env["COLUMNS"] = "200"  # the progress line whole, on a pipe
     with FaultProxy(kinesalite.endpoint_url, HARSH) as proxy:
         done = subprocess.run(
-            [sys.executable, "-m", "generator", "--stream", stream, "--endpoint-url", proxy.endpoint_url,
+            [sys.executable, "-m", "kinesis_generator", "--stream", stream, "--endpoint-url", proxy.endpoint_url,
              "--rate", "500", "--duration", "2", "--max-retries", str(PATIENT.max_retries)],
             capture_output=True, text=True, env=env, cwd=project_root(), timeout=60,
         )  # fmt: skip
@@ -89,7 +89,7 @@ def test_a_call_unanswered_past_the_grace_is_given_up_and_its_records_unconfirme
     with FaultProxy(kinesalite.endpoint_url, faults) as proxy:
         slow = aws_client("kinesis", proxy.endpoint_url, config=Config(read_timeout=60, retries={"max_attempts": 0}))
         started = time.monotonic()
-        summary = generator.run(stream_name=lite_stream(), rate=100, duration_s=1.0, client=slow)
+        summary = kinesis_generator.run(stream_name=lite_stream(), rate=100, duration_s=1.0, client=slow)
         took = time.monotonic() - started
     assert took <= 1.0 + GRACE_S + CHECKS_S, f"ran {took:.1f} s"
     assert summary.unconfirmed >= 1 and summary.records == 0
@@ -100,7 +100,9 @@ def test_a_stream_that_refuses_everything_is_not_hammered(kinesalite: LocalServe
     faults = Faults(put_records_entry_failure_rate=1.0, actions=frozenset({"PutRecords"}))
     with FaultProxy(kinesalite.endpoint_url, faults) as proxy:
         started = time.monotonic()
-        summary = generator.run(stream_name=lite_stream(), rate=1000, duration_s=2.0, endpoint_url=proxy.endpoint_url)
+        summary = kinesis_generator.run(
+            stream_name=lite_stream(), rate=1000, duration_s=2.0, endpoint_url=proxy.endpoint_url
+        )
         took = time.monotonic() - started
     assert took <= 2.0 + GRACE_S + CHECKS_S
     # Backoff between refused rounds (100 ms, doubling): a handful of calls, where a busy loop makes hundreds.
@@ -110,7 +112,7 @@ def test_a_stream_that_refuses_everything_is_not_hammered(kinesalite: LocalServe
 
 
 def test_count_reached_first_ends_the_run(kinesalite: LocalServer, lite_stream):
-    summary = generator.run(stream_name=lite_stream(), count=50, rate=1000, duration_s=60, client=None,
+    summary = kinesis_generator.run(stream_name=lite_stream(), count=50, rate=1000, duration_s=60, client=None,
                             endpoint_url=kinesalite.endpoint_url)  # fmt: skip
     assert summary.records == summary.due == 50 and summary.complete
     assert summary.elapsed_s < 60
@@ -124,11 +126,11 @@ def test_lost_records_exit_4_and_the_summary_says_whether_the_stream_is_too_smal
     one_shard, two_shards = lite_stream(shards=1), lite_stream(shards=2)
     with FaultProxy(kinesalite.endpoint_url, faults) as proxy:
         enough = subprocess.run(
-            [sys.executable, "-m", "generator", "--stream", two_shards, "--endpoint-url", proxy.endpoint_url,
+            [sys.executable, "-m", "kinesis_generator", "--stream", two_shards, "--endpoint-url", proxy.endpoint_url,
              "--rate", "100", "--count", "20", "--max-retries", "1", "--quiet"],
             capture_output=True, text=True, env=env, cwd=project_root(), timeout=60,
         )  # fmt: skip
-        too_fast = generator.run(
+        too_fast = kinesis_generator.run(
             stream_name=one_shard, rate=1500, count=20, endpoint_url=proxy.endpoint_url, retry=RetryPolicy(1, 100, 5000)
         )
     assert enough.returncode == 4, enough.stdout + enough.stderr

@@ -6,8 +6,8 @@ from random import Random
 
 import pytest
 
-from generator.rates import ConstantRate, PeriodicRate
-from generator.sender import _limit
+from kinesis_generator.rates import ConstantRate, PeriodicRate
+from kinesis_generator.sender import _limit
 
 
 def test_constant_rate_spreads_records_evenly():

@@ -1,5 +1,5 @@
-"""``generator.run`` against kinesalite: every record arrives once, the rate holds, failed entries are retried
-(faults injected by ``localaws.fault_proxy``), aggregates read back with ``connector.kpl.deaggregate``."""
+"""``kinesis_generator.run`` against kinesalite: every record arrives once, the rate holds, failed entries are retried
+(faults injected by ``localaws.fault_proxy``), aggregates read back with ``pyspark_aws_kinesis.kpl.deaggregate``."""
 
 from __future__ import annotations
 
@@ -9,19 +9,19 @@ from collections import Counter
 
 import pytest
 
-import generator
-from connector.kpl import UserRecord, deaggregate, hash_key_of, is_aggregated
-from connector.retry import RetryPolicy
+import kinesis_generator
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, LocalServer
 from localaws.streams import iterate_shard, read_stream
+from pyspark_aws_kinesis.kpl import UserRecord, deaggregate, hash_key_of, is_aggregated
+from pyspark_aws_kinesis.retry import RetryPolicy
 
 FAST_RETRY = RetryPolicy(max_retries=8, initial_interval_ms=5, max_interval_ms=50)
 
 
 @pytest.fixture(autouse=True)
 def dummy_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``connector.aws`` uses boto3's default chain; the local servers accept any keys."""
+    """``pyspark_aws_kinesis.aws`` uses boto3's default chain; the local servers accept any keys."""
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", DUMMY_ACCESS_KEY)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", DUMMY_SECRET_KEY)
 
@@ -33,7 +33,7 @@ def stored(kinesalite: LocalServer, stream: str) -> Counter[tuple[str, bytes]]:
 def test_count_run_stores_every_record_once(kinesalite: LocalServer, lite_stream):
     stream = lite_stream(shards=2)
     batches: list[int] = []
-    summary = generator.run(
+    summary = kinesis_generator.run(
         stream_name=stream,
         count=1200,
         rate=20_000,
@@ -54,7 +54,7 @@ def test_constant_rate_holds_over_a_short_run(kinesalite: LocalServer, lite_stre
     stream = lite_stream()
     sent_at: list[tuple[float, int]] = []
     started = time.monotonic()
-    summary = generator.run(
+    summary = kinesis_generator.run(
         stream_name=stream,
         rate=400,
         duration_s=3.0,
@@ -72,7 +72,7 @@ def test_constant_rate_holds_over_a_short_run(kinesalite: LocalServer, lite_stre
 
 def test_periodic_mode_sends_a_burst_each_second(kinesalite: LocalServer, lite_stream):
     stream = lite_stream()
-    summary = generator.run(
+    summary = kinesis_generator.run(
         stream_name=stream, periodic=(150, 0), duration_s=2.0, client=kinesalite.client("kinesis"), collect=True
     )
     assert summary.records == 300 and summary.elapsed_s >= 1.0
@@ -83,7 +83,7 @@ def test_partial_failures_are_retried_without_duplicates(kinesalite: LocalServer
     stream = lite_stream(shards=2)
     faults = Faults(put_records_entry_failure_rate=0.3, throttle_rate=0.3, actions=frozenset({"PutRecords"}))
     with FaultProxy(kinesalite.endpoint_url, faults, seed=3) as proxy:
-        summary = generator.run(
+        summary = kinesis_generator.run(
             stream_name=stream, count=1000, rate=50_000, endpoint_url=proxy.endpoint_url, retry=FAST_RETRY, collect=True
         )
     # Every injected fault was seen and retried: each failed entry once, each throttled call once.
@@ -97,7 +97,7 @@ def test_entries_failing_through_the_budget_are_counted_and_the_run_goes_on(kine
     stream = lite_stream()
     faults = Faults(put_records_entry_failure_rate=1.0, actions=frozenset({"PutRecords"}))
     with FaultProxy(kinesalite.endpoint_url, faults) as proxy:
-        summary = generator.run(
+        summary = kinesis_generator.run(
             stream_name=stream,
             count=30,
             rate=100,
@@ -112,7 +112,7 @@ def test_entries_failing_through_the_budget_are_counted_and_the_run_goes_on(kine
 def test_aggregated_records_are_readable_by_our_deaggregation(kinesalite: LocalServer, lite_stream):
     stream = lite_stream(shards=3)
     kinesis = kinesalite.client("kinesis")
-    summary = generator.run(
+    summary = kinesis_generator.run(
         stream_name=stream,
         count=3000,
         rate=100_000,
@@ -145,17 +145,22 @@ def plain(record: dict) -> UserRecord:
 
 def test_bad_template_fails_before_sending(kinesalite: LocalServer, lite_stream):
     stream, endpoint = lite_stream(), kinesalite.endpoint_url
-    with pytest.raises(generator.TemplateError, match="line 1, column 9"):
-        generator.run(stream_name=stream, template='{"a": 1,{{random.numbr}}}', count=5, endpoint_url=endpoint)
+    with pytest.raises(kinesis_generator.TemplateError, match="line 1, column 9"):
+        kinesis_generator.run(stream_name=stream, template='{"a": 1,{{random.numbr}}}', count=5, endpoint_url=endpoint)
     with pytest.raises(ValueError, match="partition key"):
-        generator.run(stream_name=stream, partition_key="{{random.alphaNumeric(300)}}", count=5, endpoint_url=endpoint)
+        kinesis_generator.run(
+            stream_name=stream, partition_key="{{random.alphaNumeric(300)}}", count=5, endpoint_url=endpoint
+        )
     assert not stored(kinesalite, stream)
 
 
 def test_missing_stream_stops_the_run_before_sending_with_the_generators_flags(kinesalite: LocalServer):
     missing = r"^--stream no-such-stream: no such stream"
-    with FaultProxy(kinesalite.endpoint_url) as proxy, pytest.raises(generator.TargetError, match=missing) as raised:
-        generator.run(stream_name="no-such-stream", count=10, rate=1000, endpoint_url=proxy.endpoint_url)
+    with (
+        FaultProxy(kinesalite.endpoint_url) as proxy,
+        pytest.raises(kinesis_generator.TargetError, match=missing) as raised,
+    ):
+        kinesis_generator.run(stream_name="no-such-stream", count=10, rate=1000, endpoint_url=proxy.endpoint_url)
     assert "--region" in str(raised.value) and "--endpoint-url" in str(raised.value)
     assert "kinesis." not in str(raised.value) and "retry of the task" not in str(raised.value)
     assert raised.value.summary is None and proxy.calls["PutRecords"] == 0
@@ -166,6 +171,6 @@ def test_a_failing_on_sent_callback_stops_the_run_with_its_error(kinesalite: Loc
         raise RuntimeError("callback broke")
 
     with pytest.raises(RuntimeError, match="callback broke"):
-        generator.run(
+        kinesis_generator.run(
             stream_name=lite_stream(), rate=1000, duration_s=30, client=kinesalite.client("kinesis"), on_sent=on_sent
         )

@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from generator import Template, TemplateError, seed_template
-from generator.dates import compile_format
-from generator.helpers import Context
+from kinesis_generator import Template, TemplateError, seed_template
+from kinesis_generator.dates import compile_format
+from kinesis_generator.helpers import Context
 
 SEED = (
     '{"id": {{random.number(100)}}, "data": "{{random.arrayElement(["Spain","Portugal","Finland","France"])}}", '

@@ -9,13 +9,13 @@ test compares the instance role's table statement with ``dynamodb:<action>`` of 
 
 from __future__ import annotations
 
-from connector.aws.settings import ClientSettings
-from connector.metadata.dynamodb import DynamoDBStore
 from infra.metadata import PARTITION_KEY, SORT_KEY
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 from localaws.streams import create_stream, put_records, unique_name
+from pyspark_aws_kinesis.aws.settings import ClientSettings
+from pyspark_aws_kinesis.metadata.dynamodb import DynamoDBStore
 from tests.connector.source_util import read_all, reader, roundtrip, run_batch, source_options
 
 

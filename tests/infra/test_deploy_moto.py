@@ -156,10 +156,10 @@ def test_cross_account_role_trusts_the_consumer_with_the_external_id(moto, deplo
 def test_consumer_reads_the_source_stream_through_the_cross_account_role(moto, deployed, tmp_path):
     """The consumer account's job: its own keys, the stack's CrossAccountRoleArn and external ID as connector
     options; every Kinesis call signed with the keys moto's STS returned for that role (docs/infra.md)."""
-    from connector.source.stream_reader import KinesisStreamReader
     from localaws.fault_proxy import FaultProxy
     from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
     from localaws.streams import put_records
+    from pyspark_aws_kinesis.source.stream_reader import KinesisStreamReader
     from tests.infra.conftest import EXTERNAL_ID
 
     role_arn, stream = deployed["access"]["CrossAccountRoleArn"], deployed["streams"]["SourceStreamName"]

@@ -1,7 +1,7 @@
 """The roles' enhanced fan-out actions are exactly what the connector calls. Everything the connector does with
 ``kinesis.consumerType=SubscribeToShard`` runs through a counting proxy in front of kinesis-mock: a query's
 lifecycle (register at start, a batch read through SubscribeToShard, deregistration when it ends, with
-``requireConsumerDeregistration``) and the clean-up command (``python -m connector consumers
+``requireConsumerDeregistration``) and the clean-up command (``python -m pyspark_aws_kinesis consumers
 list|register|deregister``). Every Kinesis action seen there must be granted by infra.access, and every action
 the roles grant beyond polling and the sink must be among them; the cross-account role, which may not write,
 must still allow every one of these calls."""

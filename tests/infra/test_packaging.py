@@ -19,12 +19,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def make_tree(root: Path) -> Path:
     for name, text in {
-        "connector/__init__.py": "X = 1\n",
-        "connector/fetch/__init__.py": "",
-        "connector/fetch/polling.py": "Y = 2\n",
-        "connector/__pycache__/x.cpython-311.pyc": "junk",
+        "pyspark_aws_kinesis/__init__.py": "X = 1\n",
+        "pyspark_aws_kinesis/fetch/__init__.py": "",
+        "pyspark_aws_kinesis/fetch/polling.py": "Y = 2\n",
+        "pyspark_aws_kinesis/__pycache__/x.cpython-311.pyc": "junk",
         "spark_app/country_counts.py": "print('job')\n",
-        "generator/cli.py": "not shipped\n",
+        "kinesis_generator/cli.py": "not shipped\n",
     }.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
@@ -50,9 +50,9 @@ def test_zip_is_byte_identical_for_the_same_sources(tmp_path):
 
 def test_zip_is_importable_as_py_files(tmp_path):
     root = make_tree(tmp_path / "src")
-    zipped = packaging.build_pyfiles_zip(tmp_path / "out", root, packages=("connector",))
+    zipped = packaging.build_pyfiles_zip(tmp_path / "out", root, packages=("pyspark_aws_kinesis",))
     # -I: an isolated interpreter that sees only the zip (what --py-files puts on the workers' path).
-    code = f"import sys; sys.path.insert(0, {str(zipped)!r}); import connector.fetch.polling as p; print(p.Y)"
+    code = f"import sys; sys.path.insert(0, {str(zipped)!r}); import pyspark_aws_kinesis.fetch.polling as p; print(p.Y)"
     result = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "2"
 
@@ -119,8 +119,8 @@ def test_bootstrap_script_installs_the_wheelhouse_that_synth_builds(tmp_path, bu
     house = built_wheelhouse
     result, target = _run_bootstrap(tmp_path, _zip_folder(house, tmp_path / "0123abcd.zip"))
     assert result.returncode == 0, result.stderr
-    assert (target / "pyspark_aws_kinesis.py").is_file()
-    assert (target / "connector" / "options" / "__init__.py").is_file()
+    assert (target / "pyspark_aws_kinesis" / "options" / "__init__.py").is_file()
+    assert (target / "kinesis_generator" / "templates" / "seed.json").is_file()
     installed = {p.name.split("-")[0].lower().replace("_", "-") for p in target.glob("*.dist-info")}
     assert installed == {pin.name for pin in wheelhouse.parse_lock(stand_in_wheels)} | {"pyspark-aws-kinesis"}
 
@@ -134,7 +134,7 @@ def test_bootstrap_script_refuses_a_wheel_whose_hash_changed(tmp_path, built_whe
     result, target = _run_bootstrap(tmp_path, _zip_folder(house, tmp_path / "0123abcd.zip"))
     assert result.returncode != 0
     assert "THESE PACKAGES DO NOT MATCH THE HASHES" in result.stderr
-    assert not (target / "connector").exists()
+    assert not (target / "pyspark_aws_kinesis").exists()
 
 
 @pytest.mark.parametrize("job", ["../etc/passwd", "Country", "a-b", ""])

@@ -119,7 +119,7 @@ def test_environment_is_a_venv_of_the_image_python_with_the_wheelhouse_for_aarch
     cfg = venv_archive.extractfile(members["pyvenv.cfg"]).read().decode()
     assert "include-system-site-packages = false" in cfg and f"version = {wheelhouse.TARGET.python}" in cfg
     site = f"lib/{python}/site-packages/"
-    assert f"{site}pyspark_aws_kinesis.py" in members and f"{site}connector/options/__init__.py" in members
+    assert f"{site}pyspark_aws_kinesis/options/__init__.py" in members and f"{site}kinesis_generator/cli.py" in members
     installed = {
         name.split("/")[3].split("-")[0].lower().replace("_", "-")
         for name in members

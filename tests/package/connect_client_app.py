@@ -20,7 +20,7 @@ def main() -> None:
     url, options_json, sink_stream, work_dir = sys.argv[1:5]
     options = json.loads(options_json)
     try:
-        import connector  # noqa: F401
+        import pyspark_aws_kinesis  # noqa: F401
 
         client_has_connector = True
     except ModuleNotFoundError:

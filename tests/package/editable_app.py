@@ -3,7 +3,7 @@ interpreter of a venv that has the project installed editable (as ``make setup``
 
     python editable_app.py <stream> <endpoint> <metadata dir>
 
-Prints ``RESULT {"connector": <file connector was imported from>, "rows": [...]}``: a batch read of the stream
+Prints ``RESULT {"connector": <file pyspark_aws_kinesis was imported from>, "rows": [...]}``: a batch read of the stream
 through ``format("aws-kinesis")``, found by pyspark itself (no registration call), with the Python workers on this
 interpreter because the script sets PYSPARK_PYTHON as the docs say.
 """
@@ -18,7 +18,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from pyspark.sql import SparkSession
 
-import connector
+import pyspark_aws_kinesis
 
 stream, endpoint, metadata = sys.argv[1:4]
 spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
@@ -32,5 +32,5 @@ rows = (
     .selectExpr("CAST(data AS STRING) AS data")
     .collect()
 )
-print("RESULT " + json.dumps({"connector": connector.__file__, "rows": sorted(row.data for row in rows)}))
+print("RESULT " + json.dumps({"connector": pyspark_aws_kinesis.__file__, "rows": sorted(row.data for row in rows)}))
 spark.stop()

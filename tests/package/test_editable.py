@@ -6,7 +6,7 @@ The venv is a throwaway one under tmp_path, never the shared ``.venv``: it borro
 packages through a ``.pth`` line (see test_wheel.py for why) and gets the checkout with the Makefile's own
 ``pip install ... -e .`` flags, read from the Makefile (compat mode: with the default mode pyspark's lookup misses
 the module and the read fails with DATA_SOURCE_NOT_FOUND). The script runs with no PYTHONPATH from a directory
-outside the checkout, and asserts that ``connector`` came from the checkout through the editable install.
+outside the checkout, and asserts that ``pyspark_aws_kinesis`` came from the checkout through the editable install.
 """
 
 from __future__ import annotations

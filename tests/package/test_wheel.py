@@ -4,8 +4,8 @@ interactive ``pyspark`` shell (classic local[2]) and over Spark Connect (``remot
 pyspark (.venv) and on EMR's 4.0.2 (.venv-compat).
 
 The fresh venvs (and why they borrow the project venv's packages): tests/package/venvs.py. The Spark programs run
-from a temporary working directory with no PYTHONPATH, and assert that ``connector`` came from the fresh venv, so
-a checkout on the path cannot make them pass.
+from a temporary working directory with no PYTHONPATH, and assert that ``pyspark_aws_kinesis`` came from the fresh
+venv, so a checkout on the path cannot make them pass.
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ def test_wheel_holds_the_library_and_nothing_of_the_monorepo(wheel: Path) -> Non
         metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
         entry_points = archive.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
     tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
-    assert tops == {"connector", "generator", "pyspark_aws_kinesis.py"}
-    assert "generator/templates/seed.json" in names and "connector/fetch/polling.py" in names
+    # Distinctive top-level names only: no `connector` or `generator` another distribution could own too.
+    assert tops == {"pyspark_aws_kinesis", "kinesis_generator"}
+    assert "kinesis_generator/templates/seed.json" in names and "pyspark_aws_kinesis/fetch/polling.py" in names
     assert "Name: pyspark-aws-kinesis" in metadata and "License-Expression: Apache-2.0" in metadata
     required = [line.split(": ", 1)[1] for line in metadata.splitlines() if line.startswith("Requires-Dist: ")]
     runtime = sorted(r for r in required if "extra ==" not in r)
@@ -47,7 +48,7 @@ def test_wheel_holds_the_library_and_nothing_of_the_monorepo(wheel: Path) -> Non
     assert runtime == sorted([*declared, "six>=1.16", "msgspec>=0.19"])
     assert not any(r.startswith("pyspark") for r in runtime), "the cluster provides pyspark: only the extra adds it"
     assert 'pyspark>=4.0.2; extra == "spark"' in required
-    assert "kinesis-generator = generator.cli:main" in entry_points
+    assert "kinesis-generator = kinesis_generator.cli:main" in entry_points
 
 
 def test_the_wheel_builds_offline_and_byte_identical(wheel: Path, tmp_path: Path) -> None:
@@ -64,13 +65,13 @@ def test_the_wheel_builds_offline_and_byte_identical(wheel: Path, tmp_path: Path
             else:
                 os.environ[key] = value
     assert again.name == wheel.name and again.read_bytes() == wheel.read_bytes()
-    assert not (ROOT / "build").exists() or not any((ROOT / "build").glob("lib*/pyspark_aws_kinesis.py"))
+    assert not (ROOT / "build").exists() or not any((ROOT / "build").glob("lib*/pyspark_aws_kinesis"))
 
 
 def test_the_wheel_cannot_build_without_its_sources(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
     with pytest.raises(
-        FileNotFoundError, match=re.escape("README.md, LICENSE, pyspark_aws_kinesis.py, connector, generator")
+        FileNotFoundError, match=re.escape("README.md, LICENSE, pyspark_aws_kinesis, kinesis_generator")
     ):
         packaging.build_wheel(tmp_path / "out", root=tmp_path)
 

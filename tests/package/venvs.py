@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -76,13 +77,15 @@ def borrowing_venv(base_python: Path, where: Path) -> Path:
     return python
 
 
-def fresh_venv(base_python: Path, where: Path, wheel: Path) -> Path:
+def fresh_venv(base_python: Path, where: Path, wheel: Path, first: Sequence[Path] = ()) -> Path:
     """A borrowing venv with ``wheel`` installed once its declared dependencies are shown to resolve against what
-    is there."""
+    is there; the wheels ``first`` (other distributions sharing the environment) go in before it."""
     python = borrowing_venv(base_python, where)
     # The declared dependencies (with the [spark] extra) are all satisfied by what is installed: no index exists.
     # base_python's pip works on the fresh venv (`--python`): the fresh venv needs no pip of its own.
     pip = [base_python, "-m", "pip", "--python", python, "install", "--no-index"]
+    for other in first:
+        run([*pip, "--no-deps", other], cwd=where)
     dry = run([*pip, "--dry-run", f"{wheel}[spark]"], cwd=where)
     assert f"Would install pyspark-aws-kinesis-{packaging.project_version()}\n" in dry.stdout, dry.stdout
     run([*pip, "--no-deps", wheel], cwd=where)

@@ -6,8 +6,8 @@
 classic (under spark-submit) and shell (exec'd in the ``pyspark`` shell's REPL): the classic SparkSession that
 is there or that the builder starts. connect: ``builder.remote("local[2]")`` starts a local Spark Connect
 server, so the lookup of ``pyspark_*`` modules runs on the server side. With a CloudWatch endpoint (moto), the
-streaming read is watched by ``connector.metrics.publish_to_cloudwatch`` (over Connect its listener runs in this
-client process) and the app waits until the published ``InputRows`` add up to what the query read.
+streaming read is watched by ``pyspark_aws_kinesis.metrics.publish_to_cloudwatch`` (over Connect its listener runs in
+this client process) and the app waits until the published ``InputRows`` add up to what the query read.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def main() -> None:
     batch_rows = sorted(bytes(row.data).decode() for row in batch.select("data").collect())
     phase("batch read")
     if cloudwatch:
-        from connector.metrics import publish_to_cloudwatch
+        from pyspark_aws_kinesis.metrics import publish_to_cloudwatch
 
         endpoint, namespace = cloudwatch
         keys = {"access_key_id": "testing", "secret_key": "testing", "region": "us-east-1"}
@@ -59,12 +59,12 @@ def main() -> None:
     published = published_input_rows(*cloudwatch, len(stream_rows)) if cloudwatch else None
     import pyspark
 
-    import connector
+    import pyspark_aws_kinesis
 
     result = {
         "batch": batch_rows,
         "stream": stream_rows,
-        "connector": connector.__file__,
+        "connector": pyspark_aws_kinesis.__file__,
         "pyspark": pyspark.__version__,
         "phases": phases,
         "published_input_rows": published,

@@ -73,9 +73,9 @@ def main() -> None:
 
     spark = SparkSession.builder.appName("reliability-cluster").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    import connector  # from the --py-files zip
+    import pyspark_aws_kinesis  # from the --py-files zip
 
-    connector.register(spark)
+    pyspark_aws_kinesis.register(spark)
     frame = spark.readStream.format("aws-kinesis").options(**config["options"]).load()
     inject = udf(fault_injector(config["fault"], config["markers"], spark.sparkContext.applicationId), "binary")
     query = (

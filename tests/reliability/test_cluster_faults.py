@@ -32,7 +32,7 @@ CHUNK = 50  # records per send while the query runs
 
 def connector_zip(out_dir: Path) -> Path:
     """The connector alone, zipped as EMR's ``--py-files`` gets it (``infra.packaging``)."""
-    return build_pyfiles_zip(out_dir, packages=("connector",))
+    return build_pyfiles_zip(out_dir, packages=("pyspark_aws_kinesis",))
 
 
 def start_app(config: dict, py_files: Path, log: Path) -> subprocess.Popen:
@@ -40,7 +40,7 @@ def start_app(config: dict, py_files: Path, log: Path) -> subprocess.Popen:
 
     The zip is also the driver JVM's PYTHONPATH, as YARN cluster mode (EMR's steps) gives it to the driver: in
     client mode ``--py-files`` alone does not reach the driver's streaming-source planner (measured on pyspark 4.3:
-    "Failed to plan Python data source initialize source: ModuleNotFoundError: No module named 'connector'").
+    "Failed to plan Python data source initialize source: ModuleNotFoundError: No module named 'pyspark_aws_kinesis'").
     In local-cluster the executors inherit that PYTHONPATH: they import the same zip.
     """
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from connector import kpl
 from localaws import LocalServer
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 from localaws.streams import put_records, read_stream
+from pyspark_aws_kinesis import kpl
 from spark_app import common
 
 # The session's Spark workers were started without AWS credentials in their environment: pass the local

@@ -22,7 +22,7 @@ def test_a_local_run_puts_the_checkout_on_the_python_workers_path(monkeypatch):
 def test_a_job_file_runs_under_spark_submit_with_a_py_files_zip(tmp_path):
     """`spark-submit --py-files pyfiles.zip spark_app/<job>.py`, with nothing else on the path: the connector
     ships in the zip here (EMR installs it as a wheel instead and zips only the jobs: tests/package)."""
-    pyfiles = build_pyfiles_zip(tmp_path, packages=("connector", "spark_app"))
+    pyfiles = build_pyfiles_zip(tmp_path, packages=("pyspark_aws_kinesis", "spark_app"))
     spark_submit = Path(sys.executable).with_name("spark-submit")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     env.pop("PYTHONPATH", None)

@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from connector.compat import HAS_READ_LIMITS
+from pyspark_aws_kinesis.compat import HAS_READ_LIMITS
 from spark_app import common, country_counts, fan_out, kinesis_to_kinesis, word_count
 from spark_app.verdict import Expected, FinalCounts
 from tests.spark_app.conftest import JobRunner, dead_letters, event, user_records
