@@ -289,7 +289,7 @@ class QuotaHandler(FaultHandler):
                     self._count(call, shard, consumer, records=records, nbytes=nbytes)
                 self._write_chunk(message)
             self.wfile.write(b"0\r\n\r\n")
-        except (BrokenPipeError, ConnectionResetError):  # the client closed its stream: so do we, upstream
+        except (OSError, http.client.HTTPException):  # the client closed its stream (and _hang_up_with upstream)
             self.close_connection = True
         finally:
             connection.close()
