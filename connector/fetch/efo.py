@@ -312,6 +312,8 @@ class ShardSubscriber:
     def _subscription(self, position: Position) -> Iterator[Page]:
         """One SubscribeToShard call's events as Pages; its stream is closed however iteration ends."""
         self.paced_s += self.pacer.wait(self.consumer_arn, self.context.shard_id)
+        if self._aborted:  # closed while waiting (an idle subscription): no call for nobody
+            return
         self.calls += 1
         try:
             answer = self.kinesis.subscribe_to_shard(
