@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from aws_kinesis_agg.deaggregator import deaggregate_records
@@ -115,6 +116,25 @@ def read_seconds(loop: Callable[..., int], source: Any, stream: str, expected: i
     count = loop(source, stream)
     assert count == expected, (loop.__name__, count, expected)
     return time.perf_counter() - started
+
+
+def group_cpu_s() -> float:
+    """CPU seconds (user + system) spent so far by every live process of this process group, with the children
+    they reaped: this benchmark, its Spark JVM, the source runner and the Python workers, but not the local servers
+    (each runs in a session of its own). The difference over a phase is what that phase cost the machine's client
+    side, whichever of the group's processes did the work."""
+    group, tick = os.getpgrp(), os.sysconf("SC_CLK_TCK")
+    ticks = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # it ended meanwhile
+            continue
+        if int(fields[2]) == group:  # fields from the state on: pgrp, ..., utime, stime, cutime, cstime
+            ticks += sum(int(value) for value in fields[11:15])
+    return ticks / tick
 
 
 def spark_session(master: str = "local[2]", **conf: str):

@@ -21,8 +21,11 @@ A 4-shard kinesalite stream is pre-loaded with ``--records`` records of ``--size
   over the baseline;
 - Spark's floor: a streaming Python source whose 4 partitions read nothing (``bench.timing_log.EmptySource``),
   one AvailableNow batch in a fresh Spark (a subprocess: ``--floor``), so that its JVM is as cold as ours.
-Printed: seconds, records/s and the ratio to the baseline (goals: whole query >= 1.0, steady state >= 1.5), then
-the first batch's breakdown; the plot goes to ``bench/results/source_throughput.png``. Nothing here is asserted.
+Printed: seconds, records/s and the ratio to the baseline (goals: whole query >= 1.0, steady state >= 1.5; and
+the steady state >= 95 % of the ceiling), the CPU seconds per GiB read of the client side (``common.group_cpu_s``:
+every process of this benchmark's process group, the JVM and Python workers included, the servers not; with
+quotas on, the in-process quota proxy's share is in both figures) for the boto3 loop and for each query, then the
+first batch's breakdown; the plot goes to ``bench/results/source_throughput.png``. Nothing here is asserted.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from bench.common import (
     available_now,
     batch_sizes,
     boto3_loop,
+    group_cpu_s,
     local_aws,
     options,
     preloaded_stream,
@@ -187,7 +191,9 @@ def main(argv: list[str] | None = None) -> None:
         stream = preloaded_stream(server.direct.client("kinesis"), "bench-throughput", SHARDS, args.records, args.size)
 
         # This host's speed drifts by tens of percent within minutes: baselines before, between and after ours.
+        cpu = group_cpu_s()
         baselines = [read_seconds(boto3_loop, kinesis, stream, args.records)]
+        baseline_cpu_s = group_cpu_s() - cpu  # before Spark starts: the loop's own process alone
         ceilings = [read_seconds(raw_loop, server, stream, args.records)]
 
         log_path = os.path.join(work, "timing.jsonl")
@@ -196,10 +202,14 @@ def main(argv: list[str] | None = None) -> None:
         startup_s = time.perf_counter() - started
         opts = options(server, stream, os.path.join(work, "metadata"))
         opts["kinesis.maxrecordspertrigger"] = str(args.per_batch)
+        cpu = group_cpu_s()
         started_at, wall_s, progress = available_now(spark, "aws-kinesis-timed", opts)
+        query_cpu_s = group_cpu_s() - cpu  # the JVM, the source runner and the Python workers, from the query's start
         baselines.append(read_seconds(boto3_loop, kinesis, stream, args.records))
         opts["kinesis.metadatapath"] = os.path.join(work, "metadata-warm")
+        cpu = group_cpu_s()
         _, warm_s, warm_progress = available_now(spark, "aws-kinesis", opts)
+        warm_cpu_s = group_cpu_s() - cpu
         spark.stop()
         parts = first_batch_parts(started_at, progress, log_path)
 
@@ -228,6 +238,13 @@ def main(argv: list[str] | None = None) -> None:
     warm_baseline_s = baseline_s * warm_rows / args.records
     print(row("aws-kinesis warm, steady state", warm_rows, warm_steady_s, warm_baseline_s))
     print(row("ceiling: kinesalite alone (raw bodies, no parsing)", args.records, raw_s, baseline_s))
+    gib = args.records * args.size / 2**30
+    print(
+        f"CPU seconds per GiB read (every process of the client side, from /proc; {gib:.3f} GiB of payload): "
+        f"boto3 loop {baseline_cpu_s / gib:.0f}; aws-kinesis whole query {query_cpu_s / gib:.0f} "
+        f"({query_cpu_s / baseline_cpu_s:.2f}x the loop), warm {warm_cpu_s / gib:.0f} "
+        f"({warm_cpu_s / baseline_cpu_s:.2f}x)"
+    )
     print()
     print("first batch, seconds (executor parts: the slowest first read of a Python worker):")
     for name, seconds in parts.items():

@@ -65,6 +65,19 @@ def is_throttled(exc: BaseException) -> bool:
     return isinstance(exc, ClientError) and error_code(exc) in THROTTLING_ERROR_CODES
 
 
+# After a call refused for a shard's quota, the next call on the shard waits at least this long: the shard's 1 s
+# window has passed by then, so the wait is never shorter than what Kinesis counts in.
+QUOTA_BACKOFF_MIN_S = 1.0
+
+
+def quota_backoff(previous_s: float, ceiling_s: float) -> float:
+    """The wait before the next call on a shard whose last call was refused for its quota: double
+    ``previous_s`` (the wait that was not enough), at least ``QUOTA_BACKOFF_MIN_S``, at most ``ceiling_s`` (never
+    below the minimum). The probe and the polling reader both use it, so a shard is never asked sooner by one
+    than by the other."""
+    return min(max(2 * previous_s, QUOTA_BACKOFF_MIN_S), max(ceiling_s, QUOTA_BACKOFF_MIN_S))
+
+
 def is_retryable(exc: BaseException) -> bool:
     """Throttling, 5xx answers, timeouts and dropped connections are worth another try; the rest is not."""
     if isinstance(exc, ClientError):

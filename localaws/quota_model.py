@@ -13,9 +13,11 @@ The model (docs/localaws.md says the same for users; the limits are AWS's docume
   DescribeStreamSummary 20, DescribeStream 10, RegisterStreamConsumer 5. SubscribeToShard: 1 per consumer and
   shard (refused with LimitExceededException).
 - **Read bytes** are paid back: every GetRecords answer's bytes are charged to its shard, which pays them back at
-  2 MiB/s; a GetRecords call is refused while the shard has not paid back everything answered so far. So after a
-  10 MiB answer the shard's next calls within 5 s are refused (AWS's own statement), reading 2 MiB/s in steady
-  state is possible (400 KiB every 200 ms, or 2 MiB once a second), and readers share the shard's budget.
+  2 MiB/s; a GetRecords call is refused while more than one second's budget (2 MiB) is still to be paid back. The
+  2 MiB/s is an average (AWS: "up to a maximum total data read rate of 2 MiB per second"; five calls in a second
+  that return 1 MiB together are not refused for bytes), so small answers close together pass, a 10 MiB answer
+  refuses the shard's next calls for 4 s after an idle shard and for up to 5 s after a busy one (AWS: "within the
+  next 5 seconds"), nobody reads more than 2 MiB/s for long, and readers share the shard's budget.
 - **Write quotas** are sliding windows per shard, entry by entry: at most 1,000 records and 1 MiB admitted in any
   1 s. A PutRecords entry that does not fit is refused on its own (ProvisionedThroughputExceededException in its
   result); the others of the same call still go in.
@@ -91,6 +93,7 @@ class Quotas:
 
     get_records_calls: int = 5  # per shard, shared by every polling reader
     get_records_bytes: int = 2 * MiB  # per shard, paid back
+    get_records_debt_s: float = 1.0  # a GetRecords call is refused while more than this much is still to pay back
     get_shard_iterator_calls: int = 5  # per shard
     put_records: int = 1000  # per shard
     put_bytes: int = MiB  # per shard
@@ -197,18 +200,20 @@ class QuotaBook:
         return found
 
     def get_records(self, shard: ShardKey) -> Refusal | None:
-        """A GetRecords call on ``shard``: refused beyond 5 calls in a second, or while its bytes are not paid back."""
+        """A GetRecords call on ``shard``: refused beyond 5 calls in a second, or while more than a second of its
+        bytes is still to be paid back."""
         now, (stream, shard_id) = self.clock.now(), shard
         message = f"Rate exceeded for Shard - {ACCOUNT_ID}/{stream}/{shard_id}"
         with self._lock:
-            if self._payback(("read", shard), self.quotas.get_records_bytes).wait(now) > 0:
+            owed_s = self._payback(("read", shard), self.quotas.get_records_bytes).wait(now)
+            if owed_s > self.quotas.get_records_debt_s:
                 return Refusal(SHARD_THROTTLE, message, BYTES)
             if not self._window(("GetRecords", shard), self.quotas.get_records_calls).try_take(now):
                 return Refusal(SHARD_THROTTLE, message, CALLS)
         return None
 
     def charge_read(self, shard: ShardKey, nbytes: int) -> None:
-        """The bytes of a GetRecords answer on ``shard``, to be paid back before its next call."""
+        """The bytes of a GetRecords answer on ``shard``, paid back at the shard's read rate."""
         with self._lock:
             self._payback(("read", shard), self.quotas.get_records_bytes).charge(self.clock.now(), nbytes)
 

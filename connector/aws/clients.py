@@ -59,10 +59,12 @@ def send_timestamps_to_the_millisecond(made: Any) -> None:
     """Send ``Timestamp`` (GetShardIterator's and SubscribeToShard's AT_TIMESTAMP) in epoch seconds with its
     milliseconds. botocore releases before 1.44 (1.35.16 and 1.43.0 measured) send whole seconds, so Kinesis started
     up to a second early: records from before a query's LATEST, or before the AT_TIMESTAMP asked for. Kinesis takes
-    fractional seconds. Only this client's serializer changes (botocore looks the converter up on it by name)."""
-    serializer = made._serializer
+    fractional seconds. Only this client's serializer changes (botocore looks the converter up on it by name). A
+    botocore without these internals keeps its own converter (newer releases send the milliseconds themselves)."""
+    serializer = getattr(made, "_serializer", None)
     serializer = getattr(serializer, "_serializer", serializer)  # the protocol's, behind parameter validation
-    serializer._timestamp_unixtimestamp = _epoch_seconds_to_the_millisecond
+    if callable(getattr(serializer, "_timestamp_unixtimestamp", None)):
+        serializer._timestamp_unixtimestamp = _epoch_seconds_to_the_millisecond
 
 
 def _epoch_seconds_to_the_millisecond(value: datetime.datetime) -> float:

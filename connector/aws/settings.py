@@ -17,9 +17,9 @@ from urllib.parse import urlparse
 
 from .. import options as opts
 from ..options import Option, OptionError, ParsedOptions
+from ..options.kinds import is_loopback as is_loopback_host
 from ..retry import RetryPolicy
 
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 LOOPBACK_REGION = "us-east-1"
 # kinesis.us-west-2.amazonaws.com, kinesis-fips.us-gov-west-1.amazonaws.com, kinesis.cn-north-1.amazonaws.com.cn
 _REGION_IN_HOST = re.compile(r"(?:^|\.)([a-z]{2}(?:-[a-z]+)+-\d+)\.amazonaws\.com(?:\.cn)?$")
@@ -29,11 +29,16 @@ def infer_region(endpoint_url: str | None) -> str | None:
     """The region named by an AWS endpoint's host, ``us-east-1`` for a loopback endpoint, else None."""
     if not endpoint_url:
         return None
-    if is_loopback(endpoint_url):
+    host = _host(endpoint_url)
+    if is_loopback_host(host):
         return LOOPBACK_REGION
-    host = (urlparse(endpoint_url if "://" in endpoint_url else f"https://{endpoint_url}").hostname or "").lower()
     match = _REGION_IN_HOST.search(host)
     return match.group(1) if match else None
+
+
+def _host(endpoint_url: str) -> str:
+    """The lower-case host of an endpoint URL, which may come without a scheme (``kinesis.eu-west-1...``)."""
+    return (urlparse(endpoint_url if "://" in endpoint_url else f"https://{endpoint_url}").hostname or "").lower()
 
 
 def shown_endpoint(endpoint_url: str | None) -> str:
@@ -140,10 +145,7 @@ class ClientSettings:
 
 def is_loopback(endpoint_url: str | None) -> bool:
     """Whether ``endpoint_url`` is a server on this machine (a local Kinesis: any region is fine there)."""
-    if not endpoint_url:
-        return False
-    host = (urlparse(endpoint_url if "://" in endpoint_url else f"https://{endpoint_url}").hostname or "").lower()
-    return host in LOOPBACK_HOSTS or host.startswith("127.")
+    return bool(endpoint_url) and is_loopback_host(_host(endpoint_url))
 
 
 def check_regions(options: ParsedOptions, region: str, kinesis_region: str | None) -> None:

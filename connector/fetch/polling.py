@@ -22,10 +22,10 @@ Sharing the shard: a read handed an iterator waits a whole interval after that i
 that got it was a call on the shard too), so reads and probes together keep to the interval. A call Kinesis
 refuses for the shard's quota (``ProvisionedThroughputExceededException``: 5 calls and 2 MiB per second per shard,
 shared by every reader) is asked again, never at once and never given up for that alone: ``ReadBackoff``
-lengthens the interval (at least ``MIN_BACKOFF_S``, doubling up to ``MAX_BACKOFF_S``) and halves ``Limit`` (smaller
-answers use less of the byte quota), and after ``RECOVER_AFTER`` calls in a row that got through, steps back
-towards the configured pace and ``Limit``. ``refused_calls`` counts the refusals; the read's result carries them
-to the driver, which reports them.
+lengthens the interval (``retry.quota_backoff``: at least 1 s, doubling up to ``MAX_BACKOFF_S``) and halves
+``Limit`` (smaller answers use less of the byte quota), and after ``RECOVER_AFTER`` calls in a row that got
+through, steps back towards the configured pace and ``Limit``. ``refused_calls`` counts the refusals; the read's
+result carries them to the driver, which reports them.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..aws.clients import RAW_BODY
-from ..clock import now_ms
+from ..clock import monotonic_at, now_ms
 from ..positions import AFTER_SEQUENCE_NUMBER, WHOLE_RECORD, Position
-from ..retry import RetriesExhaustedError, RetryPolicy, is_throttled
+from ..retry import RetriesExhaustedError, RetryPolicy, is_throttled, quota_backoff
 from .decode import Page, ShardContext, decode_get_records
 from .iterators import Handoff, open_iterator, refused_iterator
 
@@ -167,8 +167,7 @@ class CallPacer:
         self._last_start = when if self._last_start is None else max(self._last_start, when)
 
 
-MIN_BACKOFF_S = 1.0  # after a refusal, the next call waits at least this long: the shard's 1 s window has passed
-MAX_BACKOFF_S = 10.0  # ... and at most this long (a 10 MiB answer blocks a shard's readers for 5 s)
+MAX_BACKOFF_S = 10.0  # a refused shard's calls wait at most this long (a 10 MiB answer blocks its readers for 5 s)
 MIN_LIMIT = 100  # Limit is halved after each refusal, down to this
 RECOVER_AFTER = 3  # calls in a row that got through before the pace and Limit step back towards the settings
 
@@ -184,7 +183,7 @@ class ReadBackoff:
 
     def refused(self) -> None:
         """A call was refused: wait longer before the next, ask for fewer records."""
-        self.interval_s = min(MAX_BACKOFF_S, max(2 * self.interval_s, MIN_BACKOFF_S))
+        self.interval_s = quota_backoff(self.interval_s, MAX_BACKOFF_S)
         self.limit = max(min(MIN_LIMIT, self.base_limit), self.limit // 2)
         self._through = 0
 
@@ -233,7 +232,7 @@ class GetRecordsTransport:
         iterator = handoff.iterator if handoff is not None else self._open(position)
         handed = handoff is not None  # the first call's iterator came from elsewhere: Kinesis may refuse it
         if handoff is not None:  # it came from a call on this shard: the first call keeps the interval after it
-            self.pacer.started_at(self.pacer.clock() - max(0.0, (now_ms() - handoff.at_ms) / 1000.0))
+            self.pacer.started_at(monotonic_at(handoff.at_ms, self.pacer.clock))
         self._after_earlier_reads()
         ahead: Future[Page | None] | None = None  # the next page, asked while the caller works on this one
         pool: ThreadPoolExecutor | None = None

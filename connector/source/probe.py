@@ -32,7 +32,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..clock import now_ms
+from ..clock import monotonic_at
 from ..fetch.iterators import (
     Handoff,
     PositionGoneError,
@@ -43,18 +43,16 @@ from ..fetch.iterators import (
 )
 from ..parallel import WORKERS, parallel_map
 from ..positions import Position, shard_label, split_shard_key
-from ..retry import RetriesExhaustedError, RetryPolicy, is_throttled
+from ..retry import RetriesExhaustedError, RetryPolicy, is_throttled, quota_backoff
 
 MAX_ASKS = 1000  # kinesis.maxProbesPerTrigger's default
 MAX_BACKOFF_INTERVALS = 8  # a refused shard's probe interval doubles up to this many probe intervals
-MIN_BACKOFF_S = 1.0  # after a refusal, the next probe of the shard waits at least this long
 
 
 def backed_off(previous_s: float, interval_s: float) -> float:
-    """A refused shard's next probe interval: double the last one, at least ``MIN_BACKOFF_S``, at most
-    ``MAX_BACKOFF_INTERVALS`` probe intervals (or ``MIN_BACKOFF_S``, for tiny intervals)."""
-    ceiling = max(MAX_BACKOFF_INTERVALS * interval_s, MIN_BACKOFF_S)
-    return min(max(2 * previous_s, 2 * interval_s, MIN_BACKOFF_S), ceiling)
+    """A refused shard's next probe interval: ``quota_backoff`` from the longer of the last wait and the probe
+    interval, at most ``MAX_BACKOFF_INTERVALS`` probe intervals."""
+    return quota_backoff(max(previous_s, interval_s), MAX_BACKOFF_INTERVALS * interval_s)
 
 
 class Found(enum.Enum):
@@ -130,21 +128,16 @@ class ShardProber:
         that answer stands for a probe made when the iterator came, so the next probe waits a whole interval
         after the read's last call (called by the planner for reads that stopped caught up)."""
         state = self._state(key, position, handoff)
-        if state.result is not None and state.probed_at >= self._monotonic_at(handoff.at_ms):
+        if state.result is not None and state.probed_at >= monotonic_at(handoff.at_ms):
             return  # a probe of this position is newer
         state.result = ProbeResult(Found.NOTHING, 0)
-        state.probed_at = self._monotonic_at(handoff.at_ms)
+        state.probed_at = monotonic_at(handoff.at_ms)
 
     def take_refused(self) -> dict[str, int]:
         """Probes refused per shard since the last call (the planner hands them to the query's health)."""
         with self._lock:
             refused, self.refused = self.refused, {}
         return refused
-
-    @staticmethod
-    def _monotonic_at(at_ms: int) -> float:
-        """The monotonic time of wall-clock ``at_ms`` (never later than now: another host's clock may run ahead)."""
-        return time.monotonic() - max(0.0, (now_ms() - at_ms) / 1000.0)
 
     def forget(self, keep: set[str]) -> None:
         """Drop the state of shards no longer tracked."""

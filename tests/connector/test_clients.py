@@ -4,11 +4,12 @@ the pyspark 4.0.2 venv runs these with the lowest botocore we support."""
 from __future__ import annotations
 
 import json
+import types
 from typing import Any
 
 import pytest
 
-from connector.aws.clients import kinesis_client, kinesis_reader_client
+from connector.aws.clients import kinesis_client, kinesis_reader_client, send_timestamps_to_the_millisecond
 from connector.aws.settings import ClientSettings
 from connector.fetch.efo import starting_position, subscription_client
 from connector.fetch.iterators import iterator_request
@@ -40,3 +41,13 @@ def test_subscribe_to_shard_sends_at_timestamp_to_the_millisecond() -> None:
         "StartingPosition": starting_position(Position(AT_TIMESTAMP, timestamp_ms=AT_MS)),
     }
     assert _sent_body(kinesis, "SubscribeToShard", params)["StartingPosition"]["Timestamp"] == AT_MS / 1000
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2], ids=["no-serializer", "no-converter", "validated-no-converter"])
+def test_a_botocore_without_the_internals_keeps_its_own_converter(depth: int) -> None:
+    innermost = types.SimpleNamespace()
+    client = innermost
+    for _ in range(depth):
+        client = types.SimpleNamespace(_serializer=client)
+    send_timestamps_to_the_millisecond(client)  # must not fail the client's creation, nor add a converter
+    assert not hasattr(innermost, "_timestamp_unixtimestamp")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from connector import options as opts
-from connector.aws.settings import ClientSettings, infer_region
+from connector.aws.settings import ClientSettings, infer_region, is_loopback
 from connector.options import OptionError, Side, parse_options
 from connector.options.docs import render_markdown
 
@@ -118,6 +118,23 @@ def test_retry_intervals_must_be_ordered() -> None:
 )
 def test_region_inferred_from_endpoint(endpoint: str | None, region: str | None) -> None:
     assert infer_region(endpoint) == region
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "loopback"),
+    [
+        ("http://127.0.0.1:4567", True),
+        ("http://127.3.2.1:4567", True),
+        ("http://[::1]:4567", True),
+        ("localhost:4567", True),
+        ("http://127.example.com:4567", False),  # a name that starts like a loopback address is not one
+        ("https://kinesis.us-east-1.amazonaws.com", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_loopback_endpoints_are_told_by_address_not_by_prefix(endpoint: str | None, loopback: bool) -> None:
+    assert is_loopback(endpoint) is loopback
 
 
 def test_region_option_wins_over_endpoint() -> None:

@@ -17,7 +17,6 @@ from connector.fetch.decode import Page, ShardContext
 from connector.fetch.iterators import Handoff
 from connector.fetch.polling import (
     FIRST_CALL_LIMIT,
-    MIN_BACKOFF_S,
     MIN_LIMIT,
     RECOVER_AFTER,
     CallPacer,
@@ -30,7 +29,7 @@ from connector.fetch.range import FetchLimits, ShardRange, ShardTask
 from connector.fetch.reads import STOP_CAUGHT_UP
 from connector.metrics import progress_metrics
 from connector.positions import TRIM_HORIZON, Position, shard_key
-from connector.retry import RetryPolicy
+from connector.retry import QUOTA_BACKOFF_MIN_S, RetryPolicy
 from connector.shards import list_shards
 from localaws import LocalServer
 from localaws.quota_model import Quotas
@@ -51,18 +50,18 @@ def strict_proxy(kinesalite: LocalServer) -> Iterator[QuotaProxy]:
 def test_a_refusal_lengthens_the_interval_and_shrinks_the_limit_until_calls_get_through() -> None:
     backoff = ReadBackoff(0.2, 10000)
     backoff.refused()
-    assert (backoff.interval_s, backoff.limit) == (MIN_BACKOFF_S, 5000)  # never asked again at once
+    assert (backoff.interval_s, backoff.limit) == (QUOTA_BACKOFF_MIN_S, 5000)  # never asked again at once
     backoff.refused()
-    assert (backoff.interval_s, backoff.limit) == (2 * MIN_BACKOFF_S, 2500)
+    assert (backoff.interval_s, backoff.limit) == (2 * QUOTA_BACKOFF_MIN_S, 2500)
     for _ in range(RECOVER_AFTER - 1):
         backoff.got_through()
-    assert (backoff.interval_s, backoff.limit) == (2 * MIN_BACKOFF_S, 2500)  # not at the first call through
+    assert (backoff.interval_s, backoff.limit) == (2 * QUOTA_BACKOFF_MIN_S, 2500)  # not at the first call through
     for _ in range(4 * RECOVER_AFTER + 1):
         backoff.got_through()
     assert (backoff.interval_s, backoff.limit) == (0.2, 10000)  # back to the settings, step by step
     unpaced = ReadBackoff(0.0, 150)
     unpaced.refused()
-    assert unpaced.interval_s == MIN_BACKOFF_S and unpaced.limit == MIN_LIMIT  # fetchIntervalMs=0 waits too
+    assert unpaced.interval_s == QUOTA_BACKOFF_MIN_S and unpaced.limit == MIN_LIMIT  # fetchIntervalMs=0 waits too
 
 
 @pytest.mark.slow

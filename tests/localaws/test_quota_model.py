@@ -56,13 +56,44 @@ def test_the_sixth_get_records_in_a_second_is_refused_on_its_shard_only(book: Qu
 
 def test_read_bytes_are_paid_back_at_2_mib_per_second_by_every_reader_of_the_shard(book, clock) -> None:
     assert book.get_records(A) is None
-    book.charge_read(A, 10 * MiB)  # AWS: after a 10 MiB answer, the next 5 s of calls fail
-    clock.advance(4.999)
+    book.charge_read(A, 10 * MiB)  # AWS: after a 10 MiB answer, calls within the next 5 s fail
+    clock.advance(3.999)  # 8 MiB paid back after an idle shard: more than a second's 2 MiB still owed
     refusal = book.get_records(A)
     assert refusal is not None and refusal.reason == "bytes"
     assert book.get_records(B) is None
     clock.advance(0.001)
     assert book.get_records(A) is None
+
+
+def test_a_10_mib_answer_on_a_busy_shard_refuses_for_5_s(book, clock) -> None:
+    book.charge_read(A, 2 * MiB)  # a second's budget already taken
+    book.charge_read(A, 10 * MiB)
+    clock.advance(4.999)
+    assert book.get_records(A) is not None
+    clock.advance(0.001)
+    assert book.get_records(A) is None
+
+
+def test_small_answers_close_together_are_not_refused_for_bytes(book, clock) -> None:
+    """Two readers of a shard, each calling right after the other's 100 KiB answer: AWS's 2 MiB/s is an average,
+    and five calls returning 1 MiB in a second are refused for nothing but a sixth call."""
+    for _ in range(5):
+        assert book.get_records(A) is None
+        book.charge_read(A, MiB // 5)
+        clock.advance(0.01)
+    refusal = book.get_records(A)
+    assert refusal is not None and refusal.reason == "calls"
+
+
+def test_reading_faster_than_2_mib_per_second_is_refused_after_a_burst(book, clock) -> None:
+    """1 MiB every 200 ms (5 MiB/s): the debt grows by 0.3 s per call, so within a few calls it passes a second."""
+    admitted = 0
+    for _ in range(25):  # 5 s
+        if book.get_records(A) is None:
+            admitted += 1
+            book.charge_read(A, MiB)
+        clock.advance(0.2)
+    assert 10 <= admitted <= 2 * 5 + 2  # 2 MiB/s over 5 s is 10 MiB, plus a burst of one second's budget
 
 
 def test_a_reader_at_the_limit_is_never_refused(book: QuotaBook, clock: ManualClock) -> None:

@@ -97,7 +97,7 @@ def _put_mib_records(kinesalite: LocalServer, stream: str, count: int) -> None:
         direct.put_records(StreamName=stream, Records=[record] * min(3, count - start))
 
 
-def test_a_10_mib_answer_refuses_every_reader_of_the_shard_for_5_s(
+def test_a_10_mib_answer_refuses_every_reader_of_the_shard_for_4_s_after_an_idle_shard(
     proxy: QuotaProxy, kinesalite: LocalServer, lite_stream
 ) -> None:
     stream = lite_stream(shards=2)
@@ -105,7 +105,7 @@ def test_a_10_mib_answer_refuses_every_reader_of_the_shard_for_5_s(
     reader, neighbour = client(proxy, "reader"), client(proxy, "neighbour")
     assert len(reader.get_records(ShardIterator=iterator(reader, stream, SHARD_0), Limit=10000)["Records"]) == 10
     theirs = iterator(neighbour, stream, SHARD_0)
-    proxy.clock.advance(4.99)
+    proxy.clock.advance(3.99)
     assert error_code(neighbour.get_records, ShardIterator=theirs) == THROTTLED  # the budget is the shard's
     assert error_code(neighbour.get_records, ShardIterator=iterator(neighbour, stream, SHARD_1)) is None
     proxy.clock.advance(0.01)
@@ -274,8 +274,8 @@ def test_a_neighbour_reads_everything_and_sees_the_refusals_the_proxy_counts(
         while neighbour.calls < 8:
             time.sleep(0.01)
     assert neighbour.read == [b"r0", b"r1", b"r2"]
-    # The first call read 9 bytes; the clock stands still, so the shard never pays them back: refused since.
-    assert neighbour.refused == neighbour.calls - 1
+    # The clock stands still: the shard's 5 calls of this second are admitted, every later one is refused.
+    assert neighbour.refused == neighbour.calls - 5
     report = proxy.report(groups={"neighbour": NEIGHBOUR_TOKEN})
     counted = report.tally(client="neighbour", stream=stream, action="GetRecords")
     assert (counted.calls, counted.refused) == (neighbour.calls, neighbour.refused)
