@@ -9,7 +9,18 @@ from contextlib import closing
 
 import pytest
 from botocore.eventstream import EventStreamBuffer
-from efo_util import FAST, active_consumer, data, kinesis, pages_until, read_to_tip, rows, sockets_to, subscriber
+from efo_util import (
+    FAST,
+    active_consumer,
+    data,
+    kinesis,
+    pages_until,
+    read_to_tip,
+    rows,
+    settings,
+    sockets_to,
+    subscriber,
+)
 
 from connector.fetch.decode import ShardContext, decode_get_records, decode_subscribe_event
 from connector.fetch.efo import (
@@ -19,6 +30,8 @@ from connector.fetch.efo import (
     SubscriptionError,
     starting_position,
 )
+from connector.fetch.efo_client import ENV_ENABLED, BrokeredSubscriber
+from connector.fetch.range import FetchLimits, ShardRange, ShardTask
 from connector.kpl import Aggregator
 from connector.positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, AT_TIMESTAMP, LATEST, TRIM_HORIZON, Position
 from connector.retry import RetryPolicy
@@ -30,6 +43,7 @@ from localaws.streams import list_shard_ids, put_records
 
 SHARD0 = "shardId-000000000000"
 SUBSCRIBE = frozenset({"SubscribeToShard"})
+IN_USE_CODE = "ResourceInUseException"
 
 
 def _put(server: LocalServer, stream: str, items: list[bytes]) -> list[str]:
@@ -298,6 +312,25 @@ def test_batch_ends_and_a_handover_cost_no_refusal_in_a_process_and_at_most_one_
     assert other.refusals == {"ResourceInUseException": 1} and other.calls == 2
     assert (subscribes.calls, subscribes.refused) == (BATCHES + 2, 1), subscribes
     assert subscribes.refusals == {IN_USE: 1}
+
+
+def test_a_direct_reads_refusals_reach_its_result(kinesis_mock: LocalServer, efo, monkeypatch) -> None:
+    """A task reading direct (no broker) is refused once (ResourceInUseException): waited out, read, and the
+    refusal is in the read's result (``refusedCalls``), as the polling reads' are."""
+    stream, consumer = efo
+    sequences = _put(kinesis_mock, stream, [b"a", b"b"])
+    monkeypatch.setenv(ENV_ENABLED, "off")
+    faults = Faults(errors=((IN_USE_CODE, 1.0),), actions=SUBSCRIBE, max_faults=1)
+    with FaultProxy(kinesis_mock.endpoint_url, faults) as proxy:
+        context = ShardContext(stream, SHARD0, 0, 2**128 - 1)
+        transport = BrokeredSubscriber(settings(proxy.endpoint_url), 30.0, FAST, consumer.arn, "t", context, "s")
+        shard_range = ShardRange(
+            ShardTask(stream, SHARD0, 0, 2**128 - 1, Position(TRIM_HORIZON)), FetchLimits(), context
+        )
+        got = [row for batch in shard_range.batches(transport) for row in batch.column("sequenceNumber").to_pylist()]
+    assert got == sequences and proxy.calls["SubscribeToShard"] == 2
+    assert shard_range.result is not None and shard_range.result.refused_calls == transport.refused_calls == 1
+    assert shard_range.result.to_json()["refusedCalls"] == 1
 
 
 def test_a_stream_that_keeps_ending_at_once_fails_instead_of_looping(kinesis_mock: LocalServer, efo) -> None:
