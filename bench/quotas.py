@@ -1,6 +1,7 @@
 """Sharing the shard: our query's per-shard read rate against the 2 MiB/s limit, and a neighbour's refusals, in one run.
 
-Run: ``.venv/bin/python -m bench.quotas [--shards N] [--mib-per-shard MIB] [--record-kib KIB] [--busy-s S]``
+Run: ``.venv/bin/python -m bench.quotas [--shards N] [--mib-per-shard MIB] [--record-kib KIB] [--busy-s S]
+[--efo [--efo-mib-per-shard MIB] [--efo-record-kib KIB]]``
 (always behind ``localaws.quota_proxy`` with AWS's limits: the quotas are what is measured, so ``run_all`` never
 passes ``--no-quotas`` here). About a minute and a half on the 2-core machine with the defaults.
 
@@ -16,23 +17,40 @@ Two phases, one Spark streaming query each, the connector's default options and 
    calls (the issue's bar: at most 1 %), ours, and our GetRecords per shard per second while idle (the bar: at most
    1). With ``--busy-mib-per-shard 1`` (half the read limit) both readers together take the whole 2 MiB/s, and the
    proxy refuses any call while a shard has not paid back its earlier answers: refusals then come from bytes.
+3. **Enhanced fan-out on a backlog** (``--efo``, alone: kinesis-mock instead of kinesalite): a stream preloaded
+   (directly) with ``--efo-mib-per-shard`` of ``--efo-record-kib`` records per shard (large records: kinesis-mock
+   manages ~120-2,600 records a second, so bytes, not records, are what is measured), read from TRIM_HORIZON to
+   the tip through the proxy, which pushes at most 2 MiB/s per consumer and shard, by two consumers one after the
+   other, all shards at once: a baseline (botocore's own ``subscribe_to_shard`` loop, one thread per shard) and
+   ours (the connector's range reader through its subscription broker, started before, the path a task takes,
+   without Spark).
+   Per shard: each one's MiB/s from its first SubscribeToShard to the event at the tip after the last record
+   (kinesis-mock may push a whole backlog in one event; the proxy then holds the next event until the bytes are
+   paid back at 2 MiB/s, so the tip event marks the end), against the 2 MiB/s line, and ours / the baseline;
+   and the SubscribeToShard calls and refusals of each.
 Rates and ratios are printed, never asserted (tests/connector/test_source_share.py asserts the counts).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
+
+from botocore.config import Config
 
 from bench.common import Server, spark_session
-from localaws import LocalAws
+from bench.common import options as bench_options
+from localaws import LocalAws, aws_client
+from localaws.fault_proxy import FaultProxy, Faults
 from localaws.neighbour import NEIGHBOUR_TOKEN, Neighbour
 from localaws.quota_model import MiB
 from localaws.quota_stats import QuotaReport, Tally
-from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE
-from localaws.streams import create_stream, put_records, unique_name
+from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE, KINESIS_MOCK
+from localaws.streams import create_stream, list_shard_ids, put_records, unique_name
 
 GROUPS = {"neighbour": NEIGHBOUR_TOKEN}  # everything else is the query ("other")
 LIMIT = 2 * MiB  # GetRecords bytes per second per shard (AWS)
@@ -155,6 +173,112 @@ def sharing_phase(spark, server: Server, args: argparse.Namespace, where: str) -
     ]
 
 
+def botocore_loop(kinesis, consumer_arn: str, shard: str, records: int) -> float:
+    """The baseline: botocore's ``subscribe_to_shard``, iterated until ``records`` records came and then an event
+    at the tip (resubscribing after the last ContinuationSequenceNumber if the event stream ends first); the
+    seconds from the first call to that event."""
+    position, seen, started = {"Type": "TRIM_HORIZON"}, 0, time.monotonic()
+    while True:
+        answer = kinesis.subscribe_to_shard(ConsumerARN=consumer_arn, ShardId=shard, StartingPosition=position)
+        with contextlib.closing(answer["EventStream"]) as events:
+            for event in events:
+                body = event["SubscribeToShardEvent"]
+                seen += len(body["Records"])
+                position = {"Type": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": body["ContinuationSequenceNumber"]}
+                if seen >= records and not body["Records"] and body["MillisBehindLatest"] == 0:
+                    return time.monotonic() - started
+
+
+def ours_settings(server: Server, stream: str):
+    """The source's settings with its default options for enhanced fan-out (one broker secret: one broker)."""
+    from pyspark_aws_kinesis.source.settings import SourceSettings
+
+    options = {
+        **bench_options(server, stream, f"/tmp/{stream}/meta"),
+        "kinesis.consumertype": "SubscribeToShard",
+        "kinesis.consumername": EFO_OURS,
+    }
+    options.pop("kinesis.getrecords.fetchintervalms")  # the defaults, as a user has them
+    return SourceSettings.from_options(options)
+
+
+def ours_loop(settings, stream: str, consumer_arn: str, shard: str) -> tuple[int, float]:
+    """Ours: the connector's range reader (the task's path, through this host's subscription broker, already
+    running) from TRIM_HORIZON to the tip; the rows read and the seconds it took."""
+    from pyspark_aws_kinesis.fetch.range import FetchLimits, ShardTask
+    from pyspark_aws_kinesis.positions import TRIM_HORIZON, Position
+
+    task = ShardTask(stream, shard, 0, 2**128 - 1, Position(TRIM_HORIZON))
+    started = time.monotonic()
+    shard_range, transport = settings.shard_reader(task, FetchLimits(), consumer_arn)
+    rows = sum(batch.num_rows for batch in shard_range.batches(transport))
+    return rows, time.monotonic() - started
+
+
+EFO_BASELINE, EFO_OURS = "bench-botocore", "bench-ours"
+
+
+def efo_phase(server: Server, args: argparse.Namespace) -> list[str]:
+    from pyspark_aws_kinesis.consumers import ensure_consumer
+    from pyspark_aws_kinesis.fetch.efo_client import connect_broker
+    from pyspark_aws_kinesis.retry import RetryPolicy
+
+    size = args.efo_record_kib * 1024
+    per_shard = args.efo_mib_per_shard * MiB // size
+    setup = server.direct.client("kinesis")
+    stream = create_stream(setup, unique_name("bench-quotas-efo"), args.shards)
+    shards = list_shard_ids(setup, stream)
+    payload, per_call = os.urandom(size), max(1, 4 * MiB // size)
+    started = time.monotonic()
+    for description in setup.list_shards(StreamName=stream)["Shards"]:  # each shard's records, by hash key
+        key = description["HashKeyRange"]["StartingHashKey"]
+        for first in range(0, per_shard, per_call):
+            batch = [
+                {"Data": payload, "PartitionKey": f"k{i}", "ExplicitHashKey": key}
+                for i in range(first, min(per_shard, first + per_call))
+            ]
+            setup.put_records(StreamName=stream, Records=batch)
+    preload_s = time.monotonic() - started
+    patient = RetryPolicy(max_retries=10, initial_interval_ms=500, max_interval_ms=2000)
+    kinesis = server.client("kinesis")
+    arns = {name: ensure_consumer(kinesis, stream, name, patient).arn for name in (EFO_BASELINE, EFO_OURS)}
+    proxy = server.quota_proxy
+    faults = Faults(initial_response=True, actions=frozenset({"SubscribeToShard"}))  # botocore needs it (kinesis-mock)
+    with FaultProxy(proxy.endpoint_url, faults) as front:
+        config = Config(read_timeout=120, retries={"max_attempts": 10, "mode": "standard"})
+        botocore = aws_client("kinesis", front.endpoint_url, config=config)
+        with ThreadPoolExecutor(len(shards)) as pool:
+            base = list(pool.map(lambda shard: botocore_loop(botocore, arns[EFO_BASELINE], shard, per_shard), shards))
+    settings = ours_settings(server, stream)
+    assert settings.efo is not None
+    connect_broker(settings.efo.broker_secret).close()  # started before, as after a query's first batch
+    with ThreadPoolExecutor(len(shards)) as pool:
+        mine = list(pool.map(lambda shard: ours_loop(settings, stream, arns[EFO_OURS], shard), shards))
+    report = proxy.report()
+    shard_bytes = per_shard * (size + len("k000"))
+    lines = [
+        f"3. enhanced fan-out on a backlog (kinesis-mock): {args.shards} shards x {args.efo_mib_per_shard} MiB "
+        f"({args.efo_record_kib} KiB records, {per_shard} a shard; preloaded in {preload_s:.0f} s), all shards at "
+        "once, from the first SubscribeToShard to the event at the tip, the proxy pushing at most 2 MiB/s per "
+        "consumer and shard"
+        + (
+            ""
+            if [rows for rows, _ in mine] == [per_shard] * len(shards)
+            else f" -- ours read {[rows for rows, _ in mine]} rows, not {per_shard} a shard"
+        ),
+        f"{'shard':<24}{'baseline MiB/s':>15}{'of 2 MiB/s':>12}{'ours MiB/s':>12}{'of 2 MiB/s':>12}"
+        f"{'ours/baseline':>15}",
+    ]
+    for shard, base_s, (_, mine_s) in zip(shards, base, mine, strict=True):
+        b, m = shard_bytes / base_s, shard_bytes / mine_s
+        lines.append(f"{shard:<24}{b / MiB:>15.2f}{b / LIMIT:>12.0%}{m / MiB:>12.2f}{m / LIMIT:>12.0%}{m / b:>15.2f}")
+    for name in (EFO_BASELINE, EFO_OURS):
+        calls = [row.tally for row in report.select(stream=stream, action="SubscribeToShard") if row.consumer == name]
+        made, refused = sum(t.calls for t in calls), sum(t.refused for t in calls)
+        lines.append(f"{name}: SubscribeToShard {made} calls, {refused} refused")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", type=int, default=2)
@@ -164,7 +288,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--busy-s", type=float, default=10.0)
     parser.add_argument("--busy-mib-per-shard", type=float, default=0.1, help="producer rate in phase 2")
     parser.add_argument("--backlog-only", action="store_true", help="phase 1 only")
+    parser.add_argument("--efo", action="store_true", help="phase 3 alone (enhanced fan-out, kinesis-mock)")
+    parser.add_argument("--efo-mib-per-shard", type=int, default=16, help="backlog per shard in phase 3")
+    parser.add_argument("--efo-record-kib", type=int, default=64, help="record size in phase 3")
     args = parser.parse_args(argv)
+    if args.efo:
+        with LocalAws([KINESIS_MOCK], quotas=True) as aws:
+            lines = efo_phase(aws.kinesis_mock, args)
+            print("kinesis-mock behind the quota proxy (AWS's limits); no Spark: the task's read path")
+            print("\n".join(lines))
+            print(aws.quota_summary())
+        return
     with LocalAws([KINESALITE], quotas=True) as aws, tempfile.TemporaryDirectory() as where:
         server = aws.kinesalite
         spark = spark_session()

@@ -10,8 +10,9 @@ Why the loop in ``ensure_consumer``: a consumer may be absent (register it), CRE
 DELETING from an earlier run (wait until it is gone, then register again: Flink leaks consumers by reusing a
 DELETING one, FLINK-37908), or registered by someone else between our describe and our register
 (``ResourceInUseException``: describe again and reuse). AWS allows 5 RegisterStreamConsumer calls per second and
-5 consumers CREATING per account (``LimitExceededException``): retried with jittered backoff, and named when the
-retries run out.
+5 consumers CREATING per account (``LimitExceededException``): when many queries or streams start at once, a
+refused registration is waited out with jittered backoff (counted, logged) for as long as a consumer may take to
+become ACTIVE, and named with the limits if it outlasts that.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from __future__ import annotations
 import atexit
 import logging
 import pickle
+import random
 import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,11 +37,14 @@ from .aws.clients import kinesis_client
 from .aws.settings import ClientSettings
 from .detached import spawn_detached
 from .private import append_private, user_temp_path
-from .retry import RetriesExhaustedError, RetryPolicy, error_code
+from .retry import RetryPolicy, error_code, error_message
 
 log = logging.getLogger(__name__)
 
 ACTIVE, CREATING, DELETING = "ACTIVE", "CREATING", "DELETING"
+LIMIT_EXCEEDED = "LimitExceededException"
+REGISTER_BACKOFF_S = 0.5  # the first wait after a refused registration (RegisterStreamConsumer: 5 a second)
+REGISTER_MAX_BACKOFF_S = 8.0
 REGISTER_LIMITS = (
     "RegisterStreamConsumer allows 5 calls per second per account and at most 5 consumers in CREATING status "
     "per account at once; at most 20 consumers per stream"
@@ -119,23 +125,40 @@ def list_consumers(kinesis: Any, arn: str, retry: RetryPolicy) -> list[Consumer]
 
 
 def ensure_consumer(
-    kinesis: Any, stream: str, name: str, retry: RetryPolicy, wait: WaitPolicy = WaitPolicy()
+    kinesis: Any,
+    stream: str,
+    name: str,
+    retry: RetryPolicy,
+    wait: WaitPolicy = WaitPolicy(),
+    refused: Counter[str] | None = None,
 ) -> Consumer:
     """The ACTIVE consumer ``name`` of ``stream``: reused when it exists, else registered, then waited for.
 
-    Raises ConsumerError when it is not ACTIVE within ``wait.timeout_s`` or the registration limits stay
-    exceeded through every retry of ``retry``.
+    A RegisterStreamConsumer refused with LimitExceededException (5 calls a second per account, or 5 consumers of
+    the account CREATING: many queries or streams starting at once) is waited out with jittered backoff (0.5 s,
+    doubling up to 8 s) for as long as ``wait.timeout_s``, counted in ``refused[stream]`` and logged. Raises
+    ConsumerError when it is not ACTIVE within ``wait.timeout_s``, or still refused then.
     """
     arn = stream_arn(kinesis, stream, retry)
     what = f"enhanced fan-out consumer '{name}' of stream '{stream}'"
     started = time.monotonic()
     logged = started
     registered = False
+    limited = 0  # registrations refused in a row for the account's limits
     while True:
         consumer = describe_consumer(kinesis, arn, name, retry)
         if consumer is None:
-            consumer = _register(kinesis, arn, name, retry, what)
-            registered = registered or consumer is not None
+            try:
+                consumer = _register(kinesis, arn, name, retry, what)
+                registered, limited = registered or consumer is not None, 0
+            except ClientError as exc:
+                if error_code(exc) != LIMIT_EXCEEDED:
+                    raise
+                limited += 1
+                if refused is not None:
+                    refused[stream] += 1
+                _wait_out_limit(what, limited, exc, time.monotonic() - started, wait)
+                continue
         if consumer is not None and consumer.status == ACTIVE:
             log.info("%s is ACTIVE (%s, %s)", what, consumer.arn, "registered" if registered else "reused")
             return consumer
@@ -152,8 +175,31 @@ def ensure_consumer(
         time.sleep(wait.poll_s)
 
 
+def _wait_out_limit(what: str, limited: int, exc: ClientError, waited: float, wait: WaitPolicy) -> None:
+    """After the ``limited``-th refusal in a row of registering ``what``: sleep (jittered, 0.5 s doubling up to
+    8 s, never past ``wait.timeout_s``), or raise ConsumerError once ``wait.timeout_s`` has passed."""
+    if waited >= wait.timeout_s:
+        raise ConsumerError(
+            f"registering the {what} was still refused with LimitExceededException after {limited} attempts over "
+            f"{waited:.0f} s ({error_message(exc)}): {REGISTER_LIMITS}. Wait for other consumers to become ACTIVE, "
+            "start fewer queries at once, or deregister unused ones (`python -m pyspark_aws_kinesis consumers "
+            "list|deregister`)."
+        ) from exc
+    delay = min(REGISTER_MAX_BACKOFF_S, REGISTER_BACKOFF_S * 2 ** min(limited - 1, 8)) * random.uniform(0.5, 1.0)
+    delay = min(delay, max(0.0, wait.timeout_s - waited))
+    log.warning(
+        "registering the %s: LimitExceededException (%d in a row; %s); waiting %.1f s",
+        what,
+        limited,
+        error_message(exc),
+        delay,
+    )
+    time.sleep(delay)
+
+
 def _register(kinesis: Any, arn: str, name: str, retry: RetryPolicy, what: str) -> Consumer | None:
-    """Register ``name``; None when it appeared meanwhile (ResourceInUseException: describe again)."""
+    """Register ``name``; None when it appeared meanwhile (ResourceInUseException: describe again). A
+    LimitExceededException is raised at once (the caller waits it out); other retryable errors are retried."""
     try:
         answer = retry.call(
             kinesis.register_stream_consumer,
@@ -161,19 +207,12 @@ def _register(kinesis: Any, arn: str, name: str, retry: RetryPolicy, what: str) 
             ConsumerName=name,
             what=f"RegisterStreamConsumer of the {what}",
             on_retry=_log_retry(what),
+            retry_throttled=False,
         )
     except ClientError as exc:
         if error_code(exc) == "ResourceInUseException":
             log.info("%s: registered meanwhile or still being deleted (%s); looking again", what, exc)
             return None
-        raise
-    except RetriesExhaustedError as exc:
-        if error_code(exc.last_error) == "LimitExceededException":
-            raise ConsumerError(
-                f"registering the {what} kept failing with LimitExceededException after {exc.attempts} attempts: "
-                f"{REGISTER_LIMITS}. Wait for other consumers to become ACTIVE, or deregister unused ones "
-                "(`python -m pyspark_aws_kinesis consumers list|deregister`)."
-            ) from exc
         raise
     consumer = Consumer.from_answer(answer["Consumer"])
     log.info("registered the %s (%s), now %s", what, consumer.arn, consumer.status)
@@ -250,6 +289,7 @@ class QueryConsumers:
         self.deregister = deregister
         self.wait = WaitPolicy()
         self._arns: dict[str, str] | None = None
+        self.refused: Counter[str] = Counter()  # RegisterStreamConsumer refused (LimitExceeded), per stream
         self._watcher: subprocess.Popen | None = None  # deregisters when this process dies
         self._lock = threading.Lock()
 
@@ -262,7 +302,18 @@ class QueryConsumers:
                     atexit.register(self.release)
                 kinesis = kinesis_client(self.settings)
                 retry = self.settings.retry
-                self._arns = {s: ensure_consumer(kinesis, s, self.name, retry, self.wait).arn for s in self.streams}
+                self._arns = {
+                    s: ensure_consumer(kinesis, s, self.name, retry, self.wait, self.refused).arn for s in self.streams
+                }
+                if self.refused:
+                    log.warning(
+                        "enhanced fan-out consumers '%s' ACTIVE after %d refused registrations (LimitExceededException:"
+                        " %s): %s",
+                        self.name,
+                        sum(self.refused.values()),
+                        REGISTER_LIMITS,
+                        dict(self.refused),
+                    )
             return dict(self._arns)
 
     def release(self) -> None:

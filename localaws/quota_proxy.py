@@ -26,7 +26,11 @@ A client that hangs up mid-request is never forwarded; one that hangs up mid-ans
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
+import select
+import socket
 import threading
 import uuid
 from collections.abc import Callable
@@ -275,6 +279,9 @@ class QuotaHandler(FaultHandler):
                 return
             self.proxy.book.subscribed(arn, shard_id)
             self.start_event_stream(response)
+            threading.Thread(
+                target=_hang_up_with, args=(self.connection, connection), name="subscriber watch", daemon=True
+            ).start()
             for message in event_messages(response):
                 records, nbytes = event_records(message)
                 if records:
@@ -282,7 +289,7 @@ class QuotaHandler(FaultHandler):
                     self._count(call, shard, consumer, records=records, nbytes=nbytes)
                 self._write_chunk(message)
             self.wfile.write(b"0\r\n\r\n")
-        except (BrokenPipeError, ConnectionResetError):  # the client closed its stream: so do we, upstream
+        except (OSError, http.client.HTTPException):  # the client closed its stream (and _hang_up_with upstream)
             self.close_connection = True
         finally:
             connection.close()
@@ -342,6 +349,28 @@ class QuotaHandler(FaultHandler):
 
     def _count(self, call: _Call, shard: ShardKey, consumer: str = "", **counts: Any) -> None:
         self.proxy.quota_stats.count(call.client, call.action, shard[0], shard[1], consumer, **counts)
+
+
+def _hang_up_with(client: socket.socket, upstream: http.client.HTTPConnection) -> None:
+    """Close ``upstream`` (a SubscribeToShard event stream) as soon as ``client`` hangs up. Without this the relay
+    notices only when it next writes an event, and the server (kinesis-mock holds one subscription per consumer
+    and shard until it notices its connection closed) only when it next writes: a subscription closed by its
+    client would stay "in use" upstream for seconds, refusing the next one where AWS would not."""
+    try:
+        while upstream.sock is not None:
+            readable, _, _ = select.select([client], [], [], 0.5)
+            if readable:
+                if client.recv(1, socket.MSG_PEEK):
+                    return  # the client sends something (a next request): it is not hanging up
+                break
+        else:
+            return  # the relay closed it: the stream ended
+    except (OSError, ValueError):  # the client's socket is gone, or closed by the relay
+        pass
+    sock = upstream.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 class QuotaServer:

@@ -16,12 +16,14 @@ ContinuationSequenceNumber; None means the shard has ended (the generator then f
 What it hides from the caller:
 - A subscription lasts about 5 minutes, then AWS ends the event stream: the next one starts AFTER the last
   ContinuationSequenceNumber, at once.
-- SubscribeToShard calls of one consumer and shard start at least a second apart in this process
-  (``SubscribePacer``), as Kinesis allows.
-- Recoverable errors (ResourceInUseException while a previous subscription to the shard is open, for up to 5 s;
-  LimitExceededException; read timeouts; dropped connections; 5xx) resubscribe from the same place with jittered
-  backoff (and the pacer's second), up to ``retry.max_retries`` failures in a row; then ``SubscriptionError`` names
-  the shard, the consumer and the last error.
+- SubscribeToShard calls of one consumer and shard start at least a second apart in this process, and none
+  within 5 s of the last success (``SubscribePacer``): Kinesis would refuse them (LimitExceededException,
+  ResourceInUseException), so a resubscription in this process (the broker's, the next task's) waits instead.
+- Recoverable errors resubscribe from the same place, up to ``retry.max_retries`` failures in a row; then
+  ``SubscriptionError`` names the shard, the consumer and the last error. A refusal (``refused_calls``, by code in
+  ``refusals``) is waited out by the pacer, never retried at once: LimitExceededException 1 s,
+  ResourceInUseException 5 s (another process subscribed less than 5 s before: a task moved to another host, a
+  broker restarted). Read timeouts, dropped connections and 5xx back off with jitter.
 - Where a subscription cannot start: a trimmed or foreign sequence number raises ``PositionGoneError``, a missing
   shard ``ShardGoneError`` (as ``fetch.iterators`` does for GetShardIterator; the range applies
   ``kinesis.failOnDataLoss``); an AT_TIMESTAMP a few milliseconds in Kinesis' future (the driver's clock is
@@ -70,25 +72,32 @@ INITIAL_RESPONSE = bytes.fromhex(
     "0000004700000035d9429f130d3a6d6573736167652d747970650700056576656e740b3a6576656e742d74797065070010"
     "696e697469616c2d726573706f6e73657b7d8de0c8a3"
 )
-RECOVERABLE_CODES = frozenset({"ResourceInUseException", "LimitExceededException"})
 _HOOK_ID = f"{__name__}.keep-raw-event-stream"
 _READ_SIZE = 65536
 SUBSCRIBE_INTERVAL_S = 1.0  # Kinesis takes 1 SubscribeToShard per second per consumer and shard
+IN_USE_S = 5.0  # and refuses one within 5 s of a success (ResourceInUseException)
+IN_USE = "ResourceInUseException"
+REFUSAL_CODES = frozenset({IN_USE, "LimitExceededException"})  # Kinesis's quota answers to SubscribeToShard
+RECOVERABLE_CODES = REFUSAL_CODES
 
 
 class SubscribePacer:
-    """Keeps this process's SubscribeToShard calls of one consumer and shard at least ``interval_s`` apart, whoever
-    makes them (the broker's pump, a task reading direct, a resubscription after an error or the 5-minute end):
-    a faster call would only be refused (LimitExceededException). Process-wide: ``SUBSCRIBE_PACER``."""
+    """Keeps this process's SubscribeToShard calls of one consumer and shard within Kinesis's rules, whoever makes
+    them (the broker's pump, a task reading direct, a resubscription after an error or the 5-minute end): at least
+    ``interval_s`` apart (a faster call is refused with LimitExceededException), and none within ``in_use_s`` of
+    the last success or of a ResourceInUseException (it would be refused with ResourceInUseException: the broker
+    resubscribing where its buffer does not cover, the next batch's task after a direct read, a handover from
+    another process that still held the shard). Process-wide: ``SUBSCRIBE_PACER``; another process has its own."""
 
-    def __init__(self, interval_s: float = SUBSCRIBE_INTERVAL_S):
+    def __init__(self, interval_s: float = SUBSCRIBE_INTERVAL_S, in_use_s: float = IN_USE_S):
         self.interval_s = interval_s
+        self.in_use_s = in_use_s
         self._lock = threading.Lock()
         self._next: dict[tuple[str, str], float] = {}  # (consumer ARN, shard id) -> earliest next call (monotonic)
 
-    def wait(self, consumer_arn: str, shard_id: str) -> None:
-        """Call right before a SubscribeToShard: waits until a second has passed since the last one of the same
-        consumer and shard, and books the next slot (so two threads asking at once go a second apart)."""
+    def wait(self, consumer_arn: str, shard_id: str) -> float:
+        """Call right before a SubscribeToShard: waits until the call may go, and books the next slot (so two
+        threads asking at once go a second apart). Returns the seconds waited."""
         key = (consumer_arn, shard_id)
         with self._lock:
             now = time.monotonic()
@@ -96,13 +105,23 @@ class SubscribePacer:
             self._next[key] = start + self.interval_s
         if start > now:
             time.sleep(start - now)
+        return max(0.0, start - now)
 
     def answered(self, consumer_arn: str, shard_id: str) -> None:
         """Call when the SubscribeToShard (booked by ``wait``) answered or failed: the next waits a second from
         now. Kinesis saw the call somewhere between its start and now, so a second from the start is not enough."""
+        self._not_before(consumer_arn, shard_id, self.interval_s)
+
+    def in_use(self, consumer_arn: str, shard_id: str) -> None:
+        """Call when a SubscribeToShard succeeded, or was refused with ResourceInUseException: the next call waits
+        ``in_use_s`` from now. After a success, Kinesis refuses the next within 5 s; after such a refusal, the
+        success that caused it (somewhere else) was less than 5 s before, so 5 s from now is past its window."""
+        self._not_before(consumer_arn, shard_id, self.in_use_s)
+
+    def _not_before(self, consumer_arn: str, shard_id: str, delay_s: float) -> None:
         key = (consumer_arn, shard_id)
         with self._lock:
-            self._next[key] = max(self._next.get(key, 0.0), time.monotonic() + self.interval_s)
+            self._next[key] = max(self._next.get(key, 0.0), time.monotonic() + delay_s)
 
 
 SUBSCRIBE_PACER = SubscribePacer()
@@ -178,7 +197,9 @@ class ShardSubscriber:
     ``kinesis``: a client from ``pyspark_aws_kinesis.aws`` (its read timeout is the longest silence tolerated between
     two events: ``kinesis.subscribeToShard.timeoutSec``); ``retry``: backoff between failed subscriptions, its
     ``max_retries`` = ``kinesis.subscribeToShard.maxRetries``. After each page, ``continuation`` is the last
-    ContinuationSequenceNumber; ``calls`` counts SubscribeToShard calls, ``resubscriptions`` those after the first.
+    ContinuationSequenceNumber; ``calls`` counts SubscribeToShard calls, ``resubscriptions`` those after the first,
+    ``refused_calls`` (``refusals`` by code) those Kinesis refused for its quotas. ``pacer``: the process's
+    ``SUBSCRIBE_PACER`` unless given.
     """
 
     def __init__(
@@ -188,8 +209,10 @@ class ShardSubscriber:
         context: ShardContext,
         retry: RetryPolicy,
         consumer_name: str | None = None,
+        pacer: SubscribePacer | None = None,
     ):
         self.kinesis = prepare_client(kinesis)
+        self.pacer = pacer or SUBSCRIBE_PACER  # another process's pacer only in tests of a handover
         self.consumer_arn = consumer_arn
         self.context = context
         self.retry = retry
@@ -197,6 +220,9 @@ class ShardSubscriber:
         self.continuation: str | None = None
         self.calls = 0
         self.resubscriptions = 0
+        self.refused_calls = 0  # calls Kinesis refused (REFUSAL_CODES): each waited out, never asked again at once
+        self.refusals: dict[str, int] = {}  # the same, by error code
+        self.paced_s = 0.0  # time spent waiting for the pacer (the 1 s and the 5 s rules)
         self._raw: Any = None  # the open event stream's HTTP answer, for abort()
         self._aborted = False
 
@@ -263,20 +289,31 @@ class ShardSubscriber:
             raise gone from exc
 
     def _before_retry(self, exc: Exception, failures: int) -> None:
-        """Re-raise ``exc`` unless it is recoverable and retries remain; else back off (jittered)."""
+        """Re-raise ``exc`` unless it is recoverable and retries remain; else wait: a refusal for Kinesis's quotas
+        (counted) as long as the pacer says (1 s after LimitExceededException, 5 s after ResourceInUseException:
+        asking sooner is refused again), anything else with jittered backoff."""
+        code = error_code(exc)
+        refused = isinstance(exc, ClientError) and code in REFUSAL_CODES
+        if refused:
+            self.refused_calls += 1
+            self.refusals[code] = self.refusals.get(code, 0) + 1
+            if code == IN_USE:  # also when another subscription took the shard over mid-stream
+                self.pacer.in_use(self.consumer_arn, self.context.shard_id)
         if not is_recoverable(exc):
             raise exc
         if failures >= self.retry.max_retries:
             raise SubscriptionError(
-                f"SubscribeToShard on {self.what} failed {failures + 1} times in a row; last error: "
-                f"{error_code(exc)}: {exc}"
+                f"SubscribeToShard on {self.what} failed {failures + 1} times in a row; last error: {code}: {exc}"
             ) from exc
-        log.info("subscription to %s: %s; retrying (%d)", self.what, error_code(exc), failures + 1)
-        self.retry.sleep_before_retry(failures)
+        log.info("subscription to %s: %s; retrying (%d)", self.what, code, failures + 1)
+        if not refused:  # a refusal: the pacer waits before the next call
+            self.retry.sleep_before_retry(failures)
 
     def _subscription(self, position: Position) -> Iterator[Page]:
         """One SubscribeToShard call's events as Pages; its stream is closed however iteration ends."""
-        SUBSCRIBE_PACER.wait(self.consumer_arn, self.context.shard_id)
+        self.paced_s += self.pacer.wait(self.consumer_arn, self.context.shard_id)
+        if self._aborted:  # closed while waiting (an idle subscription): no call for nobody
+            return
         self.calls += 1
         try:
             answer = self.kinesis.subscribe_to_shard(
@@ -285,7 +322,8 @@ class ShardSubscriber:
                 StartingPosition=starting_position(position),
             )
         finally:
-            SUBSCRIBE_PACER.answered(self.consumer_arn, self.context.shard_id)
+            self.pacer.answered(self.consumer_arn, self.context.shard_id)
+        self.pacer.in_use(self.consumer_arn, self.context.shard_id)  # a success: none within 5 s
         raw = self._raw = answer[RAW_EVENT_STREAM]
         try:
             buffer = EventStreamBuffer()

@@ -204,6 +204,7 @@ class Subscription:
                 "largest_page": max(sizes, default=0),
                 "max_bytes": self.max_bytes,
                 "calls": self.subscriber.calls,
+                "refused_calls": self.subscriber.refused_calls,
                 "paused": self.bytes >= self.max_bytes,
             }
 

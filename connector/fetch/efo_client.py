@@ -162,10 +162,17 @@ class BrokeredSubscriber:
     context: ShardContext
     secret: str = field(repr=False)  # the job's (EfoSettings.broker_secret): its broker serves no one else
     direct_reads: int = 0  # reads (or their rests) that went direct
+    _direct: list[ShardSubscriber] = field(default_factory=list, repr=False)  # their subscribers
+
+    @property
+    def refused_calls(self) -> int:
+        """SubscribeToShard calls Kinesis refused in this transport's direct reads, for the read's result (the
+        broker counts its own subscriptions' refusals in its stats)."""
+        return sum(subscriber.refused_calls for subscriber in self._direct)
 
     def pages(self, start: Position, wanted: Callable[[], int | None] | None = None) -> Iterator[Page]:
         if os.environ.get(ENV_ENABLED, "on").lower() == "off":
-            yield from self._direct(start, wanted)
+            yield from self._read_direct(start, wanted)
             return
         position, lost = start, 0
         while True:
@@ -173,7 +180,7 @@ class BrokeredSubscriber:
                 conn = connect_broker(self.secret)
             except (OSError, ProtocolError) as exc:
                 log.warning("reading %s without the subscription broker: %s", self.what, exc)
-                yield from self._direct(position, wanted)
+                yield from self._read_direct(position, wanted)
                 return
             try:
                 with conn:
@@ -185,13 +192,13 @@ class BrokeredSubscriber:
                             return
             except ProtocolError as exc:
                 log.warning("refused the subscription broker's reply reading %s (%s); going on direct", self.what, exc)
-                yield from self._direct(position, wanted)
+                yield from self._read_direct(position, wanted)
                 return
             except (OSError, EOFError) as exc:
                 lost += 1
                 if lost >= RECONNECTS:
                     log.warning("lost the subscription broker %d times reading %s; going on direct", lost, self.what)
-                    yield from self._direct(position, wanted)
+                    yield from self._read_direct(position, wanted)
                     return
                 log.warning("lost the subscription broker reading %s (%s); resuming at %s", self.what, exc, position)
 
@@ -218,8 +225,9 @@ class BrokeredSubscriber:
             else:
                 raise ProtocolError(f"a reply that is not a page, a tip or an error: {reply!r:.200}")
 
-    def _direct(self, start: Position, wanted: Callable[[], int | None] | None) -> Iterator[Page]:
+    def _read_direct(self, start: Position, wanted: Callable[[], int | None] | None) -> Iterator[Page]:
         self.direct_reads += 1
         client = subscription_client(self.settings, self.timeout_s)
         subscriber = ShardSubscriber(client, self.consumer_arn, self.context, self.retry, self.consumer_name)
+        self._direct.append(subscriber)
         yield from subscriber.pages(start, wanted)

@@ -87,8 +87,9 @@ SUBSCRIBE_MAX_RETRIES = add(
         "kinesis.subscribeToShard.maxRetries",
         integer(0, 100),
         10,
-        "Resubscriptions with jittered backoff after a recoverable error (ResourceInUseException, "
-        "LimitExceededException, timeouts, dropped connections, 5xx) before the read fails.",
+        "Resubscriptions in a row after a recoverable error before the read fails: a refusal "
+        "(ResourceInUseException, LimitExceededException) waits 5 s or 1 s, timeouts, dropped connections and "
+        "5xx back off with jitter.",
         Side.SOURCE,
     )
 )

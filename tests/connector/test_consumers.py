@@ -8,12 +8,15 @@ import os
 import socket
 import subprocess
 import sys
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from efo_util import FAST, QUICK_WAIT, kinesis
 
 from localaws import LocalServer, project_root
 from localaws.fault_proxy import FaultProxy, Faults
+from localaws.quota_proxy import QuotaProxy
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 from pyspark_aws_kinesis.__main__ import CREDENTIALS_HINT
 from pyspark_aws_kinesis.consumers import (
@@ -62,21 +65,51 @@ def test_registered_meanwhile_means_reuse(kinesis_mock: LocalServer, mock_stream
     assert ours.arn == theirs.arn and ours.status == ACTIVE
 
 
-def test_limit_exceeded_is_retried_then_named(kinesis_mock: LocalServer, mock_stream) -> None:
+def test_limit_exceeded_is_waited_out_counted_then_named(kinesis_mock: LocalServer, mock_stream) -> None:
     stream = mock_stream()
     limited = frozenset({"RegisterStreamConsumer"})
-    retry = RetryPolicy(max_retries=2, initial_interval_ms=1, max_interval_ms=2)
+    retry = RetryPolicy(max_retries=0, initial_interval_ms=1, max_interval_ms=2)  # the waiting is not retry's
+    refused: Counter[str] = Counter()
     with FaultProxy(kinesis_mock.endpoint_url, Faults(throttle_rate=1.0, actions=limited, max_faults=2)) as proxy:
-        consumer = ensure_consumer(kinesis(proxy.endpoint_url), stream, "patient", retry, QUICK_WAIT)
-    assert consumer.status == ACTIVE and proxy.stats["throttled"] == 2
+        consumer = ensure_consumer(kinesis(proxy.endpoint_url), stream, "patient", retry, QUICK_WAIT, refused)
+    assert consumer.status == ACTIVE and proxy.stats["throttled"] == 2 and refused == {stream: 2}
     with (
         FaultProxy(kinesis_mock.endpoint_url, Faults(throttle_rate=1.0, actions=limited)) as proxy,
         pytest.raises(ConsumerError) as info,
     ):
-        ensure_consumer(kinesis(proxy.endpoint_url), stream, "impatient", retry, QUICK_WAIT)
-    assert proxy.calls["RegisterStreamConsumer"] == 3
+        ensure_consumer(kinesis(proxy.endpoint_url), stream, "impatient", retry, WaitPolicy(timeout_s=1.5), refused)
+    assert proxy.calls["RegisterStreamConsumer"] == refused[stream] - 2 >= 2  # backed off, not busy
     message = str(info.value)
     assert "LimitExceededException" in message and "5 consumers in CREATING" in message and "impatient" in message
+
+
+STREAMS_AT_ONCE = 8
+
+
+@pytest.mark.slow
+def test_many_streams_starting_at_once_all_get_active_consumers_within_the_account_limits(
+    kinesis_mock: LocalServer, mock_stream, quota_proxy_mock: QuotaProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """8 streams' consumers registered at once (a query on 8 streams, or 8 queries starting together) behind AWS's
+    RegisterStreamConsumer limits (5 calls a second and 5 CREATING per account): the refusals are waited out, not
+    retried at once nor fatal, and counted as the proxy counted them."""
+    streams = [mock_stream() for _ in range(STREAMS_AT_ONCE)]
+    before = quota_proxy_mock.report().tally(action="RegisterStreamConsumer")
+    client = kinesis(quota_proxy_mock.endpoint_url)
+    refused: Counter[str] = Counter()
+    no_retries = RetryPolicy(max_retries=0, initial_interval_ms=1, max_interval_ms=1)
+    with (
+        caplog.at_level(logging.WARNING, logger="pyspark_aws_kinesis.consumers"),
+        ThreadPoolExecutor(STREAMS_AT_ONCE) as pool,
+    ):
+        consumers = list(
+            pool.map(lambda s: ensure_consumer(client, s, "many", no_retries, QUICK_WAIT, refused), streams)
+        )
+    assert [c.status for c in consumers] == [ACTIVE] * STREAMS_AT_ONCE
+    after = quota_proxy_mock.report().tally(action="RegisterStreamConsumer")
+    assert after.refused - before.refused == sum(refused.values()) >= STREAMS_AT_ONCE - 5
+    assert after.calls - after.refused - (before.calls - before.refused) == STREAMS_AT_ONCE
+    assert caplog.text.count("LimitExceededException") == sum(refused.values())
 
 
 def test_a_consumer_still_deleting_is_waited_out_then_registered_again(

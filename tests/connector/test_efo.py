@@ -9,15 +9,34 @@ from contextlib import closing
 
 import pytest
 from botocore.eventstream import EventStreamBuffer
-from efo_util import FAST, active_consumer, data, kinesis, pages_until, read_to_tip, rows, sockets_to, subscriber
+from efo_util import (
+    FAST,
+    active_consumer,
+    data,
+    kinesis,
+    pages_until,
+    read_to_tip,
+    rows,
+    settings,
+    sockets_to,
+    subscriber,
+)
 
 from localaws import LocalServer, aws_client
 from localaws.fault_proxy import FaultProxy, Faults, encode_event
-from localaws.quota_model import CALLS, IN_USE
+from localaws.quota_model import IN_USE
 from localaws.quota_proxy import QuotaProxy
 from localaws.streams import list_shard_ids, put_records
 from pyspark_aws_kinesis.fetch.decode import ShardContext, decode_get_records, decode_subscribe_event
-from pyspark_aws_kinesis.fetch.efo import INITIAL_RESPONSE, RAW_EVENT_STREAM, SubscriptionError, starting_position
+from pyspark_aws_kinesis.fetch.efo import (
+    INITIAL_RESPONSE,
+    RAW_EVENT_STREAM,
+    SubscribePacer,
+    SubscriptionError,
+    starting_position,
+)
+from pyspark_aws_kinesis.fetch.efo_client import ENV_ENABLED, BrokeredSubscriber
+from pyspark_aws_kinesis.fetch.range import FetchLimits, ShardRange, ShardTask
 from pyspark_aws_kinesis.kpl import Aggregator
 from pyspark_aws_kinesis.positions import (
     AFTER_SEQUENCE_NUMBER,
@@ -31,6 +50,7 @@ from pyspark_aws_kinesis.retry import RetryPolicy
 
 SHARD0 = "shardId-000000000000"
 SUBSCRIBE = frozenset({"SubscribeToShard"})
+IN_USE_CODE = "ResourceInUseException"
 
 
 def _put(server: LocalServer, stream: str, items: list[bytes]) -> list[str]:
@@ -273,22 +293,51 @@ def test_retries_run_out_naming_shard_consumer_and_error(kinesis_mock: LocalServ
     assert proxy.calls["SubscribeToShard"] == 3
 
 
+BATCHES = 3
+
+
 @pytest.mark.slow
-def test_subscriptions_of_a_consumer_and_shard_start_at_most_once_a_second(
+def test_batch_ends_and_a_handover_cost_no_refusal_in_a_process_and_at_most_one_across(
     kinesis_mock: LocalServer, efo, quota_proxy_mock: QuotaProxy
 ) -> None:
-    """A task reads a shard and stops, the next (another subscriber of the same consumer and shard: the next batch,
-    or a task moved) subscribes at once with a retry policy that would ask again within milliseconds: behind AWS's
-    quotas no call is refused for the once-a-second rate (LimitExceededException), only for the 5 s in use."""
+    """Behind AWS's quotas: BATCHES reads in a row in this process (a batch ends, the next batch's task, or the
+    broker resubscribing where its buffer does not cover), each a new subscriber with a retry policy that would ask
+    again within milliseconds: each waits until 5 s after the previous success, none is refused. Then another
+    process (its own pacer: a task moved to another host, a broker or driver restarted) subscribes at once: refused
+    once (ResourceInUseException), waits the 5 s out, reads. Bound: refused <= 1 per handover, 0 per batch."""
     stream, consumer = efo
     sequences = _put(kinesis_mock, stream, [b"a", b"b", b"c"])
     eager = RetryPolicy(max_retries=30, initial_interval_ms=10, max_interval_ms=20)
-    for _ in range(2):
+    for _ in range(BATCHES):
         sub = subscriber(quota_proxy_mock.endpoint_url, consumer, stream, SHARD0, retry=eager)
         assert [row[2] for row in rows(read_to_tip(sub, Position(TRIM_HORIZON)))] == sequences
+        assert (sub.calls, sub.refused_calls) == (1, 0)
+    other = subscriber(quota_proxy_mock.endpoint_url, consumer, stream, SHARD0, retry=eager)
+    other.pacer = SubscribePacer()  # another process's
+    assert [row[2] for row in rows(read_to_tip(other, Position(TRIM_HORIZON)))] == sequences
     subscribes = quota_proxy_mock.report().tally(stream=stream, action="SubscribeToShard")
-    assert subscribes.refusals[IN_USE] >= 1  # the second subscriber asked again and again while the first was in use
-    assert subscribes.refusals[CALLS] == 0, subscribes  # ... never two calls within a second
+    assert other.refusals == {"ResourceInUseException": 1} and other.calls == 2
+    assert (subscribes.calls, subscribes.refused) == (BATCHES + 2, 1), subscribes
+    assert subscribes.refusals == {IN_USE: 1}
+
+
+def test_a_direct_reads_refusals_reach_its_result(kinesis_mock: LocalServer, efo, monkeypatch) -> None:
+    """A task reading direct (no broker) is refused once (ResourceInUseException): waited out, read, and the
+    refusal is in the read's result (``refusedCalls``), as the polling reads' are."""
+    stream, consumer = efo
+    sequences = _put(kinesis_mock, stream, [b"a", b"b"])
+    monkeypatch.setenv(ENV_ENABLED, "off")
+    faults = Faults(errors=((IN_USE_CODE, 1.0),), actions=SUBSCRIBE, max_faults=1)
+    with FaultProxy(kinesis_mock.endpoint_url, faults) as proxy:
+        context = ShardContext(stream, SHARD0, 0, 2**128 - 1)
+        transport = BrokeredSubscriber(settings(proxy.endpoint_url), 30.0, FAST, consumer.arn, "t", context, "s")
+        shard_range = ShardRange(
+            ShardTask(stream, SHARD0, 0, 2**128 - 1, Position(TRIM_HORIZON)), FetchLimits(), context
+        )
+        got = [row for batch in shard_range.batches(transport) for row in batch.column("sequenceNumber").to_pylist()]
+    assert got == sequences and proxy.calls["SubscribeToShard"] == 2
+    assert shard_range.result is not None and shard_range.result.refused_calls == transport.refused_calls == 1
+    assert shard_range.result.to_json()["refusedCalls"] == 1
 
 
 def test_a_stream_that_keeps_ending_at_once_fails_instead_of_looping(kinesis_mock: LocalServer, efo) -> None:

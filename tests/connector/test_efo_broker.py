@@ -6,10 +6,12 @@ then a Spark streaming query: N batches, one subscription, the broker killed mid
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
 import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,6 +23,8 @@ from test_source_spark import _committed
 
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy
+from localaws.quota_model import CALLS
+from localaws.quota_proxy import QuotaProxy
 from localaws.streams import list_shard_ids, put_records
 from pyspark_aws_kinesis.aws.settings import AssumeRole, ClientSettings
 from pyspark_aws_kinesis.fetch import efo_broker, efo_protocol
@@ -344,3 +348,41 @@ def test_streaming_query_batches_share_one_subscription_and_survive_a_killed_bro
             query.stop()
     rows = spark.read.parquet(str(output)).select("data", "sequenceNumber").collect()
     assert [bytes(row.data) for row in sorted(rows, key=lambda row: int(row.sequenceNumber))] == produced
+
+
+HANDOVERS = 2
+
+
+@pytest.mark.slow
+def test_a_shard_handed_between_two_hosts_brokers_is_refused_at_most_once_per_handover(
+    kinesis_mock: LocalServer, mock_stream, broker, quota_proxy_mock: QuotaProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Behind AWS's quotas: a shard's batches read on host A, then B, then A again (two broker directories: two
+    hosts' brokers), each host's idle subscription closed after 2 s. A new host's SubscribeToShard within 5 s of
+    the other's success is refused once and waited out 5 s (by then the other host closed its idle subscription),
+    never retried at once: the proxy refuses at most 1 call per handover, none for the once-a-second rate, and a
+    handover costs at most 2 calls besides its subscription (kinesis-mock may notice the other's close late)."""
+    monkeypatch.setenv(efo_broker.ENV_IDLE_CLOSE, "2")
+    hosts = [broker, tempfile.mkdtemp(prefix="efo-")]
+    stream = mock_stream(shards=1)
+    (shard,) = list_shard_ids(kinesis_mock.client("kinesis"), stream)
+    consumer = active_consumer(kinesis_mock.endpoint_url, stream)
+    url = quota_proxy_mock.endpoint_url
+    produced: list[bytes] = []
+    got: list[bytes] = []
+    start = Position(TRIM_HORIZON)
+    try:
+        for turn, host in enumerate([hosts[0], hosts[1], hosts[0]]):
+            monkeypatch.setenv(efo_protocol.ENV_DIR, host)
+            produced += put_numbered(kinesis_mock, stream, f"t{turn}", 3)
+            more, start = _read_until(url, consumer.arn, stream, shard, start, 3)
+            got += more
+    finally:
+        for pid in broker_pids(hosts[1]):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert got == produced
+    subscribes = quota_proxy_mock.report().tally(stream=stream, action="SubscribeToShard")
+    assert subscribes.refusals.get(CALLS, 0) == 0, subscribes
+    assert subscribes.refused <= HANDOVERS, subscribes
+    assert subscribes.calls <= 1 + HANDOVERS * 3, subscribes  # a subscription per host's turn + 2 per handover

@@ -88,6 +88,7 @@ def test_the_efo_source_behind_the_quotas_reads_every_record_once(
     report = _report(quota_proxy_mock, stream)
     pushed = report.tally(stream=stream, action="SubscribeToShard")
     assert pushed.calls >= 1 and pushed.records >= len(produced)
+    assert pushed.refused == 0, pushed  # batches on one host share the broker's subscription: none refused
     assert report.tally(stream=stream, action="RegisterStreamConsumer").calls == 1
 
 
