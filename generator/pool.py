@@ -1,8 +1,10 @@
 """The sending threads: PutRecords batches from a bounded queue, put with ``connector.sink.put_records.put_all``.
 
 Who calls it: ``generator.sender.run`` makes one ``SenderPool`` per run, ``submit``s each tick's records and
-``close``s it at the end. ``put_all`` retries exactly the refused entries with jittered backoff; its retry
-policy is a ``generator.deadline.DeadlineRetry``, so no call (first or retry) starts after the run's deadline.
+``close``s it at the end. ``put_all`` retries exactly the refused entries, when the shard has room again (each
+thread keeps one ``connector.sink.pacing.WritePacer`` across its batches, so what the stream takes is learned
+once per run, not per batch), or after a jittered backoff; its retry policy is a
+``generator.deadline.DeadlineRetry``, so no call (first or retry) starts after the run's deadline.
 Which user records got stored is known entry by entry (``put_all``'s ``on_stored``), so the counts are exact
 even when a batch was cut short.
 """
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from connector.retry import RETRYABLE_ERROR_CODES
+from connector.sink.pacing import WritePacer
 from connector.sink.put_records import Entry, PutRecordsFailedError, PutStats, batches, put_all
 from generator.deadline import DeadlineReached, DeadlineRetry
 from generator.stats import LiveStats
@@ -101,6 +104,7 @@ class SenderPool:
             self.stats.close()  # a sender still under way is abandoned (a daemon thread; its results are ignored)
 
     def _work(self) -> None:
+        pacer = WritePacer()  # this thread's calls: what the stream took from them in the last second
         while True:
             try:
                 job = self._queue.get(timeout=POLL_S)
@@ -110,9 +114,9 @@ class SenderPool:
                 continue
             # After the deadline or a fatal error, queued batches are not sent (their records count as unsent).
             if self.fatal is None and not self.deadline.passed() and self.stats.begin(job):
-                self._send(job)
+                self._send(job, pacer)
 
-    def _send(self, job: Job) -> None:
+    def _send(self, job: Job, pacer: WritePacer) -> None:
         owners = {id(entry): users for entry, users in zip(job.entries, job.owners, strict=True)}
         stored: list[UserRecord] = []
 
@@ -122,7 +126,7 @@ class SenderPool:
 
         failed = 0
         try:
-            put_all(self.kinesis, self.stream, job.entries, self.retry, job.put, on_stored)
+            put_all(self.kinesis, self.stream, job.entries, self.retry, job.put, on_stored, pacer)
         except DeadlineReached:
             pass  # the rest of the batch was not sent in time
         except PutRecordsFailedError as exc:
