@@ -12,6 +12,7 @@ sink that backs off for a fixed time instead meets the full second again and aga
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 
 import pytest
@@ -48,23 +49,25 @@ def _stored_rows(server: LocalServer, stream: str) -> Counter[tuple[bytes, str]]
     ids=["plain", "aggregated"],
 )
 def test_a_write_over_a_seconds_quota_stores_every_row_once_and_retries_when_the_shard_has_room(
-    spark, kinesalite: LocalServer, lite_stream, quota_proxy: QuotaProxy, aggregation, count, refused_at_most
+    spark, kinesalite: LocalServer, lite_stream, quota_proxy: QuotaProxy, aggregation, count, refused_at_most, caplog
 ) -> None:
     stream = lite_stream(shards=1)
     rows = _rows(count)
     frame = spark.createDataFrame(rows, "data binary, partitionKey string").coalesce(1)  # one task: one sequence
-    (
-        frame.write.format(FORMAT)
-        .option("kinesis.streamName", stream)
-        .option("kinesis.endpointUrl", quota_proxy.endpoint_url)
-        .option("kinesis.awsAccessKeyId", DUMMY_ACCESS_KEY)
-        .option("kinesis.awsSecretKey", DUMMY_SECRET_KEY)
-        .option("kinesis.sink.aggregationEnabled", str(aggregation).lower())
-        .mode("append")
-        .save()
-    )
+    with caplog.at_level(logging.INFO, logger="connector.sink"):
+        (
+            frame.write.format(FORMAT)
+            .option("kinesis.streamName", stream)
+            .option("kinesis.endpointUrl", quota_proxy.endpoint_url)
+            .option("kinesis.awsAccessKeyId", DUMMY_ACCESS_KEY)
+            .option("kinesis.awsSecretKey", DUMMY_SECRET_KEY)
+            .option("kinesis.sink.aggregationEnabled", str(aggregation).lower())
+            .mode("append")
+            .save()
+        )
     assert _stored_rows(kinesalite, stream) == Counter(rows)  # every row, once
     written = quota_proxy.report().tally(stream=stream, action="PutRecords")
     print(f"{stream}: {written.records} Kinesis records stored, {written.refused_records} refused")
     assert written.refused_records > 0  # the write met the quota
     assert written.refused_records <= refused_at_most
+    assert "calls met a shard's write quota" in caplog.text  # the driver's commit line says so
