@@ -12,13 +12,14 @@ sink that backs off for a fixed time instead meets the full second again and aga
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 
 import pytest
 from source_util import FORMAT
 
 from connector.kpl import deaggregate, is_aggregated
+from connector.sink.commit import SinkCommitMessage
+from connector.sink.put_records import PutStats
 from localaws import LocalServer
 from localaws.quota_proxy import QuotaProxy
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
@@ -49,25 +50,29 @@ def _stored_rows(server: LocalServer, stream: str) -> Counter[tuple[bytes, str]]
     ids=["plain", "aggregated"],
 )
 def test_a_write_over_a_seconds_quota_stores_every_row_once_and_retries_when_the_shard_has_room(
-    spark, kinesalite: LocalServer, lite_stream, quota_proxy: QuotaProxy, aggregation, count, refused_at_most, caplog
+    spark, kinesalite: LocalServer, lite_stream, quota_proxy: QuotaProxy, aggregation, count, refused_at_most
 ) -> None:
     stream = lite_stream(shards=1)
     rows = _rows(count)
     frame = spark.createDataFrame(rows, "data binary, partitionKey string").coalesce(1)  # one task: one sequence
-    with caplog.at_level(logging.INFO, logger="connector.sink"):
-        (
-            frame.write.format(FORMAT)
-            .option("kinesis.streamName", stream)
-            .option("kinesis.endpointUrl", quota_proxy.endpoint_url)
-            .option("kinesis.awsAccessKeyId", DUMMY_ACCESS_KEY)
-            .option("kinesis.awsSecretKey", DUMMY_SECRET_KEY)
-            .option("kinesis.sink.aggregationEnabled", str(aggregation).lower())
-            .mode("append")
-            .save()
-        )
+    (
+        frame.write.format(FORMAT)
+        .option("kinesis.streamName", stream)
+        .option("kinesis.endpointUrl", quota_proxy.endpoint_url)
+        .option("kinesis.awsAccessKeyId", DUMMY_ACCESS_KEY)
+        .option("kinesis.awsSecretKey", DUMMY_SECRET_KEY)
+        .option("kinesis.sink.aggregationEnabled", str(aggregation).lower())
+        .mode("append")
+        .save()
+    )
     assert _stored_rows(kinesalite, stream) == Counter(rows)  # every row, once
     written = quota_proxy.report().tally(stream=stream, action="PutRecords")
     print(f"{stream}: {written.records} Kinesis records stored, {written.refused_records} refused")
     assert written.refused_records > 0  # the write met the quota
     assert written.refused_records <= refused_at_most
-    assert "calls met a shard's write quota" in caplog.text  # the driver's commit line says so
+
+
+def test_the_commit_line_counts_the_calls_that_met_a_quota_and_the_wait() -> None:
+    message = SinkCommitMessage(0, ("s",), 10, 0, PutStats(records=10, calls=3, throttled_calls=1, paced_s=0.75))
+    assert "; 1 calls met a shard's write quota, 0.75 s of the sending spent waiting" in message.describe()
+    assert "write quota" not in SinkCommitMessage(0, ("s",), 10, 0, PutStats(records=10, calls=1)).describe()
