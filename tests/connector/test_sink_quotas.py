@@ -21,13 +21,16 @@ from source_util import FORMAT
 from connector.kpl import deaggregate, is_aggregated
 from connector.retry import RetryPolicy
 from connector.sink.commit import SinkCommitMessage
-from connector.sink.put_records import Entry, PutStats, put_all
+from connector.sink.pacing import ANY_SHARD, WritePacer
+from connector.sink.planning import AggregateEntry
+from connector.sink.put_records import Entry, PutStats, bucket_of, put_all
 from localaws import LocalServer, aws_client
 from localaws.quota_proxy import QuotaProxy
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 from localaws.streams import read_stream
 
 ROW_BYTES = 1000
+MIB = 1024 * 1024
 PLAIN_ROWS = 4000  # 4 s of one shard's 1,000 records/s
 AGGREGATED_ROWS = 5000  # ~5 MiB: 5 s of one shard's 1 MiB/s, in ~1 MiB aggregates
 
@@ -99,3 +102,45 @@ def test_two_writers_filling_one_shard_take_turns_and_store_everything(
 
 def kinesalite_quota_client(proxy: QuotaProxy):
     return aws_client("kinesis", proxy.endpoint_url)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _kib(count: int) -> list[Entry]:
+    return [Entry(b"x" * 1020, f"k{i}") for i in range(count)]
+
+
+def test_the_pacer_sizes_calls_to_the_learned_budget_waits_for_the_payback_and_probes_for_more() -> None:
+    clock = _Clock()
+    pacer = WritePacer(clock)
+    assert pacer.plan(_kib(500), bucket_of) == (500, 0.0)  # nothing learned: everything goes
+    pacer.record({ANY_SHARD: (600, 600 * 1024)}, set())
+    clock.now += 0.4
+    pacer.record({ANY_SHARD: (400, 400 * 1024)}, {ANY_SHARD})  # refused: the budget is what it took, 1,000
+    clock.now += 0.1
+    count, wait_s = pacer.plan(_kib(500), bucket_of)
+    assert count == 0 and wait_s == pytest.approx(0.5)  # until the first 600 are paid back
+    clock.now += wait_s
+    assert pacer.plan(_kib(700), bucket_of) == (600, 0.0)  # what fits beside the 400 still in the second
+    pacer.record({ANY_SHARD: (600, 600 * 1024)}, set())
+    clock.now += 5.0  # no refusal for 5 s: 10 % over the budget may go
+    assert pacer.plan(_kib(1200), bucket_of) == (1100, 0.0)
+    pacer.record({ANY_SHARD: (1100, 1100 * 1024)}, set())  # and was taken: the budget grows
+    clock.now += 1.0
+    assert pacer.plan(_kib(1300), bucket_of)[0] == 1210
+
+
+def test_the_pacer_keeps_aggregates_of_a_full_shard_back_and_lets_other_shards_go() -> None:
+    clock = _Clock()
+    pacer = WritePacer(clock)
+    pacer.record({"shard-0": (1, MIB - 10)}, {"shard-0"})  # one aggregate filled the shard's second
+    full, free = AggregateEntry(b"x" * 1000, "a", None, "shard-0"), AggregateEntry(b"y" * 1000, "b", None, "shard-1")
+    assert pacer.plan([free, full], bucket_of) == (1, 0.0)  # the other shard's goes; the prefix stops before
+    count, wait_s = pacer.plan([full, free], bucket_of)
+    assert count == 0 and wait_s == pytest.approx(1.0)
