@@ -126,7 +126,11 @@ class RetryPolicy:
         return random.uniform(ceiling_ms / 2, ceiling_ms) / 1000.0
 
     def sleep_before_retry(self, attempt: int) -> None:
-        time.sleep(self.delay_s(attempt))
+        self.sleep(self.delay_s(attempt))
+
+    def sleep(self, seconds: float) -> None:
+        """Every wait of a retry goes through here (the generator's deadline cuts it short)."""
+        time.sleep(seconds)
 
     def call(
         self,

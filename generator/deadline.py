@@ -2,10 +2,10 @@
 
 Who uses it: ``kinesis_generator.sender.run`` makes one ``Deadline`` per run and sets it when the schedule starts;
 ``kinesis_generator.pool`` checks it before each batch's first PutRecords call and hands ``DeadlineRetry`` to
-``pyspark_aws_kinesis.sink.put_records.put_all``, whose every retry (of refused entries, of a whole call) waits in
-``RetryPolicy.sleep_before_retry``: there the deadline stops it. So no call starts after the deadline; a call
-already under way may finish within ``GRACE_S`` (the client's timeouts are set to fit in it), and the run waits
-no longer than that for it.
+``pyspark_aws_kinesis.sink.put_records.put_all``, whose every wait (backoffs, and waits for a shard's room) goes through
+``RetryPolicy.sleep``: there the deadline stops it. So no call starts after the deadline; a call already under
+way may finish within ``GRACE_S`` (the client's timeouts are set to fit in it), and the run waits no longer than
+that for it.
 """
 
 from __future__ import annotations
@@ -76,5 +76,5 @@ class DeadlineRetry(RetryPolicy):
     def of(cls, policy: RetryPolicy, deadline: Deadline) -> DeadlineRetry:
         return cls(policy.max_retries, policy.initial_interval_ms, policy.max_interval_ms, deadline)
 
-    def sleep_before_retry(self, attempt: int) -> None:
-        self.deadline.wait(self.delay_s(attempt))
+    def sleep(self, seconds: float) -> None:
+        self.deadline.wait(seconds)

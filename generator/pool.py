@@ -2,8 +2,10 @@
 ``pyspark_aws_kinesis.sink.put_records.put_all``.
 
 Who calls it: ``kinesis_generator.sender.run`` makes one ``SenderPool`` per run, ``submit``s each tick's records and
-``close``s it at the end. ``put_all`` retries exactly the refused entries with jittered backoff; its retry
-policy is a ``kinesis_generator.deadline.DeadlineRetry``, so no call (first or retry) starts after the run's deadline.
+``close``s it at the end. ``put_all`` retries exactly the refused entries, when the shard has room again (each
+thread keeps one ``pyspark_aws_kinesis.sink.pacing.WritePacer`` across its batches, so what the stream takes is learned
+once per run, not per batch), or after a jittered backoff; its retry policy is a
+``kinesis_generator.deadline.DeadlineRetry``, so no call (first or retry) starts after the run's deadline.
 Which user records got stored is known entry by entry (``put_all``'s ``on_stored``), so the counts are exact
 even when a batch was cut short.
 """
@@ -20,6 +22,7 @@ from typing import Any
 from kinesis_generator.deadline import DeadlineReached, DeadlineRetry
 from kinesis_generator.stats import LiveStats
 from pyspark_aws_kinesis.retry import RETRYABLE_ERROR_CODES
+from pyspark_aws_kinesis.sink.pacing import WritePacer
 from pyspark_aws_kinesis.sink.put_records import Entry, PutRecordsFailedError, PutStats, batches, put_all
 
 UserRecord = tuple[str, bytes]  # (partition key, data)
@@ -102,6 +105,7 @@ class SenderPool:
             self.stats.close()  # a sender still under way is abandoned (a daemon thread; its results are ignored)
 
     def _work(self) -> None:
+        pacer = WritePacer()  # this thread's calls: what the stream took from them in the last second
         while True:
             try:
                 job = self._queue.get(timeout=POLL_S)
@@ -111,9 +115,9 @@ class SenderPool:
                 continue
             # After the deadline or a fatal error, queued batches are not sent (their records count as unsent).
             if self.fatal is None and not self.deadline.passed() and self.stats.begin(job):
-                self._send(job)
+                self._send(job, pacer)
 
-    def _send(self, job: Job) -> None:
+    def _send(self, job: Job, pacer: WritePacer) -> None:
         owners = {id(entry): users for entry, users in zip(job.entries, job.owners, strict=True)}
         stored: list[UserRecord] = []
 
@@ -123,7 +127,7 @@ class SenderPool:
 
         failed = 0
         try:
-            put_all(self.kinesis, self.stream, job.entries, self.retry, job.put, on_stored)
+            put_all(self.kinesis, self.stream, job.entries, self.retry, job.put, on_stored, pacer)
         except DeadlineReached:
             pass  # the rest of the batch was not sent in time
         except PutRecordsFailedError as exc:

@@ -1,9 +1,9 @@
 """The aws-kinesis sink: ``df.write.format("aws-kinesis")`` and ``df.writeStream.format("aws-kinesis")``.
 
-Modules, bottom up: ``put_records`` (PutRecords batching and failed-entry retries; also used by the load
-generator), ``columns`` (column resolution, row checks), ``settings`` (options), ``routing`` (the shard map),
-``planning`` (plain vs aggregated records, landing checks), ``commit`` (task counts), ``task`` (one task's
-write, re-sends after a reshard), ``writer`` (the Spark-facing writers).
+Modules, bottom up: ``pacing`` (what the shards' write quotas take), ``put_records`` (PutRecords batching and
+failed-entry retries; also used by the load generator), ``columns`` (column resolution, row checks), ``settings``
+(options), ``routing`` (the shard map), ``planning`` (plain vs aggregated records, landing checks), ``commit``
+(task counts), ``task`` (one task's write, re-sends after a reshard), ``writer`` (the Spark-facing writers).
 
 ``pyspark_aws_kinesis.datasource`` imports the writers from here; they are loaded on first use, so that importing
 ``pyspark_aws_kinesis.sink.put_records`` (the generator does) does not import pyspark.

@@ -35,11 +35,17 @@ class SinkCommitMessage(WriterCommitMessage):
             if self.resent_records
             else ""
         )
+        throttled = (
+            f"; {put.throttled_calls} calls met a shard's write quota, {put.paced_s:.2f} s of the sending spent "
+            f"waiting for the shards to have room"
+            if put.throttled_calls or put.paced_s
+            else ""
+        )
         return (
             f"{self.user_records} records in {put.records} Kinesis records ({self.aggregates} aggregates, "
             f"{put.bytes} bytes) to {', '.join(self.streams) or 'no stream'}; {put.calls} PutRecords calls, "
             f"{put.retried_entries} entries and {put.retried_calls} calls retried, "
-            f"{put.elapsed_s:.2f} s sending (summed over tasks){resent}"
+            f"{put.elapsed_s:.2f} s sending (summed over tasks){throttled}{resent}"
         )
 
 

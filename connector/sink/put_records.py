@@ -7,10 +7,17 @@ generator (``kinesis_generator.sender``). Kinesis limits one PutRecords call to 
 failed entry (mostly per-shard throttling). ``put_all`` then sends exactly those entries again, after a
 jittered backoff, until each one is stored or the retries run out, when it raises ``PutRecordsFailedError``.
 
+At the write quota (1,000 records and 1 MiB a second per shard): a ``pyspark_aws_kinesis.sink.pacing.WritePacer`` learns
+from the refusals what the shards take and sizes each call to it, so a call carries what fits and, when nothing
+fits, waits until the shard has paid back our oldest write of the last second: refused entries are sent again
+when the shard has room, not after a fixed backoff, and the next calls are not refused in turn.
+
 Retry budget: ``retry.max_retries`` bounds the consecutive rounds in which *no* failed entry got through
 (and, separately, the retries of a whole call that failed with throttling / 5xx / a timeout). A round that
 stores some entries resets that count, because partial throttling is normal on a busy stream and the
-records still move; the backoff grows only while nothing moves.
+records still move. Refusals the pacer can explain (our own writes fill the shard's second) wait for the payback;
+quota refusals of a shard that other writers fill wait a jittered part of a second (the shard pays any write back
+within one), for as long as the policy's backoff would have waited in all; other failures back off exponentially.
 
 Encoding: botocore would validate every entry, base64 each one in Python and build the JSON body, then parse
 the answer entry by entry (~6 ms of CPU for 500 entries of 1 KiB, ``bench/sink_encode.py``). ``prepare_client``
@@ -28,6 +35,8 @@ the entries of the same call that succeeded first (the KPL has the same property
 
 from __future__ import annotations
 
+import random
+import re
 import threading
 import time
 from collections import Counter
@@ -39,11 +48,17 @@ import msgspec
 from botocore.exceptions import ClientError
 
 from ..retry import RETRYABLE_ERROR_CODES, RetriesExhaustedError, RetryPolicy, error_code
+from .pacing import ANY_SHARD, WINDOW_S, WritePacer
 
 MAX_ENTRIES_PER_CALL = 500
 MAX_BYTES_PER_CALL = 5 * 1024 * 1024
 MAX_ENTRY_BYTES = 1024 * 1024  # data + partition key of one record
 MAX_PARTITION_KEY_CHARS = 256
+
+SHARD_THROTTLE = "ProvisionedThroughputExceededException"
+# AWS's per-entry message for a shard's write quota: "Rate exceeded for shard shardId-000000000001 in stream
+# exampleStreamName under account 111111111111." (PutRecords API reference).
+_QUOTA_MESSAGE = re.compile(r"Rate exceeded for shard (\S+) in stream ")
 
 ENCODED_BODY = "ConnectorEncodedBody"  # private put_records parameter: the request body, already encoded
 _PLACEHOLDER = [{"Data": b"", "PartitionKey": "-"}]  # what botocore validates and serializes in its place
@@ -116,7 +131,9 @@ class PutStats:
     records / bytes: entries stored and their data + partition key bytes; calls: PutRecords requests sent
     (retries included); retried_entries: entries sent again after the service failed them; retried_calls:
     whole calls sent again after throttling / 5xx / a timeout; failed_entries: entries given up on (only
-    non-zero in the stats a ``PutRecordsFailedError`` carries); elapsed_s: wall time inside ``put_all``.
+    non-zero in the stats a ``PutRecordsFailedError`` carries); throttled_calls: calls in which the stream
+    refused entries for throughput; paced_s: time spent waiting for the shards to have room (``pacing``);
+    elapsed_s: wall time inside ``put_all``.
     """
 
     records: int = 0
@@ -125,6 +142,8 @@ class PutStats:
     retried_entries: int = 0
     retried_calls: int = 0
     failed_entries: int = 0
+    throttled_calls: int = 0
+    paced_s: float = 0.0
     elapsed_s: float = 0.0
 
     def __iadd__(self, other: PutStats) -> PutStats:
@@ -181,6 +200,9 @@ class _Round:
     codes: Counter[str] = field(default_factory=Counter)
     permanent_codes: Counter[str] = field(default_factory=Counter)
     last_message: str = ""
+    stored: dict[str, tuple[int, int]] = field(default_factory=dict)  # pacing bucket -> (records, bytes)
+    throttled: set[str] = field(default_factory=set)  # pacing buckets of the shards that refused for their quota
+    unexplained: bool = False  # a failure that does not look like a shard's full second (see _sort_answer)
 
 
 def check_entry(entry: Entry) -> int:
@@ -228,20 +250,23 @@ def put_all(
     retry: RetryPolicy,
     stats: PutStats | None = None,
     on_stored: OnStored | None = None,
+    pacer: WritePacer | None = None,
 ) -> PutStats:
     """Store every entry in ``stream_name`` through ``client`` (a boto3 Kinesis client); returns ``stats``.
 
-    ``on_stored(entry, shard_id)`` is called for each entry as its call's answer reports it stored.
+    ``on_stored(entry, shard_id)`` is called for each entry as its call's answer reports it stored. ``pacer``:
+    what the shards took lately, kept across ``put_all`` runs of one call sequence (default: a fresh one).
 
     Raises ``PutRecordsFailedError`` when entries stay failed through the retry budget or the service
     refuses the call for good (missing stream, access denied), and ValueError for an entry over the limits.
     """
     stats = stats if stats is not None else PutStats()
     prepare_client(client)
+    pacer = pacer if pacer is not None else WritePacer()
     started = time.monotonic()
     try:
         for batch in batches(entries):
-            _put_batch(client, stream_name, batch, retry, stats, on_stored)
+            _put_batch(client, stream_name, batch, retry, stats, on_stored, pacer)
     finally:
         stats.elapsed_s += time.monotonic() - started
     return stats
@@ -279,29 +304,83 @@ def _keep_raw_answer(response_dict: dict[str, Any], customized_response_dict: di
         response_dict["body"] = b"{}"
 
 
+def bucket_of(entry: Entry) -> str:
+    """The pacing bucket of an entry: the shard an aggregate was planned for, else the stream."""
+    return getattr(entry, "shard_id", "") or ANY_SHARD
+
+
 def _put_batch(
-    client, stream_name: str, batch: list[Entry], retry: RetryPolicy, stats: PutStats, on_stored: OnStored | None
+    client,
+    stream_name: str,
+    batch: list[Entry],
+    retry: RetryPolicy,
+    stats: PutStats,
+    on_stored: OnStored | None,
+    pacer: WritePacer,
 ) -> None:
-    """Send one batch, then its failed entries again, until all are stored or the budget is spent."""
+    """Send one batch, as the pacer lets it through, then its failed entries again, until all are stored or the
+    budget is spent."""
     pending = batch
     stalled_rounds = 0  # consecutive rounds in which no entry got through
+    stalled_since = 0.0
     while True:
-        outcome = _send(client, stream_name, pending, retry, stats, on_stored)
+        sending = _paced(pending, retry, pacer, stats)
+        outcome = _send(client, stream_name, sending, retry, stats, on_stored)
+        pacer.record(outcome.stored, outcome.throttled)
         if outcome.permanent_codes:
             raise PutRecordsFailedError(
                 stream_name, len(outcome.pending), outcome.permanent_codes, outcome.last_message, stats
             )
+        pending = outcome.pending + pending[len(sending) :]  # the refused first: they were sent first
         if not outcome.pending:
-            return
-        stalled_rounds = stalled_rounds + 1 if len(outcome.pending) == len(pending) else 0
-        if stalled_rounds > retry.max_retries:
-            stats.failed_entries += len(outcome.pending)
-            raise PutRecordsFailedError(stream_name, len(outcome.pending), outcome.codes, outcome.last_message, stats)
+            stalled_rounds = 0
+            if not pending:
+                return
+            continue
+        stalled_rounds = stalled_rounds + 1 if len(outcome.pending) == len(sending) else 0
+        stalled_since = time.monotonic() if stalled_rounds == 1 else stalled_since
+        full_second = bool(outcome.throttled) and not outcome.unexplained
+        # A shard's full second is paid back within one: other writers' turns get as long as the policy's
+        # backoff would have waited; other failures the policy's number of rounds.
+        patient = full_second and time.monotonic() - stalled_since < _patience_s(retry)
+        if stalled_rounds > retry.max_retries and not patient:
+            stats.failed_entries += len(pending)
+            raise PutRecordsFailedError(stream_name, len(pending), outcome.codes, outcome.last_message, stats)
         stats.retried_entries += len(outcome.pending)
-        # Back off by how long nothing has moved (not by the round number), so steady partial throttling
-        # keeps a short, jittered pause while a stuck shard backs off up to the policy's maximum.
-        retry.sleep_before_retry(stalled_rounds)
-        pending = outcome.pending
+        if _pacer_explains(outcome, pacer, stalled_rounds):
+            continue  # the pacer waits for our oldest write's payback before the next call
+        if full_second:
+            # Other writers fill the shards' second: it is paid back within a second, whoever wrote it; a
+            # jittered part of one lets writers take turns (an exponential backoff would leave the shard idle).
+            retry.sleep(random.uniform(0.5, 1.0) * WINDOW_S)
+        else:
+            # Back off by how long nothing has moved (not by the round number), so steady partial failures
+            # keep a short, jittered pause while a stuck shard backs off up to the policy's maximum.
+            retry.sleep_before_retry(stalled_rounds)
+
+
+def _patience_s(retry: RetryPolicy) -> float:
+    """How long the policy's backoff waits at most through its retries: as long, shards that others keep full."""
+    return sum(min(retry.max_interval_ms, retry.initial_interval_ms * 2**k) for k in range(retry.max_retries)) / 1000
+
+
+def _paced(pending: list[Entry], retry: RetryPolicy, pacer: WritePacer, stats: PutStats) -> list[Entry]:
+    """The longest prefix of ``pending`` the shards have room for, after waiting (in ``retry``'s sleep, which a
+    deadline may cut) until there is room for at least its first entry."""
+    while True:
+        count, wait_s = pacer.plan(pending, bucket_of)
+        if count:
+            return pending[:count]
+        stats.paced_s += wait_s
+        retry.sleep(wait_s)
+
+
+def _pacer_explains(outcome: _Round, pacer: WritePacer, stalled_rounds: int) -> bool:
+    """Whether every failure was a shard's full second that our own writes fill, refused for the first time since
+    something moved: the pacer's wait for the payback is then the backoff."""
+    if outcome.unexplained or not outcome.throttled or stalled_rounds > 1:
+        return False
+    return all(pacer.knows(bucket) for bucket in outcome.throttled)
 
 
 def _send(
@@ -342,21 +421,42 @@ def _send(
 def _sort_answer(
     pending: list[Entry], results: list[_PutResult], stats: PutStats, on_stored: OnStored | None
 ) -> _Round:
+    """Stored entries reported, failed ones kept in order; which pacing buckets met their shard's quota.
+
+    A shard's full second refuses, in the order of the call, every entry after the first refused one (AWS's
+    message names the shard). A refusal that names no shard, or a shard that stored an entry after refusing one,
+    is not a full second (a fault, or bytes to spare for a small record): the pacer learns nothing from it.
+    """
     outcome = _Round(pending=[])
+    full: dict[str, set[str]] = {}  # shard id -> pacing buckets of its refused entries
+    spare: set[str] = set()  # shards that stored an entry after refusing one
     for entry, result in zip(pending, results, strict=True):
         code = result.ErrorCode
         if code is None:
             stats.records += 1
             stats.bytes += entry.size
+            records, nbytes = outcome.stored.get(bucket_of(entry), (0, 0))
+            outcome.stored[bucket_of(entry)] = (records + 1, nbytes + entry.size)
+            if result.ShardId in full:
+                spare.add(result.ShardId)
             if on_stored is not None:
                 on_stored(entry, str(result.ShardId))
             continue
         outcome.pending.append(entry)
         outcome.last_message = f"{code}: {result.ErrorMessage or ''}"
+        quota = _QUOTA_MESSAGE.search(result.ErrorMessage or "") if code == SHARD_THROTTLE else None
+        if quota is not None:
+            full.setdefault(quota.group(1), set()).add(bucket_of(entry))
+        else:
+            outcome.unexplained = True
         if code in RETRYABLE_ERROR_CODES:
             outcome.codes[code] += 1
         else:
             outcome.permanent_codes[code] += 1
+    outcome.throttled = {bucket for shard, buckets in full.items() if shard not in spare for bucket in buckets}
+    outcome.unexplained = outcome.unexplained or bool(spare)
+    if full:
+        stats.throttled_calls += 1
     if outcome.permanent_codes:
         stats.failed_entries += len(outcome.pending)
     return outcome

@@ -1,0 +1,70 @@
+"""The generator asked for more than the stream takes, through ``localaws.quota_proxy`` with AWS's write limits
+(1,000 records/s per shard) in front of kinesalite: it neither fails nor spins. The run ends on time with nothing
+lost, the summary reports the refusals the stream made (as the proxy counted them), the rate achieved and that
+the stream is too small; the records it says it stored are the stream's.
+
+The bound on refusals: the sending thread learns what the shard takes from its first refusal (one call, at most
+the records of the ticks that queued up meanwhile) and then waits for the shard's room
+(``pyspark_aws_kinesis.sink.pacing``); after that at most one more call's worth is refused (54 refused for 3,087 stored here). Retrying on a fixed
+backoff instead had call after call refused: 1,365 refused for 2,557 stored in the same run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+import kinesis_generator
+from localaws import LocalServer
+from localaws.quota_proxy import QuotaProxy
+from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, project_root
+from localaws.streams import read_stream
+
+ASKED = 3000  # records/s into one shard, which takes 1,000
+DURATION_S = 3.0
+
+
+@pytest.fixture(autouse=True)
+def dummy_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", DUMMY_ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", DUMMY_SECRET_KEY)
+
+
+def test_asked_for_more_than_the_stream_takes_it_reports_refusals_and_the_rate(
+    kinesalite: LocalServer, lite_stream, quota_proxy: QuotaProxy
+) -> None:
+    stream = lite_stream(shards=1)
+    summary = kinesis_generator.run(
+        stream_name=stream, rate=ASKED, duration_s=DURATION_S, endpoint_url=quota_proxy.endpoint_url, collect=True
+    )
+    print("\n".join(summary.lines()))
+    written = quota_proxy.report().tally(stream=stream, action="PutRecords")
+    stored = Counter((r["PartitionKey"], r["Data"]) for r in read_stream(kinesalite.client("kinesis"), stream))
+    assert stored == Counter(summary.sent_records) and summary.records == written.records > 0
+    assert summary.failed == 0 and summary.unsent > 0  # not lost: not sent in time
+    assert summary.records + summary.unsent + summary.unconfirmed == summary.due == ASKED * DURATION_S
+    # The refusals, as the stream made them, and what they mean.
+    assert summary.refused_entries == written.refused_records > 0
+    assert summary.rate == pytest.approx(summary.records / summary.elapsed_s)
+    assert summary.stream_too_small and summary.limit_records_per_s == 1000
+    assert "the stream is too small for this rate" in summary.lines()[-1]
+    # Not spinning: refusals bounded (module doc), a call only when the shard has room.
+    assert summary.refused_entries <= summary.records / 4, summary.lines()
+
+
+def test_the_cli_exits_5_and_prints_the_refusals_and_the_rate(lite_stream, quota_proxy: QuotaProxy) -> None:
+    stream = lite_stream(shards=1)
+    done = subprocess.run(
+        [sys.executable, "-m", "kinesis_generator", "--stream", stream, "--endpoint-url", quota_proxy.endpoint_url,
+         "--rate", str(ASKED), "--duration", "2", "--quiet"],
+        capture_output=True, text=True, env=dict(os.environ), cwd=project_root(), timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 5, done.stdout + done.stderr  # records not sent in time, none lost (exit 4)
+    refused = quota_proxy.report().tally(stream=stream, action="PutRecords").refused_records
+    assert refused > 0 and f"refused by the stream: {refused} entries" in done.stdout
+    assert f"records/s of {ASKED:,.1f} asked" in done.stdout
+    assert "the stream is too small for this rate" in done.stdout
