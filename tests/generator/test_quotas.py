@@ -5,8 +5,9 @@ the stream is too small; the records it says it stored are the stream's.
 
 The bound on refusals: the sending thread learns what the shard takes from its first refusal (one call, at most
 the records of the ticks that queued up meanwhile) and then waits for the shard's room
-(``pyspark_aws_kinesis.sink.pacing``); after that at most one more call's worth is refused (54 refused for 3,087 stored here). Retrying on a fixed
-backoff instead had call after call refused: 1,365 refused for 2,557 stored in the same run.
+(``pyspark_aws_kinesis.sink.pacing``); after that at most one more call's worth is refused (54 refused for 3,087
+stored here). Retrying on a fixed backoff instead had call after call refused: 1,365 refused for 2,557 stored in
+the same run.
 """
 
 from __future__ import annotations
