@@ -129,7 +129,9 @@ class BatchPlanner:
             stream, shard_id = split_shard_key(key)
             low, high = self.catalog.hash_range(stream, shard_id)
             handoff = self._handoff(key, position)
-            cap, last_call = offset.max_records.get(key), self._last_calls.get(key)
+            calls = [call for call in (self._last_calls.get(key), self.prober.last_call_ms(key)) if call is not None]
+            last_call = max(calls, default=None)  # the shard's last read's or last probe's, whichever came later
+            cap = offset.max_records.get(key)
             tasks.append(ShardTask(stream, shard_id, low, high, position, cap, handoff, last_call))
         return tasks
 

@@ -238,3 +238,19 @@ def test_a_read_keeps_the_interval_after_the_last_batchs_last_call_made_in_anoth
         sleeps.append(clock.sleeps)
     assert sleeps[0] == []  # the first call at once
     assert len(sleeps[1]) == 1 and sleeps[1][0] > INTERVAL_S / 2  # the other process's call counted
+
+
+def test_the_read_a_probe_planned_keeps_the_interval_after_the_probes_call(
+    kinesalite: LocalServer, lite_stream, tmp_path
+) -> None:
+    stream = lite_stream(shards=1)
+    produced = put_numbered(kinesalite, stream, "a", 3)
+    source = reader(source_options(kinesalite, stream, tmp_path))
+    start = roundtrip(source.initialOffset())
+    before = now_ms()
+    end = roundtrip(source.latestOffset(start, None))
+    assert source.offsets.planner.prober.calls == 1  # the probe that saw the records planned the batch
+    (partition,) = source.partitions(start, end)
+    (task,) = partition.tasks
+    assert task.last_call_ms is not None and before <= task.last_call_ms <= now_ms()  # the probe's call
+    assert payloads(read_all(source, [partition])) == produced
