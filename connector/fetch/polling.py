@@ -19,7 +19,10 @@ need (it stopped on the arrival bound or a replay's last record inside this page
 call, never a skipped or repeated record, since positions come from the pages the caller took.
 
 Sharing the shard: a read handed an iterator waits a whole interval after that iterator came (the probe or read
-that got it was a call on the shard too), so reads and probes together keep to the interval. A call Kinesis
+that got it was a call on the shard too), and a whole interval after the last batch's read's last call
+(``ShardTask.last_call_ms``: the driver plans a shard with more records waiting at once, so the wait overlaps
+Spark's own work between batches instead of adding a trigger to it), so reads and probes together keep to the
+interval. A call Kinesis
 refuses for the shard's quota (``ProvisionedThroughputExceededException``: 5 calls and 2 MiB per second per shard,
 shared by every reader) is asked again, never at once and never given up for that alone: ``ReadBackoff``
 lengthens the interval (``retry.quota_backoff``: at least 1 s, doubling up to ``MAX_BACKOFF_S``) and halves
@@ -212,6 +215,7 @@ class GetRecordsTransport:
         retry: RetryPolicy,
         settings: PollingSettings = PollingSettings(),
         handoff: Handoff | None = None,
+        last_call_ms: int | None = None,
     ):
         self.kinesis = kinesis
         self.context = context
@@ -222,6 +226,7 @@ class GetRecordsTransport:
         self.memory = SHARD_MEMORY  # the shard's record size (each call's Limit) and its earlier reads' pay-back
         self._shard = (context.stream_name, context.shard_id)
         self.handoff = handoff  # an iterator someone already holds, used when a read starts at its position
+        self.earlier_call_ms = last_call_ms  # the shard's last read's last call, wherever it ran (ShardTask)
         self.refused_calls = 0  # calls Kinesis refused for the shard's quota (GetRecords, GetShardIterator)
         self.last_call_ms: int | None = None  # when the last GetRecords started (wall clock, for the next batch)
         self._what = context.label
@@ -234,6 +239,8 @@ class GetRecordsTransport:
         handed = handoff is not None  # the first call's iterator came from elsewhere: Kinesis may refuse it
         if handoff is not None:  # it came from a call on this shard: the first call keeps the interval after it
             self.pacer.started_at(monotonic_at(handoff.at_ms, self.pacer.clock))
+        if self.earlier_call_ms is not None:  # the last batch's read, maybe in another process: the same
+            self.pacer.started_at(monotonic_at(self.earlier_call_ms, self.pacer.clock))
         self._after_earlier_reads()
         ahead: Future[Page | None] | None = None  # the next page, asked while the caller works on this one
         pool: ThreadPoolExecutor | None = None

@@ -71,6 +71,7 @@ class ShardTask:
     start: Position
     max_records: int | None = None  # this batch's share of kinesis.maxRecordsPerTrigger, if any
     handoff: Handoff | None = None  # a GetRecords iterator at ``start`` from the shard's last read or probe
+    last_call_ms: int | None = None  # when the shard's last read made its last GetRecords (wall ms), if known
 
     @property
     def label(self) -> str:

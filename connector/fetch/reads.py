@@ -56,7 +56,8 @@ class ShardRead:
     GetShardIterator while it is fresh. It is a hint, not part of the range: two attempts may hold different ones.
     ``refused_calls`` counts the read's calls Kinesis refused for the shard's quota (the read backed off and
     went on); the driver reports them. ``last_call_ms``: when the read's last GetRecords started (wall clock): the
-    next batch's read of the shard is not planned before a ``kinesis.getRecords.fetchIntervalMs`` has passed.
+    driver hands it to the next batch's read of the shard (``ShardTask.last_call_ms``), whose first call keeps
+    ``kinesis.getRecords.fetchIntervalMs`` after it.
     """
 
     stream: str

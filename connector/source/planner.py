@@ -79,7 +79,7 @@ class BatchPlanner:
         self.health = QueryHealth(settings.fail_on_data_loss)  # lag and what reads found: written only there
         self._ends: tuple[tuple[str, int], dict[str, Position], set[str]] | None = None
         self.handoffs: dict[str, Handoff] = {}  # the iterators the last reads ended with (ShardRead.next_iterator)
-        self._last_calls: dict[str, int] = {}  # when the last batch's reads with more waiting made their last call
+        self._last_calls: dict[str, int] = {}  # when the last batch's reads made their last GetRecords (wall ms)
         efo = settings.efo
         self.consumers = (
             None
@@ -129,7 +129,10 @@ class BatchPlanner:
             stream, shard_id = split_shard_key(key)
             low, high = self.catalog.hash_range(stream, shard_id)
             handoff = self._handoff(key, position)
-            tasks.append(ShardTask(stream, shard_id, low, high, position, offset.max_records.get(key), handoff))
+            calls = [call for call in (self._last_calls.get(key), self.prober.last_call_ms(key)) if call is not None]
+            last_call = max(calls, default=None)  # the shard's last read's or last probe's, whichever came later
+            cap = offset.max_records.get(key)
+            tasks.append(ShardTask(stream, shard_id, low, high, position, cap, handoff, last_call))
         return tasks
 
     def _handoff(self, key: str, position: Position) -> Handoff | None:
@@ -201,8 +204,8 @@ class BatchPlanner:
                     self.prober.observed(key, positions[key], self.handoffs[key])
             if read.stop in MORE_WAITING:
                 waiting.add(key)
-                if read.last_call_ms is not None:
-                    self._last_calls[key] = read.last_call_ms
+            if read.last_call_ms is not None:  # the next read's first call keeps the fetch interval after it
+                self._last_calls[key] = read.last_call_ms
             self.health.read(base.batch_id, key, read)
         return positions, waiting
 
@@ -240,7 +243,7 @@ class BatchPlanner:
         while True:
             readable = [key for key in sorted(positions) if is_readable(key, positions, parents)]
             known = {key for key in readable if key in waiting and bound_ms is None}
-            with_data |= {key for key in known if not self._just_read(key)}
+            with_data |= known  # planned at once: the read itself keeps the interval after the last call
             to_probe = {key: positions[key] for key in readable if key not in known and key not in answered}
             if not to_probe:
                 return with_data, arrivals
@@ -255,13 +258,6 @@ class BatchPlanner:
                 return with_data, arrivals
             if not results:  # every probe refused or backing off: wait for their backoff, not in a tight loop
                 time.sleep(UNANSWERED_PAUSE_S)
-
-    def _just_read(self, key: str) -> bool:
-        """The last batch's read of ``key`` made its last call less than ``kinesis.getRecords.fetchIntervalMs``
-        ago: its next read waits for a later trigger, so that batches in quick succession keep the shard's calls
-        that far apart too (the read's own pacing covers the calls inside one batch)."""
-        last = self._last_calls.get(key)
-        return last is not None and now_ms() - last < self.settings.fetch_interval_s * 1000
 
     def _apply(
         self,

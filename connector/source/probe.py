@@ -32,7 +32,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..clock import monotonic_at
+from ..clock import monotonic_at, now_ms
 from ..fetch.iterators import (
     Handoff,
     PositionGoneError,
@@ -79,6 +79,7 @@ class _ShardState:
     iterator: Handoff | None = None  # a GetRecords iterator at ``position``
     since: float = field(default_factory=time.monotonic)  # when the shard reached this position
     backoff_s: float = 0.0  # after refusals: the shard's own, longer interval (0: the prober's)
+    called_ms: int | None = None  # when the last probe's GetRecords started (wall ms), for the shard's next read
 
 
 class ShardProber:
@@ -150,6 +151,13 @@ class ShardProber:
         iterator = state.iterator if state is not None else None
         return iterator if iterator is not None and iterator.usable_for(position) else None
 
+    def last_call_ms(self, key: str) -> int | None:
+        """When this prober's last GetRecords on ``key`` started (wall ms): the batch's read of the shard keeps
+        the fetch interval after it (``ShardTask.last_call_ms``), so a probe and the read it plans are two calls
+        of the shard's five a second, not a burst."""
+        state = self._states.get(key)
+        return state.called_ms if state is not None else None
+
     def _state(self, key: str, position: Position, handoff: Handoff | None) -> _ShardState:
         state = self._states.get(key)
         if state is None or state.position != position:
@@ -200,6 +208,7 @@ class ShardProber:
                 assert state.iterator is not None
                 with self._lock:
                     self.calls += 1
+                state.called_ms = now_ms()
                 answer = self._retry.call(
                     kinesis.get_records,
                     ShardIterator=state.iterator.iterator,

@@ -5,6 +5,7 @@ whatever the trigger, and a read that ended at the tip counts as a probe."""
 
 from __future__ import annotations
 
+import pickle
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -130,3 +131,25 @@ def test_a_read_that_ended_at_the_tip_counts_as_a_probe(kinesalite: LocalServer,
     following = roundtrip(source.latestOffset(end, None))
     assert prober.calls == calls + 1 and following != end
     assert payloads(read_all(source, list(source.partitions(end, following)))) == later
+
+
+def test_a_partitions_next_shard_is_asked_while_the_first_one_is_read(
+    kinesalite: LocalServer, lite_stream, tmp_path
+) -> None:
+    stream = lite_stream(shards=2)
+    produced = put_numbered(kinesalite, stream, "a", 20)  # 20 partition keys: both shards get records
+    settings = {"kinesis.shardsPerPartition": "2", "kinesis.getRecords.numberOfRecordsPerFetch": "100"}
+    source = reader(source_options(kinesalite, stream, tmp_path, **settings))  # one GetRecords per shard
+    start, end = plan_first_batch(source)
+    (partition,) = source.partitions(start, end)
+    assert len(partition.tasks) == 2
+    executor = pickle.loads(pickle.dumps(source))
+    with counted_get_records(kinesis_reader_client(source.settings.client)) as calls:
+        batches = executor.read(pickle.loads(pickle.dumps(partition)))
+        first = next(batches)  # the first shard's only page (at the tip): nothing of the second shard yet
+        deadline = time.monotonic() + 30
+        while len(calls) < 2 and time.monotonic() < deadline:  # the second shard's call runs on its own
+            time.sleep(0.01)
+        assert len(calls) == 2, "the second shard was not asked while the first one's rows were taken"
+        rows = first.to_pylist() + [row for batch in batches for row in batch.to_pylist()]
+    assert sorted(payloads(rows)) == sorted(produced) and len(calls) == 2

@@ -17,6 +17,7 @@ from localaws.quota_model import Quotas
 from localaws.quota_proxy import QuotaProxy
 from localaws.streams import put_records
 from pyspark_aws_kinesis.aws.clients import kinesis_reader_client
+from pyspark_aws_kinesis.clock import now_ms
 from pyspark_aws_kinesis.fetch.decode import Page, ShardContext
 from pyspark_aws_kinesis.fetch.iterators import Handoff
 from pyspark_aws_kinesis.fetch.polling import (
@@ -27,6 +28,7 @@ from pyspark_aws_kinesis.fetch.polling import (
     GetRecordsTransport,
     PollingSettings,
     ReadBackoff,
+    ShardMemory,
     sized_limit,
 )
 from pyspark_aws_kinesis.fetch.range import FetchLimits, ShardRange, ShardTask
@@ -193,12 +195,12 @@ def test_refusals_reach_cloudwatch_as_a_total_and_the_most_refused_shard() -> No
     assert ("MaxRefusedCallsPerShard", "Count", 4.0) in published
 
 
-def test_the_next_batch_of_a_shard_read_just_now_waits_for_the_fetch_interval(
+def test_a_shard_with_more_waiting_is_planned_at_once_and_its_read_keeps_the_interval_after_the_last_call(
     kinesalite: LocalServer, lite_stream, tmp_path
 ) -> None:
     stream = lite_stream(shards=1)
     produced = put_numbered(kinesalite, stream, "a", 5)
-    interval_ms = 4000  # long enough that reading and planning take less, even on a loaded machine
+    interval_ms = 4000  # far longer than reading and planning take, even on a loaded machine
     options = source_options(
         kinesalite,
         stream,
@@ -211,8 +213,44 @@ def test_the_next_batch_of_a_shard_read_just_now_waits_for_the_fetch_interval(
     assert payloads(read_all(source, list(source.partitions(start, end)))) == produced[:2]  # stopped at the cap
     source.commit(end)
     calls = source.offsets.planner.prober.calls
-    assert roundtrip(source.latestOffset(end, None)) == end  # more waiting, but the read's last call was just now
-    time.sleep(interval_ms / 1000)
-    following = roundtrip(source.latestOffset(end, None))
+    following = roundtrip(source.latestOffset(end, None))  # at once: the next trigger does not wait for the interval
     assert following != end and source.offsets.planner.prober.calls == calls  # planned without a probe
-    assert payloads(read_all(source, list(source.partitions(end, following)))) == produced[2:4]
+    (partition,) = source.partitions(end, following)
+    (task,) = partition.tasks
+    assert task.last_call_ms is not None and task.last_call_ms <= now_ms()  # the read waits from there
+    assert payloads(read_all(source, [partition])) == produced[2:4]
+
+
+def test_a_read_keeps_the_interval_after_the_last_batchs_last_call_made_in_another_process(
+    kinesalite: LocalServer, lite_stream
+) -> None:
+    context, sequences = _shard_with(kinesalite, lite_stream, 3)
+    kinesis, start = _reader_client(kinesalite), Position(TRIM_HORIZON)
+    sleeps = []
+    for last_call_ms in (None, now_ms()):  # none known, then the last batch's read called just now
+        clock = SimulatedClock()
+        settings = PollingSettings(10, INTERVAL_S)
+        transport = GetRecordsTransport(kinesis, context, RetryPolicy(), settings, last_call_ms=last_call_ms)
+        transport.memory = ShardMemory()  # this process never read the shard: only the task says when it was
+        transport.pacer = CallPacer(INTERVAL_S, clock, clock.sleep)
+        rows, _result = _read_range(transport, context, start)
+        assert rows == sequences
+        sleeps.append(clock.sleeps)
+    assert sleeps[0] == []  # the first call at once
+    assert len(sleeps[1]) == 1 and sleeps[1][0] > INTERVAL_S / 2  # the other process's call counted
+
+
+def test_the_read_a_probe_planned_keeps_the_interval_after_the_probes_call(
+    kinesalite: LocalServer, lite_stream, tmp_path
+) -> None:
+    stream = lite_stream(shards=1)
+    produced = put_numbered(kinesalite, stream, "a", 3)
+    source = reader(source_options(kinesalite, stream, tmp_path))
+    start = roundtrip(source.initialOffset())
+    before = now_ms()
+    end = roundtrip(source.latestOffset(start, None))
+    assert source.offsets.planner.prober.calls == 1  # the probe that saw the records planned the batch
+    (partition,) = source.partitions(start, end)
+    (task,) = partition.tasks
+    assert task.last_call_ms is not None and before <= task.last_call_ms <= now_ms()  # the probe's call
+    assert payloads(read_all(source, [partition])) == produced
