@@ -112,6 +112,7 @@ class Sample:
     checkpoint_files: int
     checkpoint_mb: float
     harness_rss_mb: float
+    jvm_young_after_gc_mb: float = 0.0  # allocated between the full GC and the reading (absent in older CSVs)
 
 
 # judged gauge -> its constant slack (the bound is +-10 % of the baseline or this, whichever is wider)
@@ -139,6 +140,8 @@ GAUGES: dict[str, float] = {
 EFO_GAUGES: dict[str, float] = {"broker_rss_mb": 8.0, "broker_fds": 8, "broker_sockets": 4}
 # Plotted, not judged, and why (soak.txt says so).
 NOT_JUDGED = {
+    "jvm_young_after_gc_mb": "what the query allocated between the full GC and the heap's reading (young regions): "
+    "not held, so not part of the heap after GC",
     "jvm_code_cache_mb": "JIT-compiled code: the JVM caps it (ReservedCodeCacheSize, 240 MiB by default) and flushes "
     "cold code; every restart empties it and it re-grows for longer than the re-warm allowance",
 }
@@ -223,12 +226,15 @@ class Driver:
 
 
 class Sampler(threading.Thread):
-    """Every ``every_s``: the gauges (``Sample``), printed as JSON lines."""
+    """Every ``every_s``: the gauges (``Sample``), printed as JSON lines. A heap after GC more than its slack above
+    the lowest of the same driver's is an outlier: its class histogram goes to ``outliers`` (what it is made of)."""
 
     def __init__(self, driver: Driver, sent: list[int], store: Any, every_s: float) -> None:
         super().__init__(daemon=True)
         self.driver, self.sent, self.store, self.every_s = driver, sent, store, every_s
         self.samples: list[Sample] = []
+        self.outliers: list[str] = []
+        self.lowest_heap: dict[int, float] = {}  # incarnation -> its lowest heap after GC so far
         self.started = time.monotonic()
         self.done = threading.Event()
 
@@ -251,6 +257,8 @@ class Sampler(threading.Thread):
         jvm_pid, python_pid = status.get("jvm_pid"), status.get("python_pid")
         runners, workers = gauges.python_roles(jvm_pid) if jvm_pid else ([], [])
         java, heap = gauges.process(jvm_pid), gauges.jvm(jvm_pid)
+        if jvm_pid and heap.heap_after_gc_mb:
+            self.note_outlier(jvm_pid, heap.heap_after_gc_mb)
         runner, pool = gauges.total(runners), gauges.total(workers)
         broker = gauges.total(gauges.brokers(self.driver.work))
         entries, store_mb = self.store()
@@ -288,7 +296,17 @@ class Sampler(threading.Thread):
             checkpoint_files,
             round(checkpoint_mb, 2),
             round(gauges.process(os.getpid()).rss_mb, 1),
+            round(heap.young_after_gc_mb, 1),
         )
+
+    def note_outlier(self, jvm_pid: int, heap_mb: float) -> None:
+        lowest = self.lowest_heap.setdefault(self.driver.incarnation, heap_mb)
+        self.lowest_heap[self.driver.incarnation] = min(lowest, heap_mb)
+        if heap_mb > lowest + GAUGES["jvm_heap_after_gc_mb"]:
+            self.outliers.append(
+                f"{self.elapsed():.0f} s, driver {self.driver.incarnation}: heap after GC {heap_mb:.1f} MiB (this "
+                f"driver's lowest {lowest:.1f}); GC.class_histogram:\n{gauges.class_histogram(jvm_pid)}\n"
+            )
 
     def run(self) -> None:
         while not self.done.wait(self.every_s):
@@ -502,7 +520,7 @@ def _soak(args, aws, server, kinesis, streams: tuple[str, str], table: str, driv
     held = sink_ids(kinesis, streams[0])
     errors = driver.errors()
     tally = Tally.of(sent_ids, held, got)
-    return report(args, sampler.samples, driver.restarts, reshards, notes, tally, errors, aws)
+    return report(args, sampler.samples, driver.restarts, reshards, notes, tally, errors, aws, sampler.outliers)
 
 
 # --- judging and showing ----------------------------------------------------------------------------------------
@@ -716,7 +734,7 @@ class Tally:
         ]
 
 
-def report(args, samples, restarts, reshards, notes, tally: Tally, errors, aws) -> int:
+def report(args, samples, restarts, reshards, notes, tally: Tally, errors, aws, outliers: list[str]) -> int:
     warm_up, kept, found, flat = verdict_on_gauges(args, samples, restarts, reshards)
     allowed_duplicates = args.sink == "kinesis" and bool(restarts)  # at-least-once across a kill
     exact = (
@@ -746,6 +764,11 @@ def report(args, samples, restarts, reshards, notes, tally: Tally, errors, aws) 
     plotted = plot(samples, warm_up, restarts, [at for at, _ in reshards], found, out / "soak.png", title)
     lines.append(
         f"wrote {out / 'soak.csv'}" + (f" and {out / 'soak.png'}" if plotted else " (no plot: pip install matplotlib)")
+    )
+    (out / "soak_heap_outliers.txt").write_text("\n".join(outliers) or "none\n")
+    lines.append(
+        f"heap after GC: {len(outliers)} samples more than {GAUGES['jvm_heap_after_gc_mb']:.0f} MiB above their "
+        f"driver's lowest; class histograms in {out / 'soak_heap_outliers.txt'}"
     )
     lines.append(aws.quota_summary() or "quotas: not enforced (--no-quotas)")
     lines.append("verdict: " + ("PASS" if exact and flat else "FAIL"))

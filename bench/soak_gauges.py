@@ -1,6 +1,7 @@
 """What ``bench.soak`` measures, read from outside the processes it measures: ``/proc`` (RSS, threads, file
-descriptors, sockets), ``jcmd`` (the driver JVM's heap after a full GC, metaspace, code cache), directory trees
-(a path metadata store, the checkpoint) and a DynamoDB table (items and bytes of the metadata store on moto).
+descriptors, sockets), ``jcmd`` (the driver JVM's heap after a full GC, metaspace, code cache, and the class histogram
+of an outlier), directory trees (a path metadata store, the checkpoint) and a DynamoDB table (items and bytes of the
+metadata store on moto).
 
 Who calls it: ``bench.soak.Sampler`` every sample. Not a benchmark itself (run_all skips it).
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,39 +126,69 @@ def brokers(work: Path) -> list[int]:
 
 @dataclass(frozen=True)
 class JvmGauge:
-    """The driver JVM after a full GC: heap used, metaspace used, code cache used (MiB)."""
+    """The driver JVM after a full GC (MiB): the heap the GC left (old and humongous regions), what the query
+    allocated again before the heap was read (young regions), metaspace used, code cache used."""
 
     heap_after_gc_mb: float = 0.0
+    young_after_gc_mb: float = 0.0
     metaspace_mb: float = 0.0
     code_cache_mb: float = 0.0
 
 
-def _jcmd(pid: int, *what: str) -> str:
-    answer = subprocess.run(
-        ["jcmd", str(pid), *what], capture_output=True, text=True, timeout=JCMD_TIMEOUT_S, check=False
-    )
+# One attach session runs all three: with ``jcmd`` started once per command, a second or more could pass between
+# the GC and the reading (a JVM starts for each), and a busy query allocates tens of MiB in that time.
+JCMD_COMMANDS = "GC.run\nGC.heap_info\nCompiler.codecache\n"
+
+
+def _jcmd_session(pid: int, commands: str) -> str:
+    """Run ``commands`` (one per line) in one ``jcmd -f`` session and return what they printed."""
+    with tempfile.NamedTemporaryFile("w", suffix=".jcmd") as script:
+        script.write(commands)
+        script.flush()
+        answer = subprocess.run(
+            ["jcmd", str(pid), "-f", script.name], capture_output=True, text=True, timeout=JCMD_TIMEOUT_S, check=False
+        )
     return answer.stdout
 
 
 def jvm(pid: int | None) -> JvmGauge:
-    """``jcmd GC.run`` (a full GC: what is left is what the JVM holds), then ``GC.heap_info`` and
-    ``Compiler.codecache``; zeros when the JVM is gone or jcmd fails."""
+    """``GC.run`` (a full GC: what is left is what the JVM holds), then ``GC.heap_info`` and ``Compiler.codecache``
+    in one session; zeros when the JVM is gone or jcmd fails. The code cache is the sum of each code heap's
+    ``used=`` (not its ``max_used=``, which the earlier reading added in, doubling the figure)."""
     if pid is None:
         return JvmGauge()
     try:
-        _jcmd(pid, "GC.run")
-        heap = _jcmd(pid, "GC.heap_info")
-        code = _jcmd(pid, "Compiler.codecache")
+        return parse_jvm(_jcmd_session(pid, JCMD_COMMANDS))
     except (OSError, subprocess.TimeoutExpired):
         return JvmGauge()
-    heap_used = re.search(r"heap\s+total \d+K, used (\d+)K", heap)
-    metaspace = re.search(r"Metaspace\s+used (\d+)K", heap)
-    code_used = sum(int(kb) for kb in re.findall(r"used=(\d+)Kb", code))
+
+
+def parse_jvm(printed: str) -> JvmGauge:
+    """The gauge from ``GC.heap_info`` and ``Compiler.codecache`` output. With G1 (the JVM's default on a server
+    class machine) the young regions in use are what was allocated after the full GC: they are not counted as
+    what the GC left. Other collectors print no young regions; their whole used heap counts."""
+    heap_used = re.search(r"heap\s+total \d+K, used (\d+)K", printed)
+    young = re.search(r"\d+ young \((\d+)K\)", printed)
+    metaspace = re.search(r"Metaspace\s+used (\d+)K", printed)
+    code_used = sum(int(kb) for kb in re.findall(r"\bused=(\d+)Kb", printed))
+    used_kb = int(heap_used.group(1)) if heap_used else 0
+    young_kb = min(int(young.group(1)), used_kb) if young else 0
     return JvmGauge(
-        int(heap_used.group(1)) / 1024 if heap_used else 0.0,
+        (used_kb - young_kb) / 1024,
+        young_kb / 1024,
         int(metaspace.group(1)) / 1024 if metaspace else 0.0,
         code_used / 1024,
     )
+
+
+def class_histogram(pid: int, top: int = 15) -> str:
+    """The ``top`` classes by bytes held, after a full GC (``GC.class_histogram``): what a heap outlier is made of."""
+    try:
+        printed = _jcmd_session(pid, "GC.class_histogram\n")
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    lines = [line for line in printed.splitlines() if re.match(r"\s*(\d+:|Total)", line)]
+    return "\n".join(lines[:top] + lines[-1:])
 
 
 def tree(root: Path) -> tuple[int, float]:
