@@ -19,11 +19,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from aws_kinesis_agg.deaggregator import deaggregate_records
 
+from bench import procfs
 from localaws import LocalAws, LocalServer, ServerSpec
 from localaws.quota_proxy import QuotaServer
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, project_root
@@ -124,16 +124,7 @@ def group_cpu_s() -> float:
     (each runs in a session of its own). The difference over a phase is what that phase cost the machine's client
     side, whichever of the group's processes did the work."""
     group, tick = os.getpgrp(), os.sysconf("SC_CLK_TCK")
-    ticks = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:  # it ended meanwhile
-            continue
-        if int(fields[2]) == group:  # fields from the state on: pgrp, ..., utime, stime, cutime, cstime
-            ticks += sum(int(value) for value in fields[11:15])
+    ticks = sum(sum(int(v) for v in fields[11:15]) for _pid, fields in procfs.stat_fields() if int(fields[2]) == group)
     return ticks / tick
 
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import procfs
+
 SOURCE_RUNNER = b"python_streaming_source_runner"  # pyspark's driver-side Python process of a streaming source
 BROKER = b"pyspark_aws_kinesis.fetch.efo_broker"  # the subscription broker (connector/fetch/efo_broker.py)
 PYSPARK = b"pyspark"
@@ -72,13 +74,8 @@ def total(pids: list[int]) -> ProcessGauge:
 
 def _parents() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
+    for pid, fields in procfs.stat_fields():
+        children.setdefault(int(fields[1]), []).append(pid)
     return children
 
 

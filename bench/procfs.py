@@ -1,0 +1,24 @@
+"""Every live process's ``/proc/<pid>/stat``, for the benchmarks that measure processes from outside them.
+
+Who calls it: ``bench.common.group_cpu_s`` (CPU time of a process group) and ``bench.soak_gauges`` (the process
+tree below the driver).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def stat_fields() -> Iterator[tuple[int, list[str]]]:
+    """(pid, the stat fields from the state on) of each live process: ``[0]`` state, ``[1]`` ppid, ``[2]`` pgrp,
+    ``[11:15]`` utime, stime, cutime, cstime (proc(5) fields 3 on). The command name, which may hold spaces and
+    parentheses, is cut at the last ")". A process that ends while it is read is left out."""
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                text = Path(entry.path, "stat").read_text()
+            except OSError:
+                continue
+            yield int(entry.name), text.rsplit(")", 1)[1].split()

@@ -1,0 +1,24 @@
+"""``bench.procfs``: every process's stat fields, read right even when a command name holds ") (" and spaces."""
+
+import os
+import shutil
+import subprocess
+
+from bench import procfs
+
+
+def test_this_process_is_found_with_its_parent_and_group() -> None:
+    fields = dict(procfs.stat_fields())[os.getpid()]
+    assert (int(fields[1]), int(fields[2])) == (os.getppid(), os.getpgrp())
+
+
+def test_a_command_name_with_parentheses_and_spaces_does_not_shift_the_fields(tmp_path) -> None:
+    odd = tmp_path / "a) b (c"
+    shutil.copy(shutil.which("sleep"), odd)
+    child = subprocess.Popen([str(odd), "30"])
+    try:
+        fields = dict(procfs.stat_fields())[child.pid]
+        assert fields[0] in "RSD" and int(fields[1]) == os.getpid()
+    finally:
+        child.kill()
+        child.wait()
