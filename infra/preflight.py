@@ -17,7 +17,10 @@ import boto3
 import botocore.exceptions
 from botocore.exceptions import ClientError
 
+EXIT_OK = 0  # the step or job run completed (or was submitted, without waiting)
+EXIT_FAILED = 1  # it failed or was cancelled, or its cluster or application is gone
 EXIT_USAGE = 2  # a flag's value is wrong: unknown region, no such bucket, cluster or application, bad job name
+EXIT_TIMEOUT = 3  # still pending or running when the wait's time ran out
 EXIT_AWS = 4  # AWS cannot be used: no credentials, expired or refused credentials, access denied, unreachable
 
 # AWS error codes that mean "these credentials are not good", whatever the service.

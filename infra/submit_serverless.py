@@ -28,10 +28,10 @@ import sys
 import time
 from collections.abc import Callable
 
-from infra import packaging, preflight, submit_step
-from infra.preflight import PreflightError
+from infra import packaging, preflight
+from infra.job_code import check_job, upload_code
+from infra.preflight import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, PreflightError
 
-EXIT_OK, EXIT_FAILED, EXIT_TIMEOUT = submit_step.EXIT_OK, submit_step.EXIT_FAILED, submit_step.EXIT_TIMEOUT
 SUCCESS_STATES = {"SUCCESS"}
 FAILED_STATES = {"FAILED", "CANCELLED"}
 APPLICATION_GONE_STATES = {"TERMINATED"}
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, extra: list[str]) -> int:
     if args.stop is None:
-        submit_step.check_job(args.job)
+        check_job(args.job)
     session = preflight.open_session(
         args.region, args.profile, service="emr-serverless", allow_unknown_region=args.allow_unknown_region
     )
@@ -197,7 +197,7 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     s3 = session.client("s3", endpoint_url=args.endpoint_url)
     preflight.check_bucket(s3, args.bucket, args.region)
     with preflight.aws_errors(f"--bucket {args.bucket!r}"):
-        code = submit_step.upload_code(s3, args.bucket, args.job)
+        code = upload_code(s3, args.bucket, args.job)
     job_args = packaging.job_arguments(
         job=args.job,
         source_stream=args.source_stream,

@@ -21,22 +21,18 @@ application instead (`infra.submit_serverless`, which documents its flags).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 
-from infra import layout, packaging, preflight
-from infra.preflight import EXIT_AWS, EXIT_USAGE, PreflightError
+from infra import packaging, preflight
+from infra.job_code import check_job, upload_code
+from infra.preflight import EXIT_AWS, EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, PreflightError
 from infra.wheelhouse import TARGET
 
 DONE_STATES = {"COMPLETED"}
 FAILED_STATES = {"FAILED", "CANCELLED", "INTERRUPTED"}
 CLUSTER_GONE_STATES = {"TERMINATING", "TERMINATED", "TERMINATED_WITH_ERRORS"}
-EXIT_OK, EXIT_FAILED, EXIT_TIMEOUT = 0, 1, 3
 __all__ = ["EXIT_AWS", "EXIT_FAILED", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_USAGE"]
 
 
@@ -46,42 +42,6 @@ class StepFailedError(RuntimeError):
 
 class StepTimeoutError(TimeoutError):
     """The step was still pending or running when the wait's time ran out (the step itself goes on)."""
-
-
-@dataclass(frozen=True)
-class CodeLocation:
-    """Where the uploaded code is, as spark-submit wants it."""
-
-    pyfiles_uri: str
-    job_uri: str
-
-
-def upload_code(s3, bucket: str, job: str, root: Path | None = None) -> CodeLocation:
-    """Build the jobs' --py-files zip and upload it with the job's entry file under a content-addressed prefix
-    (`root`: the checkout, packaging.PROJECT_ROOT unless given)."""
-    root = root or packaging.PROJECT_ROOT
-    entry = packaging.job_entry(job, root)
-    if not entry.is_file():
-        raise FileNotFoundError(f"job {job!r}: {entry} does not exist")
-    with tempfile.TemporaryDirectory(prefix="submit-step-") as tmp:
-        zip_path = packaging.build_pyfiles_zip(Path(tmp), root)
-        digest = hashlib.sha256(zip_path.read_bytes() + entry.read_bytes()).hexdigest()[:16]
-        prefix = f"{layout.CODE_PREFIX}{digest}/"
-        s3.upload_file(str(zip_path), bucket, prefix + packaging.PYFILES_ZIP)
-        s3.upload_file(str(entry), bucket, prefix + entry.name)
-    return CodeLocation(f"s3://{bucket}/{prefix}{packaging.PYFILES_ZIP}", f"s3://{bucket}/{prefix}{entry.name}")
-
-
-def check_job(job: str, root: Path | None = None) -> Path:
-    """The job's entry file, or a PreflightError naming --job and the jobs that exist."""
-    try:
-        entry = packaging.job_entry(job, root or packaging.PROJECT_ROOT)
-    except ValueError as error:
-        raise PreflightError(f"--job: {error}") from None
-    if not entry.is_file():
-        jobs = sorted(p.stem for p in entry.parent.glob("*.py") if not p.stem.startswith("_"))
-        raise PreflightError(f"--job {job!r}: no spark_app/{job}.py; the jobs are: {', '.join(jobs) or 'none'}")
-    return entry
 
 
 def check_cluster(emr, cluster_id: str, region: str) -> str:
@@ -209,7 +169,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--serverless" in argv[: argv.index("--") if "--" in argv else len(argv)]:
-        from infra import submit_serverless  # imports this module: loaded only when asked for
+        from infra import submit_serverless  # loaded only when asked for
 
         return submit_serverless.main(argv)
     args, extra = parse_args(argv)

@@ -6,11 +6,11 @@ and stops them by process group. Nothing here is a mock of boto3: every call cro
 quotas in front of kinesalite or kinesis-mock (``LocalAws(quotas=True)``; docs/localaws.md).
 """
 
+from localaws.local_aws import LocalAws
 from localaws.servers import (
     KINESALITE,
     KINESIS_MOCK,
     MOTO,
-    LocalAws,
     LocalServer,
     ServerSpec,
     aws_client,

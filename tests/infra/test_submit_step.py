@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import packaging, submit_step
+from infra import job_code, packaging, submit_step
 from tests.infra.conftest import REGION
 
 
@@ -43,18 +43,18 @@ def bucket(moto) -> str:
 
 def test_upload_puts_zip_and_entry_under_a_content_addressed_prefix(moto, bucket, project_root):
     s3 = moto.client("s3", region=REGION)
-    code = submit_step.upload_code(s3, bucket, "country_counts", project_root)
+    code = job_code.upload_code(s3, bucket, "country_counts", project_root)
     assert code.pyfiles_uri.startswith(f"s3://{bucket}/code/") and code.pyfiles_uri.endswith("/pyfiles.zip")
     assert code.job_uri == code.pyfiles_uri.replace("pyfiles.zip", "country_counts.py")
     entry = s3.get_object(Bucket=bucket, Key=code.job_uri.split("/", 3)[3])["Body"].read()
     assert entry == (project_root / "spark_app" / "country_counts.py").read_bytes()
     # Same code, same place: a re-submit reuses the objects instead of piling up copies.
-    assert submit_step.upload_code(s3, bucket, "country_counts", project_root) == code
+    assert job_code.upload_code(s3, bucket, "country_counts", project_root) == code
 
 
 def test_unknown_job_is_a_clear_error(moto, bucket, project_root):
     with pytest.raises(FileNotFoundError, match=r"job 'no_such_job'.*does not exist"):
-        submit_step.upload_code(moto.client("s3", region=REGION), bucket, "no_such_job", project_root)
+        job_code.upload_code(moto.client("s3", region=REGION), bucket, "no_such_job", project_root)
 
 
 def test_submitted_step_runs_spark_submit_through_command_runner(moto, cluster):
