@@ -28,7 +28,9 @@ Two phases, one Spark streaming query each, the connector's default options and 
    (kinesis-mock may push a whole backlog in one event; the proxy then holds the next event until the bytes are
    paid back at 2 MiB/s, so the tip event marks the end), against the 2 MiB/s line, and ours / the baseline;
    and the SubscribeToShard calls and refusals of each.
-Rates and ratios are printed, never asserted (tests/connector/test_source_share.py asserts the counts).
+Rates and ratios are printed, never asserted (tests/connector/test_source_share.py asserts the counts). ``--plot``
+(matplotlib; "" for none) draws phases 1 and 2 second by second as the proxy counted them: each shard's read rate
+against the 2 MiB/s line, and each reader's GetRecords calls per shard against the 5 calls/s line, refusals marked.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ import os
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from botocore.config import Config
 
@@ -54,7 +58,23 @@ from localaws.streams import create_stream, list_shard_ids, put_records, unique_
 
 GROUPS = {"neighbour": NEIGHBOUR_TOKEN}  # everything else is the query ("other")
 LIMIT = 2 * MiB  # GetRecords bytes per second per shard (AWS)
+CALLS_LIMIT = 5  # GetRecords calls per second per shard (AWS)
+PLOT = Path(__file__).parent / "results" / "quotas.png"
 READING = LIMIT / 10  # a second in which a shard's reads moved less did not read the backlog (a probe's record)
+
+
+@dataclass
+class Panel:
+    """One phase's per-second series for the plot: a line per label, the quota's line, and the refused calls."""
+
+    title: str
+    unit: str
+    limit: float
+    limit_label: str
+    series: dict[str, list[float]] = field(default_factory=dict)
+    refused: dict[str, list[int]] = field(default_factory=dict)
+    busy_from: float = 0.0  # the panel starts at the first second a series reaches this, less two
+    events: dict[str, float] = field(default_factory=dict)  # label -> the proxy's second it happened at
 
 
 def start_query(spark, server: Server, stream: str, where: str):
@@ -104,7 +124,7 @@ def read_rates(report: QuotaReport, stream: str, shard: str) -> tuple[float, flo
     return sum(span) / len(span), max(span), total.calls, total.refused
 
 
-def backlog_phase(spark, server: Server, args: argparse.Namespace, where: str) -> list[str]:
+def backlog_phase(spark, server: Server, args: argparse.Namespace, where: str) -> tuple[list[str], Panel]:
     size = args.record_kib * 1024
     records = args.shards * args.mib_per_shard * MiB // size
     setup = server.direct.client("kinesis")
@@ -129,13 +149,17 @@ def backlog_phase(spark, server: Server, args: argparse.Namespace, where: str) -
             f"{shard:<24}{mean / MiB:>14.2f}{mean / LIMIT:>12.0%}{best / MiB:>13.2f}{best / LIMIT:>12.0%}{calls:>7}"
             f"{refused:>9} ({refused / max(calls, 1):.1%})"
         )
+    panel = Panel("1. alone on a backlog, default options", "MiB/s read per shard", LIMIT / MiB, "2 MiB/s per shard")
+    panel.busy_from = READING / MiB
     for shard in sorted(report.by("shard", stream=stream, client="other", action="GetRecords")):
         series = report.per_second(stream=stream, client="other", action="GetRecords", shard=shard)
         lines.append(f"  {shard} MiB per second: " + " ".join(f"{tally.bytes / MiB:.2f}" for tally in series))
-    return lines
+        panel.series[f"ours, {shard}"] = [tally.bytes / MiB for tally in series]
+        panel.refused[f"ours, {shard}"] = [tally.refused for tally in series]
+    return lines, panel
 
 
-def sharing_phase(spark, server: Server, args: argparse.Namespace, where: str) -> list[str]:
+def sharing_phase(spark, server: Server, args: argparse.Namespace, where: str) -> tuple[list[str], Panel]:
     stream = create_stream(server.direct.client("kinesis"), unique_name("bench-share"), args.shards)
     proxy = server.quota_proxy
     size = 4 * 1024
@@ -160,7 +184,7 @@ def sharing_phase(spark, server: Server, args: argparse.Namespace, where: str) -
     idle_s = idle_to.elapsed_s - idle_from.elapsed_s
     idle_calls = ours(idle_to, stream).calls - ours(idle_from, stream).calls
     theirs, us = report.tally(stream=stream, client="neighbour", action="GetRecords"), ours(report, stream)
-    return [
+    lines = [
         f"2. beside a neighbour polling once a second: {args.shards} shards, idle {args.idle_s:.0f} s, then "
         f"{per_tick * size * 4 / args.shards / MiB:.2f} MiB/s per shard for {args.busy_s:.0f} s"
         + ("" if both else " -- NOT everything read by both within 60 s"),
@@ -171,6 +195,52 @@ def sharing_phase(spark, server: Server, args: argparse.Namespace, where: str) -
         f"our query idle: {idle_calls / args.shards / idle_s:.2f} GetRecords per shard per second (bar <= 1; "
         f"{idle_calls} calls on {args.shards} shards in {idle_s:.1f} s)",
     ]
+    panel = calls_panel(report, stream, "2. beside a neighbour polling once a second, default options")
+    panel.events = {"idle from": idle_from.elapsed_s, "producer from": idle_to.elapsed_s}
+    return lines, panel
+
+
+def calls_panel(report: QuotaReport, stream: str, title: str) -> Panel:
+    """Each reader's GetRecords calls per second on each shard of ``stream``, and its refused calls."""
+    panel = Panel(title, "GetRecords calls/s per shard", CALLS_LIMIT, "5 calls/s per shard, shared")
+    for client, name in (("other", "ours"), ("neighbour", "neighbour")):
+        for shard in sorted(report.by("shard", stream=stream, client=client, action="GetRecords")):
+            series = report.per_second(stream=stream, client=client, action="GetRecords", shard=shard)
+            panel.series[f"{name}, {shard}"] = [float(tally.calls) for tally in series]
+            panel.refused[f"{name}, {shard}"] = [tally.refused for tally in series]
+    return panel
+
+
+def plot(path: str, panels: list[Panel]) -> None:
+    """One subplot per phase: the per-second series from the phase's first busy second, the quota as a dashed
+    line, a cross where a second had refused calls."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes_list = plt.subplots(len(panels), 1, figsize=(9, 3.2 * len(panels)), squeeze=False)
+    for axes, panel in zip(axes_list[:, 0], panels, strict=True):
+        busy = [
+            next((i for i, v in enumerate(vs) if v and v >= panel.busy_from), len(vs)) for vs in panel.series.values()
+        ]
+        start = max(0, min(busy, default=0) - 2)
+        for label, values in panel.series.items():
+            (line,) = axes.plot(range(len(values) - start), values[start:], label=label, linewidth=1.2)
+            refused = [(s - start, values[s]) for s, count in enumerate(panel.refused[label]) if count and s >= start]
+            if refused:
+                axes.scatter(*zip(*refused, strict=True), marker="x", color=line.get_color(), zorder=3)
+        for label, second in panel.events.items():
+            axes.axvline(second - start, color="grey", linestyle=":", linewidth=1)
+            axes.text(second - start, panel.limit * 1.02, f" {label}", fontsize=7, color="grey")
+        axes.axhline(panel.limit, color="black", linestyle="--", linewidth=1, label=panel.limit_label)
+        axes.set_title(panel.title, fontsize=9)
+        axes.set_ylabel(panel.unit, fontsize=8)
+        axes.set_xlabel("seconds (x: a second with refused calls)", fontsize=8)
+        axes.set_ylim(0, panel.limit * 1.15)
+        axes.legend(fontsize=7, loc="lower right", ncols=2)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
 
 
 def botocore_loop(kinesis, consumer_arn: str, shard: str, records: int) -> float:
@@ -291,6 +361,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--efo", action="store_true", help="phase 3 alone (enhanced fan-out, kinesis-mock)")
     parser.add_argument("--efo-mib-per-shard", type=int, default=16, help="backlog per shard in phase 3")
     parser.add_argument("--efo-record-kib", type=int, default=64, help="record size in phase 3")
+    parser.add_argument("--plot", default=str(PLOT), help="PNG of phases 1 and 2 ('' for none)")
     args = parser.parse_args(argv)
     if args.efo:
         with LocalAws([KINESIS_MOCK], quotas=True) as aws:
@@ -302,13 +373,18 @@ def main(argv: list[str] | None = None) -> None:
     with LocalAws([KINESALITE], quotas=True) as aws, tempfile.TemporaryDirectory() as where:
         server = aws.kinesalite
         spark = spark_session()
-        lines = backlog_phase(spark, server, args, where)
+        lines, panel = backlog_phase(spark, server, args, where)
+        panels = [panel]
         if not args.backlog_only:
-            lines += sharing_phase(spark, server, args, where)
+            more, panel = sharing_phase(spark, server, args, where)
+            lines, panels = lines + more, [*panels, panel]
         spark.stop()
         print("kinesalite behind the quota proxy (AWS's limits); Spark local[2]; the connector's default options")
         print("\n".join(lines))
         print(aws.quota_summary())
+        if args.plot:
+            plot(args.plot, panels)
+            print(f"plot: {args.plot}")
 
 
 if __name__ == "__main__":
