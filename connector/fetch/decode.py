@@ -123,6 +123,8 @@ class Page:
     ``next_iterator`` is the transport's continuation (GetRecords' NextShardIterator); None means the shard is
     closed and this page holds its last records. ``at_tip``: the transport knows nothing more waits after this
     page (GetRecords: fewer records than its Limit and MillisBehindLatest 0), so a read need not ask again.
+    ``called_ms``: when the call that brought the page started (GetRecords), which is as of when ``at_tip`` and
+    ``next_iterator`` hold.
     """
 
     data: list[bytes] = field(default_factory=list)
@@ -138,6 +140,7 @@ class Page:
     next_iterator: str | None = None
     millis_behind_latest: int | None = None
     at_tip: bool = False
+    called_ms: int | None = None  # when the call that got the page started (wall ms), if the transport knows
 
     def __len__(self) -> int:
         return len(self.data)

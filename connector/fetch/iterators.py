@@ -6,7 +6,9 @@ answers to the same questions: which GetShardIterator request a position means, 
 AT_TIMESTAMP is in its future, and whether an error means the position's records are gone (``kinesis.failOnDataLoss``).
 
 A ``Handoff`` is an iterator someone already holds at a known position (a read's last NextShardIterator, a probe's):
-the next read or probe of that position starts with GetRecords instead of GetShardIterator. Kinesis iterators are
+the next read or probe of that position starts with GetRecords instead of GetShardIterator. A ``HeldAnswer`` is a
+whole GetRecords answer someone holds for a position (the driver's probe of it): the read of that position takes it
+as its first page and asks Kinesis only for what follows. Kinesis iterators are
 positions, not cursors (using one does not move it) and expire after 5 minutes; one Kinesis refuses
 (``refused_iterator``) is replaced by a fresh one at the same position.
 """
@@ -50,6 +52,22 @@ class Handoff:
     def usable_for(self, position: Position) -> bool:
         """It stands for ``position`` and has not expired (by our margin)."""
         return position == self.position and now_ms() - self.at_ms < ITERATOR_MAX_AGE_MS
+
+
+@dataclass(frozen=True)
+class HeldAnswer:
+    """A GetRecords answer for ``position``: its raw body (JSON, as Kinesis sent it), the ``Limit`` it was asked
+    with (a full answer may have more behind it) and when its call started (wall clock, ms). Its records never
+    change; its NextShardIterator expires like any iterator."""
+
+    position: Position
+    body: bytes
+    limit: int
+    called_ms: int
+
+    def usable_for(self, position: Position) -> bool:
+        """It answers ``position`` and the iterator inside it has not expired (by our margin)."""
+        return position == self.position and now_ms() - self.called_ms < ITERATOR_MAX_AGE_MS
 
 
 def freshest(position: Position, *candidates: Handoff | None) -> Handoff | None:

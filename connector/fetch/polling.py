@@ -9,7 +9,10 @@ calls at least ``fetch_interval_s`` apart (Kinesis allows 5 GetRecords per secon
 took that long is followed at once) and not before the shard has paid back the last answer, decodes the raw
 answer body (``decode.decode_get_records``, the fast path), and re-opens after the last record it delivered when
 an iterator expires. A read handed an iterator at its start (``ShardTask.handoff``: the shard's last read or probe
-ended there) starts with GetRecords; if Kinesis refuses it, it opens a new one at the same position.
+ended there) starts with GetRecords; if Kinesis refuses it, it opens a new one at the same position. A read handed
+the probe's whole answer at its start (``ShardTask.held``) takes it as its first page without a call, and goes on
+from its NextShardIterator only when it was not at the tip: a shard the driver found with a few new records costs
+the batch no call at all.
 
 Read-ahead: while the caller works through a page (turning it into Arrow, Spark taking it), the next GetRecords
 is already under way on a thread of the transport's own, when the page says more records follow (not the shard's
@@ -47,7 +50,7 @@ from ..clock import monotonic_at, now_ms
 from ..positions import AFTER_SEQUENCE_NUMBER, WHOLE_RECORD, Position
 from ..retry import RetriesExhaustedError, RetryPolicy, is_throttled, quota_backoff
 from .decode import Page, ShardContext, decode_get_records
-from .iterators import Handoff, open_iterator, refused_iterator
+from .iterators import Handoff, HeldAnswer, open_iterator, refused_iterator
 
 SHARD_READ_BYTES_PER_S = 2 * 1024 * 1024  # GetRecords bytes per second per shard, shared by its readers (AWS)
 MIN_BUDGET_INTERVAL_S = 0.2  # a call's byte budget is at least a fifth of a second's: 5 calls a second per shard
@@ -216,6 +219,7 @@ class GetRecordsTransport:
         settings: PollingSettings = PollingSettings(),
         handoff: Handoff | None = None,
         last_call_ms: int | None = None,
+        held: HeldAnswer | None = None,
     ):
         self.kinesis = kinesis
         self.context = context
@@ -227,6 +231,7 @@ class GetRecordsTransport:
         self._shard = (context.stream_name, context.shard_id)
         self.handoff = handoff  # an iterator someone already holds, used when a read starts at its position
         self.earlier_call_ms = last_call_ms  # the shard's last read's last call, wherever it ran (ShardTask)
+        self.held = held  # the probe's answer at the read's start (ShardTask.held): the first page, no call
         self.refused_calls = 0  # calls Kinesis refused for the shard's quota (GetRecords, GetShardIterator)
         self.last_call_ms: int | None = None  # when the last GetRecords started (wall clock, for the next batch)
         self._what = context.label
@@ -234,8 +239,11 @@ class GetRecordsTransport:
     def pages(self, start: Position, wanted: Callable[[], int | None]) -> Iterator[Page]:
         """Pages from ``start`` until a page without NextShardIterator (the shard's end)."""
         position = start
+        held = self._held_page(start)
         handoff = self.handoff if self.handoff is not None and self.handoff.usable_for(start) else None
-        iterator = handoff.iterator if handoff is not None else self._open(position)
+        iterator = ""  # with a held page, never used: the page itself brings the next iterator
+        if held is None:
+            iterator = handoff.iterator if handoff is not None else self._open(position)
         handed = handoff is not None  # the first call's iterator came from elsewhere: Kinesis may refuse it
         if handoff is not None:  # it came from a call on this shard: the first call keeps the interval after it
             self.pacer.started_at(monotonic_at(handoff.at_ms, self.pacer.clock))
@@ -246,15 +254,19 @@ class GetRecordsTransport:
         pool: ThreadPoolExecutor | None = None
         try:
             while True:
-                page = ahead.result() if ahead is not None else self._paced_call(iterator, wanted(), handed)
-                ahead, handed = None, False
+                if held is not None:
+                    page, held, handed = held, None, True  # its NextShardIterator came from elsewhere too
+                else:
+                    page = ahead.result() if ahead is not None else self._paced_call(iterator, wanted(), handed)
+                    ahead, handed = None, False
                 if page is None:  # the iterator expired or was refused: a new one after the last record delivered
                     iterator = self._open(position)
                     continue
                 more = self._read_ahead_limit(page, wanted())
                 if more is not None:
                     pool = pool or ThreadPoolExecutor(1, thread_name_prefix=f"read-ahead {self.context.shard_id}")
-                    ahead = pool.submit(self._paced_call, page.next_iterator, more)
+                    ahead = pool.submit(self._paced_call, page.next_iterator, more, handed)
+                    handed = False
                 yield page
                 if page.next_iterator is None:
                     return
@@ -264,6 +276,22 @@ class GetRecordsTransport:
         finally:
             if pool is not None:  # a call still under way finishes on its own; its page is not needed
                 pool.shutdown(wait=False, cancel_futures=True)
+
+    def _held_page(self, start: Position) -> Page | None:
+        """The probe's answer at ``start`` as the first page (None without one, or when it no longer serves): the
+        probe's call counts as this read's first, for the interval and the shard's byte quota alike."""
+        held = self.held
+        if held is None or not held.usable_for(start):
+            return None
+        page = decode_get_records(held.body, self.context)
+        page.at_tip = not page.millis_behind_latest and page.kinesis_records < held.limit
+        page.called_ms = held.called_ms
+        self.pacer.started_at(monotonic_at(held.called_ms, self.pacer.clock))
+        self.last_call_ms = held.called_ms
+        self.memory.called(self._shard, held.called_ms)
+        paid_ms = now_ms() + round(1000 * self.pacer.charge(page.kinesis_bytes))
+        self.memory.learn(self._shard, page.kinesis_records, page.kinesis_bytes, paid_ms)
+        return page
 
     def _after_earlier_reads(self) -> None:
         """This process read the shard before (an earlier micro-batch): keep the interval after its last call and
@@ -289,8 +317,8 @@ class GetRecordsTransport:
         the shard's quota."""
         while True:
             self.pacer.wait()
-            self.last_call_ms = now_ms()
-            self.memory.called(self._shard, self.last_call_ms)
+            called_ms = self.last_call_ms = now_ms()
+            self.memory.called(self._shard, called_ms)
             try:
                 page = self._get_records(iterator, wanted, handed)
             except ClientError as exc:
@@ -299,6 +327,7 @@ class GetRecordsTransport:
                 self._refused()
                 continue
             if page is not None:
+                page.called_ms = called_ms
                 paid_ms = now_ms() + round(1000 * self.pacer.charge(page.kinesis_bytes))
                 self.memory.learn(self._shard, page.kinesis_records, page.kinesis_bytes, paid_ms)
             self.backoff.got_through()

@@ -52,7 +52,7 @@ import pyarrow as pa
 from ..clock import now_ms
 from ..positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, TRIM_HORIZON, WHOLE_RECORD, Position, shard_label
 from .decode import Page, ShardContext
-from .iterators import Handoff, PositionGoneError, ShardGoneError, data_loss
+from .iterators import Handoff, HeldAnswer, PositionGoneError, ShardGoneError, data_loss
 from .reads import STOP_BOUND, STOP_CAUGHT_UP, STOP_END, STOP_LIMIT, STOP_SHARD_END, STOP_TIME, DataLossEvent, ShardRead
 
 
@@ -72,6 +72,7 @@ class ShardTask:
     max_records: int | None = None  # this batch's share of kinesis.maxRecordsPerTrigger, if any
     handoff: Handoff | None = None  # a GetRecords iterator at ``start`` from the shard's last read or probe
     last_call_ms: int | None = None  # when the shard's last read made its last GetRecords (wall ms), if known
+    held: HeldAnswer | None = None  # the probe's GetRecords answer at ``start``: the read's first page
 
     @property
     def label(self) -> str:
@@ -264,7 +265,7 @@ class ShardRange:
             self._aligned = whole and last is not None and last[0] == page.last_sequence and last[2]
         self._tail = None
         if self._hands_off and self._aligned and page.next_iterator is not None:
-            self._tail = (page.next_iterator, now_ms())
+            self._tail = (page.next_iterator, page.called_ms if page.called_ms is not None else now_ms())
 
     def _until(self) -> tuple[str, int] | None:
         """The last record to return when the range has a fixed end (a replay, or a batch read's end)."""

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..aws.clients import kinesis_client
+from ..aws.clients import kinesis_client, kinesis_reader_client
 from ..clock import now_ms
 from ..consumers import QueryConsumers
 from ..fetch.iterators import Handoff, PositionGoneError, ShardGoneError, data_loss, freshest
@@ -39,7 +39,7 @@ from .completion import complete_reads
 from .guards import check_pinned, source_document_name
 from .health import QueryHealth
 from .offsets import INITIAL_BATCH, KinesisOffset, is_readable
-from .probe import Found, ProbeResult, ShardProber
+from .probe import HELD_BYTES_PER_SHARD, Found, ProbeResult, ShardProber
 from .settings import SourceSettings
 
 log = logging.getLogger(__name__)
@@ -70,11 +70,14 @@ class BatchPlanner:
         client_factory = functools.partial(kinesis_client, settings.client)
         self.catalog = ShardCatalog(client_factory, settings.client.retry, settings.describe_shard_interval_s)
         self.prober = ShardProber(
-            client_factory,
+            functools.partial(kinesis_reader_client, settings.client),
             settings.client.retry,
             settings.probe_interval_s,
             settings.probe_threads,
             settings.max_probes_per_trigger,
+            busy_interval_s=settings.fetch_interval_s,
+            held_bytes=0 if settings.efo is not None else HELD_BYTES_PER_SHARD,  # a subscription takes no page
+            max_limit=settings.records_per_fetch,
         )
         self.health = QueryHealth(settings.fail_on_data_loss)  # lag and what reads found: written only there
         self._ends: tuple[tuple[str, int], dict[str, Position], set[str]] | None = None
@@ -90,7 +93,7 @@ class BatchPlanner:
     def consumer_arns(self) -> dict[str, str]:
         """``{stream: ARN}`` of the query's enhanced fan-out consumers, made ACTIVE on first use; {} with
         GetRecords. Planning itself never spends the consumers: it probes with GetRecords (``probe``), one
-        Limit=1 call per caught-up shard per probe interval at most."""
+        Limit=1 call per caught-up shard per probe interval at most (a busy shard's, per fetch interval)."""
         return {} if self.consumers is None else self.consumers.arns()
 
     # --- the first offset -------------------------------------------------------------------------------------
@@ -132,7 +135,8 @@ class BatchPlanner:
             calls = [call for call in (self._last_calls.get(key), self.prober.last_call_ms(key)) if call is not None]
             last_call = max(calls, default=None)  # the shard's last read's or last probe's, whichever came later
             cap = offset.max_records.get(key)
-            tasks.append(ShardTask(stream, shard_id, low, high, position, cap, handoff, last_call))
+            held = self.prober.held(key, position)  # the probe's answer: the read's first page
+            tasks.append(ShardTask(stream, shard_id, low, high, position, cap, handoff, last_call, held))
         return tasks
 
     def _handoff(self, key: str, position: Position) -> Handoff | None:

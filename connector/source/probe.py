@@ -1,4 +1,4 @@
-"""Driver side: does a shard have records waiting at a position? One cheap GetRecords (Limit 1) tells.
+"""Driver side: does a shard have records waiting at a position? One GetRecords tells, and brings the first of them.
 
 Who calls it: ``planner.BatchPlanner`` before it plans a micro-batch, for the shards whose last read caught up.
 A batch is planned only when some shard has records, so an idle stream runs no empty micro-batches, and new
@@ -16,6 +16,18 @@ it still points at the record), which the planner hands to the batch's read of t
 at a new position starts with the iterator its last read handed on, when it has one (``probe(handoffs=...)``);
 an iterator Kinesis refuses is replaced by a new one at the same position.
 
+What a probe asks for: the records of up to ``HELD_BYTES_PER_SHARD`` (by the mean record size of the shard's
+earlier answers; ``Limit`` 1 while it is not known, and at most ``HELD_BYTES_PER_TRIGGER`` over all the shards
+asked at once), so that on a shard with a few new records the probe's answer is the whole read: the planner hands
+it to the batch's task (``held``; GetRecords reads only), whose read takes it as its first page without a call
+and asks only for what follows it. The probe's NextShardIterator then points where the next batch starts, so the
+next probe needs no GetShardIterator either: one call per shard per batch instead of three.
+
+Busy and idle: a shard whose last probe or read found records is asked again after the read pace
+(``kinesis.getRecords.fetchIntervalMs``), an idle one (a probe found nothing) after ``kinesis.probeIntervalMs``.
+So records that keep coming are seen within a fetch interval, and an idle shard still costs one call per probe
+interval; a busy shard's probes are the calls its reads would make (at most 5 a second at the default pace).
+
 Throttling: a probe Kinesis refuses for the shard's read quota (shared with every other reader) is not retried:
 the shard keeps its last answer (or has none yet), its interval doubles (up to ``MAX_BACKOFF_INTERVALS`` times
 the probe interval) until a probe gets through, and the refusal is counted (``refused``, for the query's health).
@@ -32,9 +44,12 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from ..aws.clients import RAW_BODY
 from ..clock import monotonic_at, now_ms
+from ..fetch.decode import Page, ShardContext, decode_get_records
 from ..fetch.iterators import (
     Handoff,
+    HeldAnswer,
     PositionGoneError,
     ShardGoneError,
     freshest,
@@ -44,9 +59,13 @@ from ..fetch.iterators import (
 from ..parallel import WORKERS, parallel_map
 from ..positions import Position, shard_label, split_shard_key
 from ..retry import RetriesExhaustedError, RetryPolicy, is_throttled, quota_backoff
+from ..shards import MAX_HASH_KEY
 
 MAX_ASKS = 1000  # kinesis.maxProbesPerTrigger's default
+MAX_LIMIT = 10_000  # GetRecords' Limit at most (AWS)
 MAX_BACKOFF_INTERVALS = 8  # a refused shard's probe interval doubles up to this many probe intervals
+HELD_BYTES_PER_SHARD = 64 * 1024  # a probe asks for about this much (3 % of a shard's 2 MiB/s at 1 probe/s)
+HELD_BYTES_PER_TRIGGER = 4 * 1024 * 1024  # and all probes of one call together, whatever the shard count
 
 
 def backed_off(previous_s: float, interval_s: float) -> float:
@@ -80,6 +99,8 @@ class _ShardState:
     since: float = field(default_factory=time.monotonic)  # when the shard reached this position
     backoff_s: float = 0.0  # after refusals: the shard's own, longer interval (0: the prober's)
     called_ms: int | None = None  # when the last probe's GetRecords started (wall ms), for the shard's next read
+    held: HeldAnswer | None = None  # the last probe's answer when it had records (the read's first page)
+    busy: bool = False  # the last probe or read found records: asked again after the busy interval
 
 
 class ShardProber:
@@ -92,12 +113,19 @@ class ShardProber:
         interval_s: float,
         workers: int = WORKERS,
         max_asks: int = MAX_ASKS,
+        busy_interval_s: float | None = None,
+        held_bytes: int = HELD_BYTES_PER_SHARD,
+        max_limit: int = MAX_LIMIT,
     ):
-        self._client_factory = client_factory
+        self._client_factory = client_factory  # a raw-body reader client (aws.clients.kinesis_reader_client)
         self.workers = workers  # probes at a time (kinesis.checkNewRecordThreads)
         self.max_asks = max_asks  # shards asked per call at most (kinesis.maxProbesPerTrigger)
         self._retry = retry
         self.interval_s = interval_s
+        self.busy_interval_s = interval_s if busy_interval_s is None else min(busy_interval_s, interval_s)
+        self.held_bytes = held_bytes  # 0: Limit 1, nothing held (enhanced fan-out reads cannot take a page)
+        self.max_limit = max_limit  # kinesis.getRecords.numberOfRecordsPerFetch: no call asks for more
+        self._record_bytes: dict[str, float] = {}  # shard key -> mean size of the records its probes saw
         self._states: dict[str, _ShardState] = {}
         self._lock = threading.Lock()
         self.calls = 0  # GetRecords calls made (probes run on several threads), for tests and logs
@@ -121,7 +149,8 @@ class ShardProber:
         due = [key for key, state in states.items() if self._due(state, now)]
         due.sort(key=lambda key: (self._waiting_since(states[key]), key))
         asked = due[: self.max_asks]
-        parallel_map(lambda key: self._refresh(key, states[key], bound_ms), asked, self.workers)
+        budget = min(self.held_bytes, HELD_BYTES_PER_TRIGGER // max(1, len(asked)))
+        parallel_map(lambda key: self._refresh(key, states[key], bound_ms, budget), asked, self.workers)
         return {key: result for key in sorted(states) if (result := states[key].result) is not None}
 
     def observed(self, key: str, position: Position, handoff: Handoff) -> None:
@@ -145,6 +174,13 @@ class ShardProber:
         for key in [key for key in self._states if key not in keep]:
             del self._states[key]
 
+    def held(self, key: str, position: Position) -> HeldAnswer | None:
+        """The last probe's answer for ``key`` at ``position`` when it had records and still serves (the read's
+        first page: ``ShardTask.held``)."""
+        state = self._states.get(key)
+        held = state.held if state is not None else None
+        return held if held is not None and held.usable_for(position) else None
+
     def handoff(self, key: str, position: Position) -> Handoff | None:
         """The iterator this prober holds for ``key`` at ``position``, while it is fresh (for the shard's read)."""
         state = self._states.get(key)
@@ -161,7 +197,8 @@ class ShardProber:
     def _state(self, key: str, position: Position, handoff: Handoff | None) -> _ShardState:
         state = self._states.get(key)
         if state is None or state.position != position:
-            state = self._states[key] = _ShardState(position)
+            # A known shard at a new position: a read took records from it, so it is busy until a probe finds none.
+            state = self._states[key] = _ShardState(position, busy=state is not None)
         state.iterator = freshest(position, state.iterator, handoff)  # the one kept, or a fresher one handed over
         return state
 
@@ -173,17 +210,18 @@ class ShardProber:
             return False
         if state.result is None and state.backoff_s == 0:
             return True
-        return now - state.probed_at >= max(self.interval_s, state.backoff_s)
+        interval = self.busy_interval_s if state.busy else self.interval_s
+        return now - state.probed_at >= max(interval, state.backoff_s)
 
     @staticmethod
     def _waiting_since(state: _ShardState) -> float:
         """When the shard's answer was last asked for, or, never asked at its position, when it got there."""
         return state.probed_at if state.result is not None else state.since
 
-    def _refresh(self, key: str, state: _ShardState, bound_ms: int | None) -> None:
+    def _refresh(self, key: str, state: _ShardState, bound_ms: int | None, budget_bytes: int) -> None:
         now = time.monotonic()
         try:
-            state.result = self._ask(key, state, bound_ms)
+            state.result = self._ask(key, state, bound_ms, self._limit(key, budget_bytes))
         except (ClientError, RetriesExhaustedError) as exc:
             if not is_throttled(exc):
                 raise
@@ -195,7 +233,15 @@ class ShardProber:
             state.backoff_s = 0.0
         state.probed_at = now
 
-    def _ask(self, key: str, state: _ShardState, bound_ms: int | None) -> ProbeResult:
+    def _limit(self, key: str, budget_bytes: int) -> int:
+        """The probe's ``Limit``: the shard's records that fit ``budget_bytes`` by their known mean size (1 while
+        the size is unknown or nothing is to be held), at most the options' (and AWS's 10,000)."""
+        size = self._record_bytes.get(key)
+        if size is None or budget_bytes <= 0:
+            return 1
+        return max(1, min(self.max_limit, int(budget_bytes // max(size, 1.0))))
+
+    def _ask(self, key: str, state: _ShardState, bound_ms: int | None, limit: int) -> ProbeResult:
         stream, shard_id = split_shard_key(key)
         what = shard_label(stream, shard_id)
         kinesis = self._client_factory()
@@ -212,7 +258,7 @@ class ShardProber:
                 answer = self._retry.call(
                     kinesis.get_records,
                     ShardIterator=state.iterator.iterator,
-                    Limit=1,
+                    Limit=limit,
                     what=f"GetRecords (probe) on {what}",
                     retry_throttled=False,
                 )
@@ -225,19 +271,27 @@ class ShardProber:
                     raise
                 state.iterator = None
                 continue
-            return self._judge(state, answer, bound_ms)
+            body = answer[RAW_BODY]
+            page = decode_get_records(body, ShardContext(stream, shard_id, 0, MAX_HASH_KEY, deaggregate=False))
+            if page.kinesis_records:
+                size = page.kinesis_bytes / page.kinesis_records
+                self._record_bytes[key] = (self._record_bytes.get(key, size) + size) / 2
+            result = self._judge(state, page, bound_ms)
+            keep = result.found is Found.DATA and page.kinesis_records and self.held_bytes > 0
+            state.held = HeldAnswer(state.position, bytes(body), limit, state.called_ms) if keep else None
+            state.busy = result.found is Found.DATA
+            return result
         raise RuntimeError(f"GetRecords (probe) on {what}: a fresh shard iterator expired at once")
 
     @staticmethod
-    def _judge(state: _ShardState, answer: dict[str, Any], bound_ms: int | None) -> ProbeResult:
-        behind = answer.get("MillisBehindLatest")
-        records = answer.get("Records") or []
-        if records:  # the iterator asked with still points at the record: kept, NextShardIterator is past it
-            arrival = records[0].get("ApproximateArrivalTimestamp")
-            arrival_ms = round(arrival.timestamp() * 1000) if arrival is not None else None
+    def _judge(state: _ShardState, page: Page, bound_ms: int | None) -> ProbeResult:
+        behind = page.millis_behind_latest
+        if page.kinesis_records:  # the iterator asked with still points at the first record: kept
+            arrival_us = page.arrivals_us[0]
+            arrival_ms = arrival_us // 1000 if arrival_us is not None else None
             late = bound_ms is not None and arrival_ms is not None and arrival_ms > bound_ms
             return ProbeResult(Found.NOTHING if late else Found.DATA, behind, arrival_ms)
-        following = answer.get("NextShardIterator")
+        following = page.next_iterator
         state.iterator = Handoff.received(state.position, following) if following is not None else None
         if following is None:
             return ProbeResult(Found.SHARD_END, behind)

@@ -176,7 +176,7 @@ def test_a_refused_iterator_falls_back_to_the_same_position(kinesalite: LocalSer
         (task,) = partition.tasks
         assert task.handoff is not None
         bogus = replace(task.handoff, iterator=task.handoff.iterator[::-1])
-        partition = replace(partition, tasks=(replace(task, handoff=bogus),))
+        partition = replace(partition, tasks=(replace(task, handoff=bogus, held=None),))  # no probe answer held
         rows = read_all(source, [pickle.loads(pickle.dumps(partition))])
         assert payloads(rows) == second
         assert proxy.calls["GetShardIterator"] > opened
@@ -194,3 +194,21 @@ def test_a_probe_handed_an_iterator_kinesis_refuses_opens_one_at_the_same_positi
         (result,) = prober.probe({key: at}, handoffs={key: Handoff.received(at, "not-an-iterator")}).values()
         assert result.found is Found.DATA and proxy.calls["GetShardIterator"] >= 1
         assert prober.handoff(key, at) is not None  # the iterator that found the record, for the batch's read
+
+
+def test_a_held_answers_expired_iterator_is_replaced_after_its_last_record(
+    kinesalite: LocalServer, lite_stream, tmp_path
+) -> None:
+    stream = lite_stream(shards=1)
+    first = put_numbered(kinesalite, stream, "a", 4)
+    with FaultProxy(kinesalite.endpoint_url) as proxy:
+        source = _proxied_source(kinesalite, stream, tmp_path, proxy)
+        start = roundtrip(source.initialOffset())
+        end = roundtrip(source.latestOffset(start, None))  # the probe holds the first record (Limit 1)
+        (partition,) = source.partitions(start, end)
+        assert partition.tasks[0].held is not None
+        opened = proxy.calls["GetShardIterator"]
+        proxy.faults = Faults(expired_iterator_rate=1.0, max_faults=1, actions=frozenset({"GetRecords"}))
+        rows = read_all(source, [pickle.loads(pickle.dumps(partition))])
+        assert payloads(rows) == first  # each record once: the new iterator starts after the held record
+        assert proxy.stats["expired_iterator"] == 1 and proxy.calls["GetShardIterator"] == opened + 1

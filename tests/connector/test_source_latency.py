@@ -116,8 +116,10 @@ def test_an_idle_shard_is_probed_once_per_interval_however_often_triggers_come(
 def test_a_read_that_ended_at_the_tip_counts_as_a_probe(kinesalite: LocalServer, lite_stream, tmp_path) -> None:
     stream = lite_stream(shards=1)
     first = put_numbered(kinesalite, stream, "a", 3)
-    slow_probes = {"kinesis.probeIntervalMs": "30000"}  # far longer than reading and planning take
-    source = reader(source_options(kinesalite, stream, tmp_path, **slow_probes))
+    # Both intervals far longer than reading and planning take (the read's own calls wait out the fetch interval
+    # after the probe: 3 records, a first probe of Limit 1, so 1.5 s once).
+    slow = {"kinesis.probeIntervalMs": "30000", "kinesis.getRecords.fetchIntervalMs": "1500"}
+    source = reader(source_options(kinesalite, stream, tmp_path, **slow))
     start, end = plan_first_batch(source)
     assert payloads(read_all(source, list(source.partitions(start, end)))) == first
     source.commit(end)
@@ -127,10 +129,96 @@ def test_a_read_that_ended_at_the_tip_counts_as_a_probe(kinesalite: LocalServer,
     assert roundtrip(source.latestOffset(end, None)) == end  # the read's last call said "nothing": no probe yet
     assert prober.calls == calls
     (state,) = prober._states.values()
-    state.probed_at -= prober.interval_s  # an interval after the read's last call
+    state.probed_at -= prober.busy_interval_s  # a busy shard (it just had records): a fetch interval later
     following = roundtrip(source.latestOffset(end, None))
     assert prober.calls == calls + 1 and following != end
     assert payloads(read_all(source, list(source.partitions(end, following)))) == later
+
+
+def test_a_busy_shard_is_asked_at_the_read_pace_and_an_idle_one_at_the_probe_interval(
+    kinesalite: LocalServer, lite_stream, tmp_path
+) -> None:
+    stream = lite_stream(shards=1)
+    intervals = {"kinesis.probeIntervalMs": "30000", "kinesis.getRecords.fetchIntervalMs": "2000"}
+    source = reader(source_options(kinesalite, stream, tmp_path, **intervals))
+    start = roundtrip(source.initialOffset())
+    prober = source.offsets.planner.prober
+    assert (prober.interval_s, prober.busy_interval_s) == (30.0, 2.0)
+    assert roundtrip(source.latestOffset(start, None)) == start  # never asked: asked at once, finds nothing
+    (state,) = prober._states.values()
+    assert not state.busy
+    put_numbered(kinesalite, stream, "a", 2)
+    state.probed_at -= 2.0  # a fetch interval: not enough for an idle shard
+    assert roundtrip(source.latestOffset(start, None)) == start and prober.calls == 1
+    state.probed_at -= 28.0  # the probe interval
+    end = roundtrip(source.latestOffset(start, None))
+    assert end != start and prober.calls == 2 and state.busy
+    read_all(source, list(source.partitions(start, end)))  # Limit 1 held: one more call, 2 s after the probe
+    source.commit(end)
+    assert roundtrip(source.latestOffset(end, None)) == end and prober.calls == 2  # the read's last call counts
+    (state,) = prober._states.values()  # the shard's new position: busy, since a read took records there
+    assert state.busy
+    state.probed_at -= 2.0  # a fetch interval after the read's last call
+    assert roundtrip(source.latestOffset(end, None)) == end and prober.calls == 3  # asked: nothing, idle again
+    assert not state.busy
+    state.probed_at -= 2.0
+    assert roundtrip(source.latestOffset(end, None)) == end and prober.calls == 3
+
+
+@contextmanager
+def counted_calls(client, *actions: str) -> Iterator[list[str]]:
+    """Every call of ``actions`` ``client`` makes meanwhile."""
+    calls: list[str] = []
+    hooks = [
+        (f"before-call.kinesis.{action}", lambda action=action, **_kwargs: calls.append(action)) for action in actions
+    ]
+    for event, hook in hooks:
+        client.meta.events.register(event, hook)
+    try:
+        yield calls
+    finally:
+        for event, hook in hooks:
+            client.meta.events.unregister(event, hook)
+
+
+def test_a_probe_that_found_a_few_records_is_the_read_itself(kinesalite: LocalServer, lite_stream, tmp_path) -> None:
+    """The probe's answer goes to the batch's task whole: the read returns its records without a call, and its
+    NextShardIterator lets the next probe start without GetShardIterator. One GetRecords per batch, not three."""
+    stream = lite_stream(shards=1)
+    first = put_numbered(kinesalite, stream, "a", 2)
+    source = reader(source_options(kinesalite, stream, tmp_path))
+    start, end = plan_first_batch(source)  # the first probe asks for 1 record: the size is not known yet
+    assert payloads(read_all(source, list(source.partitions(start, end)))) == first
+    source.commit(end)
+    later = put_numbered(kinesalite, stream, "b", 5)
+    client = kinesis_reader_client(source.settings.client)
+    with counted_calls(client, "GetRecords", "GetShardIterator") as calls:
+        following = roundtrip(source.latestOffset(end, None))
+        assert calls == ["GetRecords"]  # the probe, with the last read's iterator
+        (partition,) = source.partitions(end, following)
+        (task,) = partition.tasks
+        assert task.held is not None and task.held.limit > 5  # by the record size the first probe learnt
+        executor = pickle.loads(pickle.dumps(source))
+        rows = [row for batch in executor.read(pickle.loads(pickle.dumps(partition))) for row in batch.to_pylist()]
+        assert payloads(rows) == later
+        assert calls == ["GetRecords"]  # the read made no call
+        source.commit(following)
+        assert roundtrip(source.latestOffset(following, None)) == following  # the next probe: nothing new
+        assert calls == ["GetRecords", "GetRecords"]  # with the probe's own NextShardIterator: no GetShardIterator
+
+
+def test_a_held_answer_that_was_full_is_read_on_from_its_iterator(
+    kinesalite: LocalServer, lite_stream, tmp_path
+) -> None:
+    stream = lite_stream(shards=1)
+    first = put_numbered(kinesalite, stream, "a", 4)
+    source = reader(source_options(kinesalite, stream, tmp_path))
+    start, end = plan_first_batch(source)  # Limit 1: the held answer is full, more may follow
+    (partition,) = source.partitions(start, end)
+    assert partition.tasks[0].held is not None and partition.tasks[0].held.limit == 1
+    with counted_calls(kinesis_reader_client(source.settings.client), "GetRecords", "GetShardIterator") as calls:
+        assert payloads(read_all(source, [partition])) == first
+    assert calls == ["GetRecords"]  # the other three, from the held answer's NextShardIterator
 
 
 def test_a_partitions_next_shard_is_asked_while_the_first_one_is_read(

@@ -75,7 +75,7 @@ def test_a_read_stopped_midway_is_completed_not_resumed(kinesalite: LocalServer,
     start, end = plan_first_batch(source)
     (partition,) = source.partitions(start, end)
     batches = source.read(partition)
-    assert payloads(next(batches).to_pylist()) == first[:4]
+    assert payloads(next(batches).to_pylist()) == first[:1]  # the probe's answer (Limit 1: record size unknown)
     batches.close()  # the task stops pulling rows
     source.commit(end)
     new = put_numbered(kinesalite, stream, "new", 3)
