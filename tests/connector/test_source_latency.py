@@ -21,18 +21,19 @@ from pyspark_aws_kinesis.source.offsets import parse_offset
 
 
 @contextmanager
-def counted_get_records(client) -> Iterator[list[str]]:
-    """Every GetRecords call ``client`` makes meanwhile (a botocore event hook on the real client)."""
+def counted_calls(client, *actions: str) -> Iterator[list[str]]:
+    """Every call of ``actions`` ``client`` makes meanwhile."""
     calls: list[str] = []
-
-    def count(**_kwargs) -> None:
-        calls.append("GetRecords")
-
-    client.meta.events.register("before-call.kinesis.GetRecords", count)
+    hooks = [
+        (f"before-call.kinesis.{action}", lambda action=action, **_kwargs: calls.append(action)) for action in actions
+    ]
+    for event, hook in hooks:
+        client.meta.events.register(event, hook)
     try:
         yield calls
     finally:
-        client.meta.events.unregister("before-call.kinesis.GetRecords", count)
+        for event, hook in hooks:
+            client.meta.events.unregister(event, hook)
 
 
 def _tip(page):
@@ -60,7 +61,7 @@ def test_a_read_short_of_its_limit_at_the_tip_asks_once(kinesalite: LocalServer,
         )
         source = reader(options)
         start, end = plan_first_batch(source)
-        with counted_get_records(kinesis_reader_client(source.settings.client)) as calls:
+        with counted_calls(kinesis_reader_client(source.settings.client), "GetRecords") as calls:
             rows = read_all(source, list(source.partitions(start, end)))
         assert payloads(rows) == produced
         assert len(calls) == calls_wanted, f"{per_call} per call: {len(calls)} GetRecords for 3 records"
@@ -165,22 +166,6 @@ def test_a_busy_shard_is_asked_at_the_read_pace_and_an_idle_one_at_the_probe_int
     assert roundtrip(source.latestOffset(end, None)) == end and prober.calls == 3
 
 
-@contextmanager
-def counted_calls(client, *actions: str) -> Iterator[list[str]]:
-    """Every call of ``actions`` ``client`` makes meanwhile."""
-    calls: list[str] = []
-    hooks = [
-        (f"before-call.kinesis.{action}", lambda action=action, **_kwargs: calls.append(action)) for action in actions
-    ]
-    for event, hook in hooks:
-        client.meta.events.register(event, hook)
-    try:
-        yield calls
-    finally:
-        for event, hook in hooks:
-            client.meta.events.unregister(event, hook)
-
-
 def test_a_probe_that_found_a_few_records_is_the_read_itself(kinesalite: LocalServer, lite_stream, tmp_path) -> None:
     """The probe's answer goes to the batch's task whole: the read returns its records without a call, and its
     NextShardIterator lets the next probe start without GetShardIterator. One GetRecords per batch, not three."""
@@ -232,7 +217,7 @@ def test_a_partitions_next_shard_is_asked_while_the_first_one_is_read(
     (partition,) = source.partitions(start, end)
     assert len(partition.tasks) == 2
     executor = pickle.loads(pickle.dumps(source))
-    with counted_get_records(kinesis_reader_client(source.settings.client)) as calls:
+    with counted_calls(kinesis_reader_client(source.settings.client), "GetRecords") as calls:
         batches = executor.read(pickle.loads(pickle.dumps(partition)))
         first = next(batches)  # the first shard's only page (at the tip): nothing of the second shard yet
         deadline = time.monotonic() + 30
