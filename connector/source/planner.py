@@ -75,8 +75,10 @@ class BatchPlanner:
             settings.probe_interval_s,
             settings.probe_threads,
             settings.max_probes_per_trigger,
-            busy_interval_s=settings.fetch_interval_s,
-            held_bytes=0 if settings.efo is not None else HELD_BYTES_PER_SHARD,  # a subscription takes no page
+            # With enhanced fan-out the probes are the query's only calls on the shared GetRecords quota: a busy
+            # shard is asked no more often than an idle one, and a subscription takes no page.
+            busy_interval_s=settings.fetch_interval_s if settings.efo is None else None,
+            held_bytes=0 if settings.efo is not None else HELD_BYTES_PER_SHARD,
             max_limit=settings.records_per_fetch,
         )
         self.health = QueryHealth(settings.fail_on_data_loss)  # lag and what reads found: written only there

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from efo_util import efo_options
 from source_util import payloads, plan_first_batch, put_numbered, read_all, reader, roundtrip, source_options
 from test_source_range import ListTransport, _page, _read
 
@@ -226,3 +227,12 @@ def test_a_partitions_next_shard_is_asked_while_the_first_one_is_read(
         assert len(calls) == 2, "the second shard was not asked while the first one's rows were taken"
         rows = first.to_pylist() + [row for batch in batches for row in batch.to_pylist()]
     assert sorted(payloads(rows)) == sorted(produced) and len(calls) == 2
+
+
+def test_with_enhanced_fan_out_a_busy_shard_is_probed_as_seldom_as_an_idle_one_and_no_page_is_held(
+    kinesis_mock: LocalServer, tmp_path
+) -> None:
+    """The probes are such a query's only calls on the GetRecords quota every polling reader shares."""
+    options = efo_options(kinesis_mock, "orders", tmp_path) | {"kinesis.getRecords.fetchIntervalMs": "200"}
+    prober = reader(options | {"kinesis.probeIntervalMs": "1000"}).offsets.planner.prober
+    assert (prober.interval_s, prober.busy_interval_s, prober.held_bytes) == (1.0, 1.0, 0)
