@@ -16,8 +16,8 @@ is a required dependency: there is one decode path, no fallback.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any, TypeVar
 
 import msgspec
@@ -176,25 +176,35 @@ class Page:
         """Rows ``start:stop`` as a RecordBatch in ARROW_SCHEMA."""
         count = stop - start
         columns = [
-            binary_array(self.data[start:stop]),
+            self._column("data", start, stop, binary_array),
             pa.repeat(pa.scalar(shard.stream_name, pa.string()), count),
             pa.array(self.keys[start:stop], pa.string()),
             pa.array(self.sequences[start:stop], pa.string()),
-            self._column("subs", start, stop, pa.int64()),
+            self._column("subs", start, stop, _int64_array),
             pa.repeat(pa.scalar(shard.shard_id, pa.string()), count),
             # int64, then the same buffer seen as timestamps: ~40 % cheaper than converting ints to timestamps
-            self._column("arrivals_us", start, stop, pa.int64()).view(ARRIVAL_TYPE),
+            self._column("arrivals_us", start, stop, _int64_array).view(ARRIVAL_TYPE),
         ]
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
-    def _column(self, name: str, start: int, stop: int, kind: pa.DataType) -> pa.Array:
+    def drop_columns(self) -> None:
+        """Forget the Arrow columns kept from the decode (``to_batch`` builds them from the lists again): for a
+        page held a while and not made a batch here (the EFO broker's buffer, bounded by the size of the data)."""
+        self._arrow.clear()
+
+    def _column(self, name: str, start: int, stop: int, build: Callable[[list[Any]], pa.Array]) -> pa.Array:
         """Rows ``start:stop`` of list field ``name`` as an Arrow array: a zero-copy slice of the column the decode
-        built from that very list, unless the field holds another list now (or the same at another length)."""
+        built from that very list, unless the field holds another list now (or the same at another length); else
+        ``build`` of the rows' list."""
         values = getattr(self, name)
         built = self._arrow.get(name)
         if built is not None and built[0] is values and len(values) == len(built[1]):
             return built[1].slice(start, stop - start)
-        return pa.array(values[start:stop], kind)
+        return build(values[start:stop])
+
+
+def _int64_array(values: list[Any]) -> pa.Array:
+    return pa.array(values, pa.int64())
 
 
 # From this mean size on, a binary column is cheaper built from one joined buffer and its offsets than by
@@ -237,12 +247,15 @@ def _records_page(
 ) -> Page:
     """The Page of an answer's ``Records`` (GetRecords answer or SubscribeToShardEvent: same record shape).
 
-    Plain records (the common case) become the Page's lists in one pass each; the sub-sequence and arrival
-    columns, which the decode has at hand as Arrow arrays, are kept for ``Page.to_batch``. The data column is
-    not: the EFO broker holds pages (not batches) in a buffer bounded by their data's size.
+    Plain records (the common case) become the Page's lists in one pass each, and the Arrow columns that
+    ``Page.to_batch`` needs of data, sub-sequence numbers and arrival times are built here and kept: the data
+    column also answers in C passes whether a record carries the KPL prefix and how many bytes the data has.
     """
     data = [record.Data for record in records]
-    if shard.deaggregate and any(map(bytes.startswith, data, repeat(MAGIC))):
+    if shard.deaggregate and data and data[0].startswith(MAGIC):  # a KPL producer's page: no plain columns
+        return _aggregates_page(records, continuation, millis_behind, shard)
+    data_column = binary_array(data)
+    if shard.deaggregate and pc.any(pc.starts_with(data_column, pattern=MAGIC)).as_py():
         return _aggregates_page(records, continuation, millis_behind, shard)
     count = len(records)
     keys = [record.PartitionKey for record in records]
@@ -255,13 +268,13 @@ def _records_page(
         arrivals_us=arrivals.to_pylist(),
         record_ends=[True] * count,
         kinesis_records=count,
-        kinesis_bytes=sum(map(len, data)) + _utf8_bytes(keys),
+        kinesis_bytes=(pc.sum(pc.binary_length(data_column)).as_py() or 0) + _utf8_bytes(keys),
         last_sequence=records[-1].SequenceNumber if records else None,
         next_iterator=continuation,
         millis_behind_latest=millis_behind,
     )
     zeros = pa.repeat(pa.scalar(0, pa.int64()), count)
-    page._arrow.update(subs=(page.subs, zeros), arrivals_us=(page.arrivals_us, arrivals))
+    page._arrow.update(data=(page.data, data_column), subs=(page.subs, zeros), arrivals_us=(page.arrivals_us, arrivals))
     return page
 
 

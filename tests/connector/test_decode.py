@@ -172,6 +172,7 @@ def test_a_batch_follows_page_lists_changed_after_the_decode() -> None:
         getattr(grown, name).append(value)
     grown.record_ends.append(True)
     batch = grown.to_batch(shard, 0, 2)
+    assert batch.column("data").to_pylist() == [b"x", b"z"]
     assert batch.column("subSequenceNumber").to_pylist() == [0, 5]
     assert batch.column("approximateArrivalTimestamp").cast(pa.int64()).to_pylist() == [1_000_000, 8000]
     cut = replace(page, subs=[1, 2])  # a new page from a decoded one starts without its kept columns
