@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import gc
 import json
 import os
 import statistics
@@ -201,24 +200,25 @@ def lambda_style(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def median_rates(
-    records: int, repeats: int, runs: dict[str, Callable[[], object]], collect: bool = False
+    records: int, repeats: int, runs: dict[str, Callable[[], object]], rotate: bool = False
 ) -> dict[str, float]:
     """Median records per CPU second of each run; the runs take turns, so a change in the machine's load between
     them hits all alike (CPU time is not wall time, but a loaded host still slows caches).
 
-    ``collect``: a full garbage collection before each run, outside its time, so that no run pays for what the
-    run before it left (after botocore's parse of 10,000 records, whichever decode ran next took up to 30 % longer
-    on 100-byte records than in another place of the turn).
+    ``rotate``: each repeat starts its turn one run later, so that every run comes as often right after each of
+    the others (on the decode benchmark, the decode that ran right after botocore's parse of 10,000 records took
+    up to 30 % longer than in another place of the turn; a garbage collection before each run instead slowed
+    every decode, the interpreter's free lists emptied).
     """
     rates: dict[str, list[float]] = {name: [] for name in runs}
     for run in runs.values():
         run()  # warm up: the first run pays for fresh memory pages
-    for _ in range(repeats):
-        for name, run in runs.items():
-            if collect:
-                gc.collect()
+    names = list(runs)
+    for repeat in range(repeats):
+        shift = repeat % len(names) if rotate else 0
+        for name in names[shift:] + names[:shift]:
             started = time.thread_time()
-            run()
+            runs[name]()
             rates[name].append(records / (time.thread_time() - started))
     return {name: statistics.median(values) for name, values in rates.items()}
 

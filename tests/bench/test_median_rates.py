@@ -1,26 +1,24 @@
-"""``bench.common.median_rates``: runs take turns, and with ``collect`` each starts after a full garbage collection
-(outside its time), so no run pays for the garbage of the run before it."""
+"""``bench.common.median_rates``: runs take turns; with ``rotate`` each repeat starts its turn one run later, so that
+every run comes as often right after each of the others."""
 
 from __future__ import annotations
-
-import gc
-
-import pytest
 
 from bench import common
 
 
-def test_each_run_starts_after_a_garbage_collection_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+def _recording(events: list[str], *names: str) -> dict[str, object]:
+    return {name: (lambda name=name: events.append(name) or sum(range(10_000))) for name in names}
+
+
+def test_rotated_turns_start_one_run_later_each_repeat() -> None:
     events: list[str] = []
-    monkeypatch.setattr(common.gc, "collect", lambda *args: events.append("collect") or 0)
-    runs = {name: (lambda name=name: events.append(name) or sum(range(10_000))) for name in ("a", "b")}
-    rates = common.median_rates(10, 2, runs, collect=True)
-    assert set(rates) == {"a", "b"}
-    assert events == ["a", "b", *(["collect", "a", "collect", "b"] * 2)]  # the warm-up runs collect nothing
+    rates = common.median_rates(10, 4, _recording(events, "a", "b", "c"), rotate=True)
+    assert set(rates) == {"a", "b", "c"} and all(rate > 0 for rate in rates.values())
+    turns = ["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]
+    assert events == ["a", "b", "c", *(name for turn in turns for name in turn)]  # after the warm-up runs
 
 
-def test_without_collect_no_run_is_preceded_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[int] = []
-    monkeypatch.setattr(common.gc, "collect", lambda *args: calls.append(1) or 0)
-    common.median_rates(10, 2, {"a": lambda: sum(range(10_000))})
-    assert calls == [] and gc.isenabled()
+def test_turns_keep_their_order_unless_rotated() -> None:
+    events: list[str] = []
+    common.median_rates(10, 2, _recording(events, "a", "b"))
+    assert events == ["a", "b"] * 3
