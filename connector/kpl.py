@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,27 +96,20 @@ def unpack(data: bytes) -> Unpacked:
         message.ParseFromString(body)
     except DecodeError as exc:
         raise KplFormatError(f"KPL aggregate has an unreadable protobuf body: {exc}") from exc
-    records = list(message.records)  # one wrapper per user record, made once for the columns below
-    partition_keys = list(message.partition_key_table)
+    partition_keys, hash_keys, records = (
+        list(message.partition_key_table),
+        message.explicit_hash_key_table,
+        message.records,
+    )
     try:
-        keys = list(map(partition_keys.__getitem__, map(_PARTITION_KEY_INDEX, records)))
-        has_explicit = list(map(_HAS_EXPLICIT_HASH_KEY, records))
-        explicit: list[str | None] = [None] * len(records)
-        if any(has_explicit):
-            hash_keys = message.explicit_hash_key_table
-            explicit = [
-                hash_keys[record.explicit_hash_key_index] if has else None
-                for record, has in zip(records, has_explicit, strict=True)
-            ]
+        keys = [partition_keys[record.partition_key_index] for record in records]
+        explicit = [
+            hash_keys[record.explicit_hash_key_index] if record.HasField("explicit_hash_key_index") else None
+            for record in records
+        ]
     except IndexError as exc:
         raise KplFormatError(f"KPL aggregate record {_dangling(message)} points outside its key tables") from exc
-    return Unpacked(list(map(_DATA, records)), keys, explicit)
-
-
-# Column getters for ``map`` over an aggregate's user records: ~30 % cheaper than a comprehension's attribute reads
-_DATA = operator.attrgetter("data")
-_PARTITION_KEY_INDEX = operator.attrgetter("partition_key_index")
-_HAS_EXPLICIT_HASH_KEY = operator.methodcaller("HasField", "explicit_hash_key_index")
+    return Unpacked([record.data for record in records], keys, explicit)
 
 
 def _dangling(message: Any) -> int:
