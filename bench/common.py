@@ -199,16 +199,26 @@ def lambda_style(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def median_rates(records: int, repeats: int, runs: dict[str, Callable[[], object]]) -> dict[str, float]:
+def median_rates(
+    records: int, repeats: int, runs: dict[str, Callable[[], object]], rotate: bool = False
+) -> dict[str, float]:
     """Median records per CPU second of each run; the runs take turns, so a change in the machine's load between
-    them hits all alike (CPU time is not wall time, but a loaded host still slows caches)."""
+    them hits all alike (CPU time is not wall time, but a loaded host still slows caches).
+
+    ``rotate``: each repeat starts its turn one run later, so that every run comes as often right after each of
+    the others (on the decode benchmark, the decode that ran right after botocore's parse of 10,000 records took
+    up to 30 % longer than in another place of the turn; a garbage collection before each run instead slowed
+    every decode, the interpreter's free lists emptied).
+    """
     rates: dict[str, list[float]] = {name: [] for name in runs}
     for run in runs.values():
         run()  # warm up: the first run pays for fresh memory pages
-    for _ in range(repeats):
-        for name, run in runs.items():
+    names = list(runs)
+    for repeat in range(repeats):
+        shift = repeat % len(names) if rotate else 0
+        for name in names[shift:] + names[:shift]:
             started = time.thread_time()
-            run()
+            runs[name]()
             rates[name].append(records / (time.thread_time() - started))
     return {name: statistics.median(values) for name, values in rates.items()}
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pyarrow as pa
 import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 from botocore.exceptions import ClientError
@@ -19,6 +21,7 @@ from pyspark_aws_kinesis.fetch.decode import (
     ARROW_SCHEMA,
     MalformedAnswerError,
     ShardContext,
+    binary_array,
     decode_get_records,
     decode_subscribe_event,
 )
@@ -116,3 +119,76 @@ def test_aggregates_keep_only_the_user_records_of_the_shards_hash_range() -> Non
     assert lower.record_ends[-1] and not any(lower.record_ends[:-1]) and lower.sequences == ["5"] * len(lower)
     everything = decode_get_records(body, ShardContext("s", "shardId-0", 0, MAX_HASH_KEY))
     assert everything.subs == [0, 1, 2, 3, 4] and everything.dropped_out_of_range == 0
+
+
+def _body(records: list[tuple[bytes, str, float | None]]) -> bytes:
+    """A GetRecords answer of plain records (data, partition key, arrival in epoch seconds or None)."""
+    wire = []
+    for index, (data, key, arrival) in enumerate(records):
+        record = {"Data": base64.b64encode(data).decode(), "PartitionKey": key, "SequenceNumber": str(100 + index)}
+        if arrival is not None:
+            record["ApproximateArrivalTimestamp"] = arrival
+        wire.append(record)
+    return json.dumps({"Records": wire, "NextShardIterator": "it", "MillisBehindLatest": 0}).encode()
+
+
+@pytest.mark.parametrize("size", [0, 1, 100, 255, 256, 1024, 70_000])
+def test_binary_columns_equal_pyarrows_own_from_a_list(size: int) -> None:
+    """Both ways ``binary_array`` builds a column (the list as is, or one joined buffer and offsets for large
+    items) give pyarrow's own array, with empty items among them."""
+    items = [bytes([index % 256]) * (size + index % 3) for index in range(40)] + [b""]
+    column = binary_array(items)
+    assert column.type == pa.binary() and column.equals(pa.array(items, pa.binary()))
+    assert binary_array([]).equals(pa.array([], pa.binary()))
+
+
+def test_a_batch_of_a_plain_page_holds_the_rows_asked_for() -> None:
+    """Rows ``start:stop`` of a decoded page (the columns the decode kept are sliced), arrival None included."""
+    rows = [(b"a" * 300, "k0", 1700000000.001), (b"", "ключ", None), (b"c" * 5, "k2", 1700000000.5), (b"d", "k3", 1.0)]
+    shard = ShardContext("s", "shardId-0", 0, MAX_HASH_KEY)
+    page = decode_get_records(_body(rows), shard)
+    batch = page.to_batch(shard, 1, 3)
+    assert batch.schema == ARROW_SCHEMA
+    assert batch.column("data").to_pylist() == [b"", b"c" * 5]
+    assert batch.column("partitionKey").to_pylist() == ["ключ", "k2"]
+    assert batch.column("sequenceNumber").to_pylist() == ["101", "102"]
+    assert batch.column("subSequenceNumber").to_pylist() == [0, 0]
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    assert batch.column("approximateArrivalTimestamp").to_pylist() == [None, epoch + timedelta(seconds=1700000000.5)]
+
+
+def test_a_batch_follows_page_lists_changed_after_the_decode() -> None:
+    """The columns a decode keeps for ``to_batch`` give way to the lists as soon as a field holds another list
+    (or the same list grew): a batch always shows the page's lists."""
+    shard = ShardContext("s", "shardId-0", 0, MAX_HASH_KEY)
+    page = decode_get_records(_body([(b"x", "k", 1.0), (b"y", "k", 2.0)]), shard)
+    page.arrivals_us = [7, None]
+    page.subs = [3, 4]
+    batch = page.to_batch(shard, 0, 2)
+    assert batch.column("approximateArrivalTimestamp").cast(pa.int64()).to_pylist() == [7, None]
+    assert batch.column("subSequenceNumber").to_pylist() == [3, 4]
+    grown = decode_get_records(_body([(b"x", "k", 1.0)]), shard)
+    for name, value in [("data", b"z"), ("keys", "k"), ("sequences", "9"), ("subs", 5), ("arrivals_us", 8000)]:
+        getattr(grown, name).append(value)
+    grown.record_ends.append(True)
+    batch = grown.to_batch(shard, 0, 2)
+    assert batch.column("data").to_pylist() == [b"x", b"z"]
+    assert batch.column("subSequenceNumber").to_pylist() == [0, 5]
+    assert batch.column("approximateArrivalTimestamp").cast(pa.int64()).to_pylist() == [1_000_000, 8000]
+    cut = replace(page, subs=[1, 2])  # a new page from a decoded one starts without its kept columns
+    assert cut.to_batch(shard, 0, 2).column("subSequenceNumber").to_pylist() == [1, 2]
+
+
+def test_the_quota_bytes_count_data_and_partition_keys_in_utf8() -> None:
+    """``kinesis_bytes`` of a plain page and of one with an aggregate: data plus each partition key's UTF-8 bytes."""
+    shard = ShardContext("s", "shardId-0", 0, MAX_HASH_KEY)
+    plain = [(b"abc", "ключ", 1.0), (b"", "日本語キー", 2.0), (b"d" * 1000, "k", None)]
+    want = sum(len(data) + len(key.encode()) for data, key, _ in plain)
+    assert decode_get_records(_body(plain), shard).kinesis_bytes == want
+    aggregator = Aggregator()
+    for index in range(3):
+        aggregator.add(f"u{index}".encode(), "é")
+    aggregate = aggregator.flush()
+    assert aggregate is not None and aggregate.user_records == 3
+    mixed = decode_get_records(_body([*plain, (aggregate.data, aggregate.partition_key, 3.0)]), shard)
+    assert len(mixed) == 6 and mixed.kinesis_bytes == want + len(aggregate.data) + len("é".encode())

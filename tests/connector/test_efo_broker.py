@@ -28,7 +28,7 @@ from localaws.quota_proxy import QuotaProxy
 from localaws.streams import list_shard_ids, put_records
 from pyspark_aws_kinesis.aws.settings import AssumeRole, ClientSettings
 from pyspark_aws_kinesis.fetch import efo_broker, efo_protocol
-from pyspark_aws_kinesis.fetch.decode import Page, ShardContext
+from pyspark_aws_kinesis.fetch.decode import Page, ShardContext, decode_subscribe_event
 from pyspark_aws_kinesis.fetch.efo_broker import locate
 from pyspark_aws_kinesis.fetch.efo_client import ENV_ENABLED, BrokeredSubscriber, broker_dir, broker_pids, broker_stats
 from pyspark_aws_kinesis.fetch.range import FetchLimits, ShardRange, ShardTask
@@ -386,3 +386,40 @@ def test_a_shard_handed_between_two_hosts_brokers_is_refused_at_most_once_per_ha
     assert subscribes.refusals.get(CALLS, 0) == 0, subscribes
     assert subscribes.refused <= HANDOVERS, subscribes
     assert subscribes.calls <= 1 + HANDOVERS * 3, subscribes  # a subscription per host's turn + 2 per handover
+
+
+def test_buffered_pages_keep_no_arrow_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No server: a page decoded in the broker goes to its buffer without the Arrow columns the decode kept for a
+    batch (the buffer's bound counts each page's data once; the wire sends the lists), and still reads the same."""
+    context = ShardContext("s", "shardId-000000000000", *FULL)
+    payload = json.dumps(
+        {
+            "Records": [
+                {"Data": "AAEC", "PartitionKey": "k", "SequenceNumber": "7", "ApproximateArrivalTimestamp": 1.5}
+            ],
+            "ContinuationSequenceNumber": "7",
+            "MillisBehindLatest": 0,
+        }
+    )
+    decoded = decode_subscribe_event(payload, context)
+    assert decoded._arrow  # what the broker must not keep
+    expected = decoded.to_batch(context, 0, 1)
+
+    class OnePage:
+        aborted = False
+
+        def __init__(self, *args: object) -> None:
+            pass
+
+        def pages(self, _start: Position):
+            yield decode_subscribe_event(payload, context)
+
+    monkeypatch.setattr(efo_broker, "subscription_client", lambda *args: None)
+    monkeypatch.setattr(efo_broker, "ShardSubscriber", OnePage)
+    request = efo_protocol.Request(
+        settings("http://unused"), 1.0, PATIENT, "arn:consumer", "c", context, Position(TRIM_HORIZON)
+    )
+    subscription = efo_broker.Subscription(request, 1 << 20)
+    subscription.thread.join(5)
+    assert len(subscription.buffer) == 1 and subscription.buffer[0]._arrow == {}
+    assert subscription.buffer[0].to_batch(context, 0, 1).equals(expected)

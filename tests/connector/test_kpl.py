@@ -17,6 +17,7 @@ from pyspark_aws_kinesis.kpl import (
     KplFormatError,
     OutgoingRecord,
     UserRecord,
+    _messages,
     deaggregate,
     hash_key_of,
     is_aggregated,
@@ -171,3 +172,44 @@ def test_size_accounting_matches_the_serialized_aggregate() -> None:
     record = aggregator.flush()
     assert record is not None and record.user_records == 120
     assert predicted == len(record.data) + len(record.partition_key.encode())
+
+
+def _hand_made(partition_keys: list[str], hash_keys: list[str], records: list[tuple[int, int | None]]) -> bytes:
+    """An aggregate with the given key tables and user records (partition key index, explicit hash key index)."""
+    message = _messages().AggregatedRecord()
+    message.partition_key_table.extend(partition_keys)
+    message.explicit_hash_key_table.extend(hash_keys)
+    for index, (pk_index, hk_index) in enumerate(records):
+        record = message.records.add()
+        record.partition_key_index = pk_index
+        if hk_index is not None:
+            record.explicit_hash_key_index = hk_index
+        record.data = f"d{index}".encode()
+    body = message.SerializeToString()
+    return MAGIC + body + hashlib.md5(body).digest()
+
+
+def test_explicit_hash_keys_are_read_per_record() -> None:
+    """Records with and without an explicit hash key in one aggregate, the tables shared through indexes."""
+    users = deaggregate(_hand_made(["a", "b"], ["5", "7"], [(0, None), (1, 1), (0, 0), (1, None)]))
+    assert [(u.data, u.partition_key, u.explicit_hash_key) for u in users] == [
+        (b"d0", "a", None),
+        (b"d1", "b", "7"),
+        (b"d2", "a", "5"),
+        (b"d3", "b", None),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("hash_keys", "records", "bad"),
+    [
+        ([], [(0, None), (1, None)], 1),  # a partition key index past its table
+        ([], [(0, None), (0, 0)], 1),  # an explicit hash key index into an empty table
+        (["5"], [(0, 0), (0, None), (0, 1)], 2),  # one past a non-empty table
+    ],
+)
+def test_an_index_outside_the_key_tables_is_a_format_error(
+    hash_keys: list[str], records: list[tuple[int, int | None]], bad: int
+) -> None:
+    with pytest.raises(KplFormatError, match=f"record {bad} points outside its key tables"):
+        deaggregate(_hand_made(["a"], hash_keys, records))
