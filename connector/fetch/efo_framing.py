@@ -40,6 +40,8 @@ class TruncatedMessageError(ConnectionError):
 
 @dataclass(frozen=True)
 class Message:
+    """One event-stream message: its headers (name -> value, as botocore parses them) and its payload."""
+
     headers: dict[str, Any]
     payload: bytes
 
