@@ -1,7 +1,7 @@
 """Sharing the shard: our query's per-shard read rate against the 2 MiB/s limit, and a neighbour's refusals, in one run.
 
 Run: ``.venv/bin/python -m bench.quotas [--shards N] [--mib-per-shard MIB] [--record-kib KIB] [--busy-s S]
-[--efo [--efo-mib-per-shard MIB] [--efo-record-kib KIB]]``
+[--efo [--efo-mib-per-shard MIB] [--efo-record-kib KIB] [--efo-rounds N]]``
 (always behind ``localaws.quota_proxy`` with AWS's limits: the quotas are what is measured, so ``run_all`` never
 passes ``--no-quotas`` here). About a minute and a half on the 2-core machine with the defaults.
 
@@ -20,14 +20,19 @@ Two phases, one Spark streaming query each, the connector's default options and 
 3. **Enhanced fan-out on a backlog** (``--efo``, alone: kinesis-mock instead of kinesalite): a stream preloaded
    (directly) with ``--efo-mib-per-shard`` of ``--efo-record-kib`` records per shard (large records: kinesis-mock
    manages ~120-2,600 records a second, so bytes, not records, are what is measured), read from TRIM_HORIZON to
-   the tip through the proxy, which pushes at most 2 MiB/s per consumer and shard, by two consumers one after the
-   other, all shards at once: a baseline (botocore's own ``subscribe_to_shard`` loop, one thread per shard) and
-   ours (the connector's range reader through its subscription broker, started before, the path a task takes,
-   without Spark).
-   Per shard: each one's MiB/s from its first SubscribeToShard to the event at the tip after the last record
-   (kinesis-mock may push a whole backlog in one event; the proxy then holds the next event until the bytes are
-   paid back at 2 MiB/s, so the tip event marks the end), against the 2 MiB/s line, and ours / the baseline;
-   and the SubscribeToShard calls and refusals of each.
+   the tip, all shards at once, in ``--efo-rounds`` rounds of three readers, each with a fresh consumer (so
+   kinesis-mock builds its events anew), one after the other in an order that rotates from round to round (the
+   machine's and kinesis-mock's drift falls on each alike): kinesis-mock alone (the ceiling: its event stream read
+   straight from the server, no proxy, split into messages, records counted in the bytes, nothing decoded), a
+   baseline (botocore's own ``subscribe_to_shard`` loop, one thread per shard, behind the proxy, which pushes at
+   most 2 MiB/s per consumer and shard, and a fault proxy adding the initial response botocore needs) and ours
+   (the connector's range reader through its subscription broker, the path a task takes, without Spark; the broker
+   started and its client made before, by a one-record read of another stream, as after a query's first batch).
+   Per round, reader and shard: MiB/s from the first SubscribeToShard to the event at the tip after the last
+   record (kinesis-mock may push a whole backlog in one event; the proxy then holds the next event until the
+   bytes are paid back at 2 MiB/s, so the tip event marks the end), against the 2 MiB/s line, and the CPU seconds
+   kinesis-mock's process spent meanwhile; then each reader's median, ours / the baseline per round, and the
+   SubscribeToShard calls and refusals of each.
 Rates and ratios are printed, never asserted (tests/connector/test_source_share.py asserts the counts). ``--plot``
 (matplotlib; "" for none) draws phases 1 and 2 second by second as the proxy counted them: each shard's read rate
 against the 2 MiB/s line, and each reader's GetRecords calls per shard against the 5 calls/s line, refusals marked.
@@ -37,12 +42,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import mean, median
 
 from botocore.config import Config
 
@@ -259,14 +266,35 @@ def botocore_loop(kinesis, consumer_arn: str, shard: str, records: int) -> float
                     return time.monotonic() - started
 
 
-def ours_settings(server: Server, stream: str):
+def raw_loop(kinesis, consumer_arn: str, shard: str, records: int) -> float:
+    """kinesis-mock alone (the ceiling): its event stream read straight from the server (no proxy), split into
+    messages and its records counted in the bytes, nothing decoded; the seconds until the event at the tip after
+    ``records`` records (one subscription: kinesis-mock does not end them)."""
+    from pyspark_aws_kinesis.fetch.efo import RAW_EVENT_STREAM, release
+    from pyspark_aws_kinesis.fetch.efo_framing import messages
+
+    started, seen = time.monotonic(), 0
+    start = {"Type": "TRIM_HORIZON"}
+    raw = kinesis.subscribe_to_shard(ConsumerARN=consumer_arn, ShardId=shard, StartingPosition=start)[RAW_EVENT_STREAM]
+    try:
+        for message in messages(raw.read):
+            found = message.payload.count(b'"SequenceNumber"')
+            seen += found
+            if seen >= records and not found and json.loads(message.payload).get("MillisBehindLatest") == 0:
+                return time.monotonic() - started
+    finally:
+        release(raw)
+    raise RuntimeError(f"the event stream of {shard} ended after {seen} of {records} records")
+
+
+def ours_settings(server: Server, stream: str, consumer: str):
     """The source's settings with its default options for enhanced fan-out (one broker secret: one broker)."""
     from pyspark_aws_kinesis.source.settings import SourceSettings
 
     options = {
         **bench_options(server, stream, f"/tmp/{stream}/meta"),
         "kinesis.consumertype": "SubscribeToShard",
-        "kinesis.consumername": EFO_OURS,
+        "kinesis.consumername": consumer,
     }
     options.pop("kinesis.getrecords.fetchintervalms")  # the defaults, as a user has them
     return SourceSettings.from_options(options)
@@ -285,22 +313,19 @@ def ours_loop(settings, stream: str, consumer_arn: str, shard: str) -> tuple[int
     return rows, time.monotonic() - started
 
 
-EFO_BASELINE, EFO_OURS = "bench-botocore", "bench-ours"
+EFO_RAW, EFO_BASELINE, EFO_OURS = "kinesis-mock-alone", "bench-botocore", "bench-ours"
+EFO_READERS = {
+    EFO_RAW: "kinesis-mock alone (no proxy, nothing decoded)",
+    EFO_BASELINE: "baseline (botocore's loop)",
+    EFO_OURS: "ours (range reader + broker)",
+}
 
 
-def efo_phase(server: Server, args: argparse.Namespace) -> list[str]:
-    from pyspark_aws_kinesis.consumers import ensure_consumer
-    from pyspark_aws_kinesis.fetch.efo_client import connect_broker
-    from pyspark_aws_kinesis.retry import RetryPolicy
-
-    size = args.efo_record_kib * 1024
-    per_shard = args.efo_mib_per_shard * MiB // size
-    setup = server.direct.client("kinesis")
-    stream = create_stream(setup, unique_name("bench-quotas-efo"), args.shards)
-    shards = list_shard_ids(setup, stream)
-    payload, per_call = os.urandom(size), max(1, 4 * MiB // size)
+def preload_by_shard(setup, stream: str, per_shard: int, size: int) -> float:
+    """``per_shard`` records of ``size`` bytes on each shard (routed by hash key), directly; the seconds it took."""
+    payload, per_call = os.urandom(size), max(1, min(500, 4 * MiB // size))
     started = time.monotonic()
-    for description in setup.list_shards(StreamName=stream)["Shards"]:  # each shard's records, by hash key
+    for description in setup.list_shards(StreamName=stream)["Shards"]:
         key = description["HashKeyRange"]["StartingHashKey"]
         for first in range(0, per_shard, per_call):
             batch = [
@@ -308,42 +333,127 @@ def efo_phase(server: Server, args: argparse.Namespace) -> list[str]:
                 for i in range(first, min(per_shard, first + per_call))
             ]
             setup.put_records(StreamName=stream, Records=batch)
-    preload_s = time.monotonic() - started
+    return time.monotonic() - started
+
+
+def efo_round(
+    server: Server, stream: str, shards: list[str], per_shard: int, number: int, settings
+) -> dict[str, list[float]]:
+    """One round: each reader with a consumer of its own (so kinesis-mock builds each one's events anew), all shards
+    at once, the readers one after the other in an order that rotates with ``number``; the seconds per shard."""
+    from pyspark_aws_kinesis.consumers import ensure_consumer
+    from pyspark_aws_kinesis.retry import RetryPolicy
+
     patient = RetryPolicy(max_retries=10, initial_interval_ms=500, max_interval_ms=2000)
     kinesis = server.client("kinesis")
-    arns = {name: ensure_consumer(kinesis, stream, name, patient).arn for name in (EFO_BASELINE, EFO_OURS)}
-    proxy = server.quota_proxy
-    faults = Faults(initial_response=True, actions=frozenset({"SubscribeToShard"}))  # botocore needs it (kinesis-mock)
-    with FaultProxy(proxy.endpoint_url, faults) as front:
-        config = Config(read_timeout=120, retries={"max_attempts": 10, "mode": "standard"})
-        botocore = aws_client("kinesis", front.endpoint_url, config=config)
-        with ThreadPoolExecutor(len(shards)) as pool:
-            base = list(pool.map(lambda shard: botocore_loop(botocore, arns[EFO_BASELINE], shard, per_shard), shards))
-    settings = ours_settings(server, stream)
-    assert settings.efo is not None
-    connect_broker(settings.efo.broker_secret).close()  # started before, as after a query's first batch
+    arns = {name: ensure_consumer(kinesis, stream, f"{name}-{number}", patient).arn for name in EFO_READERS}
+    order = list(EFO_READERS)
+    order = order[number % len(order) :] + order[: number % len(order)]
+    found = {}
+    for name in order:
+        cpu = server_cpu_s(server)
+        found[name] = run_reader(name, server, stream, shards, per_shard, arns[name], settings)
+        found[f"{name} cpu"] = [server_cpu_s(server) - cpu]
+    return found
+
+
+def server_cpu_s(server: Server) -> float:
+    """The CPU seconds the server's process (kinesis-mock: one Node.js thread does the work) has used so far; 0 where
+    /proc is not there."""
+    try:
+        with open(f"/proc/{server.direct.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def run_reader(
+    name: str, server: Server, stream: str, shards: list[str], per_shard: int, arn: str, settings
+) -> list[float]:
+    """The seconds one reader (``EFO_READERS``) took per shard, all shards at once, one thread each (``settings``:
+    ours, with its broker warm)."""
+    from pyspark_aws_kinesis.fetch.efo import prepare_client
+
+    config = Config(read_timeout=120, retries={"max_attempts": 10, "mode": "standard"})
     with ThreadPoolExecutor(len(shards)) as pool:
-        mine = list(pool.map(lambda shard: ours_loop(settings, stream, arns[EFO_OURS], shard), shards))
-    report = proxy.report()
-    shard_bytes = per_shard * (size + len("k000"))
+        if name == EFO_RAW:
+            raw = prepare_client(aws_client("kinesis", server.direct.endpoint_url, config=config))
+            return list(pool.map(lambda shard: raw_loop(raw, arn, shard, per_shard), shards))
+        if name == EFO_BASELINE:
+            faults = Faults(initial_response=True, actions=frozenset({"SubscribeToShard"}))  # botocore needs it
+            with FaultProxy(server.quota_proxy.endpoint_url, faults) as front:
+                botocore = aws_client("kinesis", front.endpoint_url, config=config)
+                return list(pool.map(lambda shard: botocore_loop(botocore, arn, shard, per_shard), shards))
+        read = list(pool.map(lambda shard: ours_loop(settings, stream, arn, shard), shards))
+        if [rows for rows, _ in read] != [per_shard] * len(shards):
+            raise RuntimeError(f"ours read {[rows for rows, _ in read]} rows, not {per_shard} a shard")
+        return [took for _, took in read]
+
+
+def warm_broker(server: Server):
+    """Our settings, with this host's subscription broker running and its client made, as after a query's first
+    batch (the baseline's client is made before it is timed, too): one record read from a stream of its own."""
+    from pyspark_aws_kinesis.consumers import ensure_consumer
+    from pyspark_aws_kinesis.retry import RetryPolicy
+
+    setup = server.direct.client("kinesis")
+    stream = create_stream(setup, unique_name("bench-quotas-efo-warm"), 1)
+    put_records(setup, stream, [(b"warm", "warm")])
+    patient = RetryPolicy(max_retries=10, initial_interval_ms=500, max_interval_ms=2000)
+    arn = ensure_consumer(server.client("kinesis"), stream, f"{EFO_OURS}-warm", patient).arn
+    settings = ours_settings(server, stream, EFO_OURS)  # one broker secret: one broker for every round
+    rows, _ = ours_loop(settings, stream, arn, list_shard_ids(setup, stream)[0])
+    assert rows == 1
+    return settings
+
+
+def efo_phase(server: Server, args: argparse.Namespace) -> list[str]:
+    size = args.efo_record_kib * 1024
+    per_shard = args.efo_mib_per_shard * MiB // size
+    setup = server.direct.client("kinesis")
+    stream = create_stream(setup, unique_name("bench-quotas-efo"), args.shards)
+    shards = list_shard_ids(setup, stream)
+    preload_s = preload_by_shard(setup, stream, per_shard, size)
+    settings = warm_broker(server)
+    rounds = [efo_round(server, stream, shards, per_shard, number, settings) for number in range(args.efo_rounds)]
+    shard_mib = per_shard * (size + len("k000")) / MiB
     lines = [
         f"3. enhanced fan-out on a backlog (kinesis-mock): {args.shards} shards x {args.efo_mib_per_shard} MiB "
         f"({args.efo_record_kib} KiB records, {per_shard} a shard; preloaded in {preload_s:.0f} s), all shards at "
-        "once, from the first SubscribeToShard to the event at the tip, the proxy pushing at most 2 MiB/s per "
-        "consumer and shard"
-        + (
-            ""
-            if [rows for rows, _ in mine] == [per_shard] * len(shards)
-            else f" -- ours read {[rows for rows, _ in mine]} rows, not {per_shard} a shard"
-        ),
-        f"{'shard':<24}{'baseline MiB/s':>15}{'of 2 MiB/s':>12}{'ours MiB/s':>12}{'of 2 MiB/s':>12}"
-        f"{'ours/baseline':>15}",
+        f"once, from the first SubscribeToShard to the event at the tip; {args.efo_rounds} rounds, each reader with a "
+        "fresh consumer, the readers' order rotating; behind the proxy, which pushes at most 2 MiB/s per consumer "
+        "and shard (an event as a whole)",
+        f"{'round':<7}{'reader':<50}"
+        + "".join(f"{shard[-4:] + ' MiB/s':>13}" for shard in shards)
+        + f"{'of 2 MiB/s':>12}{'kinesis-mock CPU s':>20}",
     ]
-    for shard, base_s, (_, mine_s) in zip(shards, base, mine, strict=True):
-        b, m = shard_bytes / base_s, shard_bytes / mine_s
-        lines.append(f"{shard:<24}{b / MiB:>15.2f}{b / LIMIT:>12.0%}{m / MiB:>12.2f}{m / LIMIT:>12.0%}{m / b:>15.2f}")
+    for number, seconds in enumerate(rounds):
+        for name, label in EFO_READERS.items():
+            rates = [shard_mib / took for took in seconds[name]]
+            lines.append(
+                f"{number:<7}{label:<50}"
+                + "".join(f"{rate:>13.2f}" for rate in rates)
+                + f"{mean(rates) / 2:>12.0%}{seconds[f'{name} cpu'][0]:>20.1f}"
+            )
+    medians = {name: median(shard_mib / took for r in rounds for took in r[name]) for name in EFO_READERS}
+    ratios = [mean(r[EFO_BASELINE]) / mean(r[EFO_OURS]) for r in rounds]  # seconds: baseline's / ours = rate ratio
+    named = {EFO_READERS[name].split(" (")[0]: rate for name, rate in medians.items()}
+    lines.append(
+        "median per shard over rounds: "
+        + ", ".join(f"{who} {rate:.2f} MiB/s ({rate / 2:.0%})" for who, rate in named.items())
+    )
+    lines.append(
+        f"ours / baseline per round: {' '.join(f'{ratio:.2f}' for ratio in ratios)} (median {median(ratios):.2f}); "
+        f"ours / kinesis-mock alone (median rates): {medians[EFO_OURS] / medians[EFO_RAW]:.2f}"
+    )
+    report = server.quota_proxy.report()
     for name in (EFO_BASELINE, EFO_OURS):
-        calls = [row.tally for row in report.select(stream=stream, action="SubscribeToShard") if row.consumer == name]
+        calls = [
+            row.tally
+            for row in report.select(stream=stream, action="SubscribeToShard")
+            if row.consumer.rsplit("-", 1)[0] == name
+        ]
         made, refused = sum(t.calls for t in calls), sum(t.refused for t in calls)
         lines.append(f"{name}: SubscribeToShard {made} calls, {refused} refused")
     return lines
@@ -362,6 +472,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--efo-mib-per-shard", type=int, default=16, help="backlog per shard in phase 3")
     parser.add_argument("--efo-record-kib", type=int, default=64, help="record size in phase 3")
     parser.add_argument("--plot", default=str(PLOT), help="PNG of phases 1 and 2 ('' for none)")
+    parser.add_argument("--efo-rounds", type=int, default=3, help="rounds of the three readers in phase 3")
     args = parser.parse_args(argv)
     if args.efo:
         with LocalAws([KINESIS_MOCK], quotas=True) as aws:

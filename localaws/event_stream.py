@@ -13,17 +13,33 @@ from botocore.eventstream import EventStreamBuffer
 
 from localaws.quota_model import record_bytes
 
+MIN_MESSAGE = 16  # prelude (12 bytes) and message CRC (4): a message's length is never less
+
 
 def event_messages(response: http.client.HTTPResponse) -> Iterator[bytes]:
-    """The event-stream messages of a SubscribeToShard answer, whole, as they arrive (until the server ends it)."""
-    pending = b""
-    while chunk := response.read1(65536):
-        pending += chunk
-        # An event-stream message starts with its total length (4 bytes, big-endian).
-        while len(pending) >= 4 and len(pending) >= int.from_bytes(pending[:4], "big"):
+    """The event-stream messages of a SubscribeToShard answer, whole, as they arrive (until the server ends it).
+
+    Once a message's length is known (its first 4 bytes, big-endian), the rest of it is read in one call of exactly
+    that size: kinesis-mock pushes a 16 MiB backlog in one ~21 MiB message, which, appended 64 KiB at a time to what
+    had come so far, was copied ~340 times over (GiBs per event, on the relay's thread, before the client saw a byte).
+    """
+    pending = bytearray()
+    while True:
+        while len(pending) >= 4:
             size = int.from_bytes(pending[:4], "big")
-            message, pending = pending[:size], pending[size:]
+            if size < MIN_MESSAGE:
+                raise ValueError(f"an event-stream message of {size} bytes (at least {MIN_MESSAGE})")
+            if len(pending) < size:
+                break
+            with memoryview(pending) as view:
+                message = bytes(view[:size])
+            del pending[:size]
             yield message
+        wanted = size - len(pending) if len(pending) >= 4 else None
+        chunk = response.read1(65536) if wanted is None else response.read(wanted)
+        if not chunk:
+            return
+        pending += chunk
 
 
 def shard_end_event(message: bytes) -> bytes | None:

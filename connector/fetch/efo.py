@@ -30,7 +30,8 @@ What it hides from the caller:
   ahead) is retried until Kinesis' clock passes it, without counting as a failure.
 - botocore waits for an ``initial-response`` event that AWS sends and kinesis-mock does not. A ``before-parse``
   hook hands botocore a ready-made initial response and keeps the real body, whose events this module reads
-  itself (with botocore's ``EventStreamBuffer``), skipping the real initial response when there is one. This also
+  itself (``fetch.efo_framing``: the rest of a message in one read sized by its prelude, where botocore's buffer
+  copied a big event once per 64 KiB chunk), skipping the real initial response when there is one. This also
   decodes records with ``pyspark_aws_kinesis.fetch.decode`` (fast JSON path) instead of botocore's per-record datetimes.
 - Every event stream is closed and its connection handed back, also when the caller stops early (close the
   generator, or let it be collected): botocore's ``EventStream.close()`` is reported to leak connections.
@@ -48,7 +49,6 @@ from dataclasses import replace
 from typing import Any
 
 import urllib3.exceptions
-from botocore.eventstream import EventStreamBuffer
 from botocore.exceptions import ClientError
 
 from ..aws.clients import kinesis_client
@@ -56,6 +56,7 @@ from ..aws.settings import ClientSettings
 from ..positions import AFTER_SEQUENCE_NUMBER, Position
 from ..retry import RetryPolicy, error_code, error_message, is_retryable
 from .decode import Page, ShardContext, decode_subscribe_event
+from .efo_framing import messages
 from .iterators import (
     FUTURE_TIMESTAMP_PAUSE_S,
     FUTURE_TIMESTAMP_WAITS,
@@ -73,7 +74,6 @@ INITIAL_RESPONSE = bytes.fromhex(
     "696e697469616c2d726573706f6e73657b7d8de0c8a3"
 )
 _HOOK_ID = f"{__name__}.keep-raw-event-stream"
-_READ_SIZE = 65536
 SUBSCRIBE_INTERVAL_S = 1.0  # Kinesis takes 1 SubscribeToShard per second per consumer and shard
 IN_USE_S = 5.0  # and refuses one within 5 s of a success (ResourceInUseException)
 IN_USE = "ResourceInUseException"
@@ -326,13 +326,10 @@ class ShardSubscriber:
         self.pacer.in_use(self.consumer_arn, self.context.shard_id)  # a success: none within 5 s
         raw = self._raw = answer[RAW_EVENT_STREAM]
         try:
-            buffer = EventStreamBuffer()
-            for chunk in raw.stream(_READ_SIZE):
-                buffer.add_data(chunk)
-                for message in buffer:
-                    page = self._page(message.headers, message.payload)
-                    if page is not None:
-                        yield page
+            for message in messages(raw.read):  # each message in one sized read: never copied chunk by chunk
+                page = self._page(message.headers, message.payload)
+                if page is not None:
+                    yield page
         finally:
             release(raw)
 

@@ -267,7 +267,10 @@ class SourceSettings:
         stream reader's tasks (``replay``: the batch's recorded read, when it runs again), the batch reader's
         (``until``: the shard's inclusive end) and the planner's completion of reads a batch left unfinished."""
         shard_range = ShardRange(task, limits, self.shard_context(task), replay, until, self.fail_on_data_loss)
-        return shard_range, self.transport(kinesis_reader_client(self.client), task, consumer_arn)
+        # Enhanced fan-out reads through the broker (or a subscription client of its own): a GetRecords client, whose
+        # making costs a task's process 0.3-0.6 s the first time, would never be used.
+        kinesis = kinesis_reader_client(self.client) if consumer_arn is None else None
+        return shard_range, self.transport(kinesis, task, consumer_arn)
 
     def metadata_store(self, path: str) -> MetadataStore:
         """The metadata store at ``path`` (an offset's ``metadataPath``): the application's own credentials (never
