@@ -23,7 +23,7 @@ from kinesis_generator.deadline import DeadlineReached, DeadlineRetry
 from kinesis_generator.stats import LiveStats
 from pyspark_aws_kinesis.retry import RETRYABLE_ERROR_CODES
 from pyspark_aws_kinesis.sink.pacing import WritePacer
-from pyspark_aws_kinesis.sink.put_records import Entry, PutRecordsFailedError, PutStats, batches, put_all
+from pyspark_aws_kinesis.sink.put_records import BucketOf, Entry, PutRecordsFailedError, PutStats, batches, put_all
 
 UserRecord = tuple[str, bytes]  # (partition key, data)
 OnSent = Callable[[list[UserRecord]], None]
@@ -60,8 +60,10 @@ class SenderPool:
         stats: LiveStats,
         workers: int,
         on_sent: OnSent | None,
+        bucket_of: BucketOf | None = None,
     ):
         self.kinesis, self.stream, self.retry, self.stats, self.on_sent = kinesis, stream, retry, stats, on_sent
+        self.bucket_of = bucket_of  # the shard of each entry, when the stream's shards were listed
         self.deadline = retry.deadline
         self.fatal: BaseException | None = None
         self.submitted = 0  # user records queued
@@ -127,7 +129,7 @@ class SenderPool:
 
         failed = 0
         try:
-            put_all(self.kinesis, self.stream, job.entries, self.retry, job.put, on_stored, pacer)
+            put_all(self.kinesis, self.stream, job.entries, self.retry, job.put, on_stored, pacer, self.bucket_of)
         except DeadlineReached:
             pass  # the rest of the batch was not sent in time
         except PutRecordsFailedError as exc:
