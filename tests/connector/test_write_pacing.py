@@ -8,14 +8,15 @@ import random
 from collections import deque
 
 import pytest
-from write_sim import ClockRetry, QuotaKinesis, kib_rows, router
+from botocore.exceptions import ClientError
+from write_sim import ClockRetry, QuotaKinesis, kib_rows, listing, router
 
 from localaws.quota_model import ManualClock
 from pyspark_aws_kinesis.kpl import hash_key_of
 from pyspark_aws_kinesis.sink.pacing import ANY_SHARD, SHARD_QUOTA, WritePacer
 from pyspark_aws_kinesis.sink.planning import AggregateEntry
 from pyspark_aws_kinesis.sink.put_records import Entry, default_bucket, put_all
-from pyspark_aws_kinesis.sink.routing import shard_buckets
+from pyspark_aws_kinesis.sink.routing import plain_shard_router, shard_buckets
 
 SHARD_0, SHARD_1 = "shardId-000000000000", "shardId-000000000001"
 MIB = 1024 * 1024
@@ -188,3 +189,15 @@ def test_a_refusal_our_own_writes_explain_moves_the_stamps_later_and_leaves_the_
     assert pacer.lag == 0.75
     clock.advance(1.0)
     assert pacer.plan({SHARD_0: _kib(1200)}, 5000, 50 * MIB) == ({SHARD_0: 1000}, 0.0)  # the budget is whole
+
+
+class _DeniedListing:
+    def list_shards(self, **kwargs: object) -> dict:
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "ListShards")
+
+
+def test_plain_writes_pace_by_shard_when_the_shards_can_be_listed_and_write_without_the_listing_otherwise() -> None:
+    """Plain writes need only kinesis:PutRecords: a refused listing leaves the stream as one bucket."""
+    assert plain_shard_router(_DeniedListing(), "s") is None
+    listed = plain_shard_router(type("Listing", (), {"list_shards": lambda self, **kw: {"Shards": listing(2)}})(), "s")
+    assert listed is not None and shard_buckets(listed)(Entry(b"x", "key-1")) in (SHARD_0, SHARD_1)
