@@ -8,23 +8,25 @@ entries to send and how long to wait first:
 - **Buckets**: every stored entry is remembered for one second in the bucket of its shard (known before the call
   when the caller routes entries by the stream's shard map: ``routing.shard_buckets``), else in one bucket for all
   entries (``ANY_SHARD``: it stands for the stream, whose keys spread the entries over its shards).
-- **Stamps**: a write counts from the middle of its call (the stream admitted it after the request arrived and
-  before it answered), so the wait for its payback is neither a whole call's latency too long (each second of a
-  shard would then carry that latency unused) nor as early as the call's start, when a request that took long to
-  arrive is refused.
-- **Budget, AIMD**: a shard's bucket starts at the shard's quota (a lone writer is never refused); the stream
-  bucket starts unbounded and its first refusal sets it to what we stored in the last second. On a refusal the
-  budget shrinks to ``DECREASE`` of itself (once a second: the calls already made in that second overshot
-  together); after a second without refusal in which we used it, it grows by ``INCREASE`` of the quota (a shard
+- **Stamps**: the stream counts a write from when the call arrived, somewhere in its round trip; a write counts
+  for us from ``lag`` of the way through it, learned per pacer: half-way at first, ``LAG_LATER`` later after a
+  refusal our own writes explain (``_Bucket.ours_fill``: the ones answered less than a second before the call
+  fill the shard's quota, so our stamps were early), ``LAG_EARLIER`` earlier after each second without one.
+  Counting from the answer left each shard's second unused for a call's latency, every second.
+- **Budget, AIMD**: a shard's bucket starts at the shard's quota (a lone writer is not refused); the stream
+  bucket starts unbounded and its first refusal sets it to what we stored in the last second. A refusal that our
+  own writes do not explain (others fill the shard) shrinks the budget to ``DECREASE`` of itself, once a second
+  (the calls already made in that second overshot together); after a second without refusal in which the budget
+  held entries back, it grows by a step that starts at ``INCREASE`` of the quota and doubles each time (a shard
   bucket never beyond the quota). Writers sharing a shard without talking (two Spark tasks) converge this way to
-  equal shares whose sum swings a few per cent around the quota, instead of keeping whatever split the first
-  refusal caught.
-- **Pacing**: a call carries, bucket by bucket and in order within each bucket, the entries that fit the budgets;
-  a full bucket's entries wait while the others' go. When nothing fits, the pacer waits until the oldest write
-  of a full bucket leaves the second, i.e. until the shard has paid it back: never a busy retry. After a refusal
-  a bucket takes nothing until the shard has paid back our oldest write (or, with none of ours in the second, a
-  jittered half to whole second: other writers fill it, and take turns). Otherwise a bucket with nothing of ours
-  in its last second always takes one entry.
+  shares whose sum swings around the quota, and one left alone is back at the quota within a few seconds.
+- **Pacing**: a call carries, bucket by bucket and in order within each bucket, the entries that fit the budgets,
+  at most ``CALL_SHARE`` of a shard's second per call (smaller calls lose less of each second to the stamps, and
+  leave other writers turns); a full bucket's entries wait while the others' go. When nothing fits, the pacer
+  waits until the oldest write of a full bucket leaves the second, i.e. until the shard has paid it back: never a
+  busy retry. After a refusal a bucket takes nothing until the shard has paid back our oldest write (or, with none
+  of ours in the second, a jittered half to whole second: other writers fill it, and take turns). Otherwise a
+  bucket with nothing of ours in its last second always takes one entry.
 """
 
 from __future__ import annotations
@@ -40,8 +42,12 @@ WINDOW_S = 1.0  # Kinesis's write quotas are per second
 SHARD_QUOTA = (1000, 1024 * 1024)  # records, bytes a second per shard (AWS's, provisioned and on-demand alike)
 DECREASE = 0.9  # the budget after a refusal, of what it was
 INCREASE = 0.2  # of the quota (the stream bucket: of its budget), added after a second used without refusal
-LAG_START, LAG_MIN, LAG_MAX = 0.5, 0.2, 1.0  # where in a call's round trip its writes count from (doc: stamps)
+LAG_START, LAG_MIN, LAG_MAX = 0.5, 0.05, 1.0  # where in a call's round trip its writes count from (doc: stamps)
 LAG_EARLIER, LAG_LATER = 0.1, 0.25  # moved after a second without refusal, after a refusal our writes explain
+# At most this share of a shard's second in one call: a write is paid back a round trip's part after it counts
+# for us (stamps), so smaller calls lose less of each second; and a shard's second spread over calls leaves the
+# others turns. (One call a second carrying a shard's whole second ran at 1.03-1.08 s a cycle.)
+CALL_SHARE = 0.25
 FULL = 0.98  # our writes that fill this much of a shard's quota explain its refusal
 ANY_SHARD = "*"  # the bucket of entries whose shard is not known before the answer
 
@@ -108,6 +114,13 @@ class _Bucket:
             return True
         self.held_back = True
         return False
+
+    def call_full(self, records: int, nbytes: int) -> bool:
+        """Whether ``records`` entries of ``nbytes`` are more than a call may carry of this shard's second
+        (``CALL_SHARE``; a first entry always goes)."""
+        if self.quota is None or records <= 1:
+            return False
+        return records > CALL_SHARE * self.quota[0] or nbytes > CALL_SHARE * self.quota[1]
 
     def wait_s(self, now: float) -> float:
         """Until the bucket is no longer blocked and the oldest write of the second is paid back."""
@@ -179,7 +192,11 @@ class WritePacer:
         for key, queue in pending.items():
             bucket, records, size = self._bucket(key), 0, 0
             for entry in queue:
-                if entries == max_entries or nbytes + entry.size > max_bytes:
+                if (
+                    entries == max_entries
+                    or nbytes + entry.size > max_bytes
+                    or bucket.call_full(records + 1, size + entry.size)
+                ):
                     break
                 if not bucket.room_for(records + 1, size + entry.size, now):
                     full.append(key)
@@ -190,6 +207,10 @@ class WritePacer:
         if taken or not full:
             return taken, 0.0
         return {}, max(min(self._buckets[key].wait_s(now) for key in full), 0.001)
+
+    def budget(self, key: str) -> tuple[float, float] | None:
+        """Our budget on a bucket's shard (records, bytes a second); None while unbounded."""
+        return self._bucket(key).budget()
 
     def record(self, stored: dict[str, tuple[int, int]], refused: set[str], sent_at: float | None = None) -> None:
         """A call made at ``sent_at`` (default: now) just answered: it stored ``stored`` (records, bytes per

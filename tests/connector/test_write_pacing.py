@@ -122,7 +122,7 @@ def test_writers_sharing_a_shard_converge_to_its_quota_between_them(writers: int
     inner = _inner(series)
     limit = SHARD_QUOTA[0] * size if size * SHARD_QUOTA[0] < SHARD_QUOTA[1] else SHARD_QUOTA[1]
     assert sum(inner) / len(inner) >= 0.9 * limit, series
-    assert refused * size <= 0.35 * sum(series), (refused, series)  # refused entries come back when there is room
+    assert refused * size <= 0.4 * sum(series), (refused, series)  # refused entries come back when there is room
     assert calls <= 10 * writers * len(series), calls  # about one call per writer and burst, not a busy retry
 
 
@@ -147,7 +147,8 @@ def test_a_shard_bucket_starts_at_the_quota_and_a_full_shard_waits_while_the_oth
     clock = ManualClock(100.0)
     pacer = WritePacer(clock.now)
     full, free = AggregateEntry(b"x" * 1000, "a", None, SHARD_0), AggregateEntry(b"y" * 1000, "b", None, SHARD_1)
-    assert pacer.plan({SHARD_0: _kib(1200)}, 5000, 50 * MIB) == ({SHARD_0: 1000}, 0.0)  # the quota, unrefused
+    assert pacer.budget(SHARD_0) == SHARD_QUOTA  # unrefused
+    assert pacer.plan({SHARD_0: _kib(1200)}, 5000, 50 * MIB) == ({SHARD_0: 250}, 0.0)  # a quarter a call
     pacer.record({SHARD_0: (1, MIB - 10)}, set())  # one aggregate filled the shard's second
     assert pacer.plan({SHARD_0: [full], SHARD_1: [free]}, 500, 5 * MIB) == ({SHARD_1: 1}, 0.0)
     assert pacer.plan({SHARD_0: [full]}, 500, 5 * MIB) == ({}, pytest.approx(1.0))
@@ -157,22 +158,33 @@ def test_the_budget_shrinks_once_a_second_on_refusals_and_grows_back_when_it_hol
     clock = ManualClock(100.0)
     pacer = WritePacer(clock.now)
 
-    def budget() -> int:
-        clock.advance(1.0)  # our writes paid back: the budget alone decides
-        return pacer.plan({SHARD_0: _kib(1500)}, 5000, 50 * MIB)[0][SHARD_0]
+    def records_budget() -> int:
+        return round(pacer.budget(SHARD_0)[0])
 
-    pacer.record({SHARD_0: (500, 500 * 1024)}, {SHARD_0})
+    def refused_while_holding(records: int) -> None:  # others fill the shard: our writes do not
+        pacer.record({SHARD_0: (records, records * 1024)}, {SHARD_0})
+
+    def held_back_then_quiet(records: int) -> None:  # the budget keeps entries back; a second without refusal
+        pacer.record({SHARD_0: (records, records * 1024)}, set())
+        assert pacer.plan({SHARD_0: _kib(10)}, 500, 5 * MIB) == ({}, pytest.approx(1.0))
+        clock.advance(1.0)
+        pacer.record({SHARD_0: (1, 1024)}, set())
+
+    refused_while_holding(500)
     clock.advance(0.5)
-    pacer.record({SHARD_0: (100, 100 * 1024)}, {SHARD_0})  # the same overshoot: no second decrease
-    assert budget() == 900
-    pacer.record({SHARD_0: (900, 900 * 1024)}, {SHARD_0})
-    assert budget() == 810  # held back 690 entries
-    pacer.record({SHARD_0: (810, 810 * 1024)}, {SHARD_0})
-    assert budget() == 729
-    pacer.record({SHARD_0: (729, 729 * 1024)}, set())  # a second without refusal in which it held entries back
-    assert budget() == 929
-    pacer.record({SHARD_0: (929, 929 * 1024)}, set())
-    assert budget() == 1000  # the step doubled; never beyond the quota
+    refused_while_holding(0)  # the same overshoot: no second decrease
+    assert records_budget() == 900
+    clock.advance(1.0)
+    refused_while_holding(400)
+    assert records_budget() == 810
+    clock.advance(1.0)
+    refused_while_holding(300)
+    assert records_budget() == 729
+    clock.advance(1.0)
+    held_back_then_quiet(729)
+    assert records_budget() == 929
+    held_back_then_quiet(928)
+    assert records_budget() == 1000  # the step doubled; never beyond the quota
 
 
 def test_a_refusal_our_own_writes_explain_moves_the_stamps_later_and_leaves_the_budget() -> None:
@@ -183,12 +195,11 @@ def test_a_refusal_our_own_writes_explain_moves_the_stamps_later_and_leaves_the_
     clock.advance(0.2)
     pacer.record({SHARD_0: (1000, 1000 * 1024)}, set(), sent_at=100.0)  # stamped at 100.1 (half the round trip)
     clock.advance(0.95)
-    assert pacer.plan({SHARD_0: _kib(600)}, 500, 5 * MIB) == ({SHARD_0: 500}, 0.0)  # 100.1 + 1 s has passed
+    assert pacer.plan({SHARD_0: _kib(600)}, 500, 5 * MIB) == ({SHARD_0: 250}, 0.0)  # 100.1 + 1 s has passed
     clock.advance(0.2)
     pacer.record({}, {SHARD_0}, sent_at=101.15)  # but the stream still counted the first call's records
     assert pacer.lag == 0.75
-    clock.advance(1.0)
-    assert pacer.plan({SHARD_0: _kib(1200)}, 5000, 50 * MIB) == ({SHARD_0: 1000}, 0.0)  # the budget is whole
+    assert pacer.budget(SHARD_0) == SHARD_QUOTA  # the budget is whole
 
 
 class _DeniedListing:
