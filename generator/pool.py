@@ -3,8 +3,9 @@
 
 Who calls it: ``kinesis_generator.sender.run`` makes one ``SenderPool`` per run, ``submit``s each tick's records and
 ``close``s it at the end. ``put_all`` retries exactly the refused entries, when the shard has room again (each
-thread keeps one ``pyspark_aws_kinesis.sink.pacing.WritePacer`` across its batches, so what the stream takes is learned
-once per run, not per batch), or after a jittered backoff; its retry policy is a
+thread keeps one ``pyspark_aws_kinesis.sink.pacing.WritePacer`` across its batches, pacing each shard the run listed
+on its own, so its budgets and the timing of its calls carry over from batch to batch), or after a jittered
+backoff; its retry policy is a
 ``kinesis_generator.deadline.DeadlineRetry``, so no call (first or retry) starts after the run's deadline.
 Which user records got stored is known entry by entry (``put_all``'s ``on_stored``), so the counts are exact
 even when a batch was cut short.
