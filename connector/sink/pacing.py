@@ -41,7 +41,8 @@ from typing import Protocol
 WINDOW_S = 1.0  # Kinesis's write quotas are per second
 SHARD_QUOTA = (1000, 1024 * 1024)  # records, bytes a second per shard (AWS's, provisioned and on-demand alike)
 DECREASE = 0.9  # the budget after a refusal, of what it was
-INCREASE = 0.2  # of the quota (the stream bucket: of its budget), added after a second used without refusal
+INCREASE = 0.2  # of the quota (the stream bucket: of its first take): the first step of growth, doubling after
+# each second without refusal in which the budget held entries back
 LAG_START, LAG_MIN, LAG_MAX = 0.5, 0.05, 1.0  # where in a call's round trip its writes count from (doc: stamps)
 LAG_EARLIER, LAG_LATER = 0.1, 0.25  # moved after a second without refusal, after a refusal our writes explain
 # At most this share of a shard's second in one call: a write is paid back a round trip's part after it counts
