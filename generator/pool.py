@@ -3,8 +3,9 @@
 
 Who calls it: ``kinesis_generator.sender.run`` makes one ``SenderPool`` per run, ``submit``s each tick's records and
 ``close``s it at the end. ``put_all`` retries exactly the refused entries, when the shard has room again (each
-thread keeps one ``pyspark_aws_kinesis.sink.pacing.WritePacer`` across its batches, so what the stream takes is learned
-once per run, not per batch), or after a jittered backoff; its retry policy is a
+thread keeps one ``pyspark_aws_kinesis.sink.pacing.WritePacer`` across its batches, pacing each shard the run listed
+on its own, so its budgets and the timing of its calls carry over from batch to batch), or after a jittered
+backoff; its retry policy is a
 ``kinesis_generator.deadline.DeadlineRetry``, so no call (first or retry) starts after the run's deadline.
 Which user records got stored is known entry by entry (``put_all``'s ``on_stored``), so the counts are exact
 even when a batch was cut short.
@@ -23,7 +24,7 @@ from kinesis_generator.deadline import DeadlineReached, DeadlineRetry
 from kinesis_generator.stats import LiveStats
 from pyspark_aws_kinesis.retry import RETRYABLE_ERROR_CODES
 from pyspark_aws_kinesis.sink.pacing import WritePacer
-from pyspark_aws_kinesis.sink.put_records import Entry, PutRecordsFailedError, PutStats, batches, put_all
+from pyspark_aws_kinesis.sink.put_records import BucketOf, Entry, PutRecordsFailedError, PutStats, batches, put_all
 
 UserRecord = tuple[str, bytes]  # (partition key, data)
 OnSent = Callable[[list[UserRecord]], None]
@@ -60,8 +61,10 @@ class SenderPool:
         stats: LiveStats,
         workers: int,
         on_sent: OnSent | None,
+        bucket_of: BucketOf | None = None,
     ):
         self.kinesis, self.stream, self.retry, self.stats, self.on_sent = kinesis, stream, retry, stats, on_sent
+        self.bucket_of = bucket_of  # the shard of each entry, when the stream's shards were listed
         self.deadline = retry.deadline
         self.fatal: BaseException | None = None
         self.submitted = 0  # user records queued
@@ -127,7 +130,7 @@ class SenderPool:
 
         failed = 0
         try:
-            put_all(self.kinesis, self.stream, job.entries, self.retry, job.put, on_stored, pacer)
+            put_all(self.kinesis, self.stream, job.entries, self.retry, job.put, on_stored, pacer, self.bucket_of)
         except DeadlineReached:
             pass  # the rest of the batch was not sent in time
         except PutRecordsFailedError as exc:

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 # ProvisionedThroughputExceededException. An aggregate counts as one record.
 SHARD_RECORDS_PER_S = 1000
 SHARD_BYTES_PER_S = 1024 * 1024
+# Waiting this share of the run for the shards' room means the stream, not the senders, held the rate.
+HELD_BACK_SHARE = 0.05
 
 
 def refused_entries(put: PutStats) -> int:
@@ -60,6 +62,7 @@ class Summary:
     target: str
     open_shards: int | None
     interrupted: bool = False
+    paced_s: float = 0.0  # time the senders held records back for the shards' write quota (summed over them)
     sent_records: list[tuple[str, bytes]] | None = field(default=None, repr=False)
 
     @property
@@ -92,6 +95,11 @@ class Summary:
         )
 
     @property
+    def held_back(self) -> bool:
+        """Whether the senders spent a noticeable part of the run waiting for the shards' write quota."""
+        return self.paced_s >= HELD_BACK_SHARE * self.elapsed_s
+
+    @property
     def stream_too_small(self) -> bool | None:
         """Whether the asked rate is more than the stream's open shards take (None: shards unknown)."""
         if self.limit_records_per_s is None or self.limit_bytes_per_s is None:
@@ -122,6 +130,11 @@ class Summary:
             f"retried: {self.retried_entries} entries, {self.retried_calls} calls",
             f"failed (given up after the retries): {self.failed}; not sent in time: {self.unsent}",
         ]
+        if self.held_back:
+            lines.append(
+                f"held to the shards' write quota: the senders waited {self.paced_s:.1f} s for room "
+                "(instead of having entries refused)"
+            )
         if self.unconfirmed:
             lines.append(
                 f"unconfirmed: {self.unconfirmed} records were in calls still unanswered {GRACE_S:g} s after the "
@@ -144,7 +157,11 @@ class Summary:
         refused = self.refused_entries or self.failed
         slow = (
             ["nothing was refused: the senders could not keep the rate (more --workers, --aggregate, or a faster link)"]
-            if (self.unsent or self.unconfirmed) and not self.interrupted and not refused and not self.retried_calls
+            if (self.unsent or self.unconfirmed)
+            and not self.interrupted
+            and not refused
+            and not self.retried_calls
+            and not self.held_back
             else []
         )
         if self.stream_too_small:
@@ -266,5 +283,6 @@ class LiveStats:
             target=target,
             open_shards=open_shards,
             interrupted=interrupted,
+            paced_s=put.paced_s,
             sent_records=sent,
         )

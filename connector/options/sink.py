@@ -11,7 +11,7 @@ AGGREGATION_ENABLED = add(
         "kinesis.sink.aggregationEnabled",
         BOOL,
         True,
-        "Pack rows into KPL aggregated records of up to 1 MiB, one aggregate per target shard (readers de-aggregate "
+        "Pack rows into KPL aggregated records of up to 256 KiB, one aggregate per target shard (readers de-aggregate "
         "them: this source, the KCL, aws-kinesis-agg). Many more rows per second for small rows.",
         Side.SINK,
     )

@@ -1,38 +1,55 @@
-"""Writing at a shard's quota without hammering it: what the stream took in the last second, and when it has room.
+"""Writing at a shard's quota without hammering it: our share of each shard, and when it has room for more.
 
-Kinesis takes 1,000 records and 1 MiB a second per shard, shared by every writer, in a sliding second; beyond
-that PutRecords refuses single entries with ``ProvisionedThroughputExceededException``. ``put_records.put_all``
-keeps one ``WritePacer`` per call sequence (the generator one per sending thread) and asks it, before each
-PutRecords call, how many of the pending entries to send and how long to wait first:
+Kinesis takes 1,000 records and 1 MiB a second per shard, shared by every writer; beyond that PutRecords refuses
+single entries with ``ProvisionedThroughputExceededException``. ``put_records.put_all`` keeps one ``WritePacer`` per
+call sequence (the generator one per sending thread) and asks it, before each PutRecords call, which of the pending
+entries to send and how long to wait first:
 
-- **What was taken**: every stored entry is remembered for one second, in a *bucket*: the shard an aggregate was
-  planned for (``AggregateEntry.shard_id``), else one bucket for all plain entries (their shard is unknown before
-  the answer; their keys spread them over the shards, so the bucket stands for the stream).
-- **The budget** of a bucket is learned from refusals: when the stream refuses an entry for throughput, what the
-  bucket stored in the last second is what the shard (or stream) takes from us now, other writers included.
-- **Pacing**: a call carries the longest prefix of the pending entries that fits the budgets (order kept); when
-  not even the first fits, the pacer waits until the oldest write of its bucket leaves the second, i.e. until the
-  shard has paid it back. So at the quota there is about one call a second per shard, refused only when the
-  budget changed; never a busy retry. A bucket with nothing in its last second always takes one entry.
-- **Probing**: 5 s after a bucket's last refusal it may go 10 % over its budget, and what the stream then takes
-  becomes the budget: a budget learned while a neighbour wrote, or before a reshard, grows back.
-
-A write counts from the moment its answer came: the stream admitted it before, so the wait for its payback never
-ends early (waiting from the call's start was refused again when the request took long to arrive), and costs at
-most the call's latency a second.
+- **Buckets**: every stored entry is remembered for one second in the bucket of its shard (known before the call
+  when the caller routes entries by the stream's shard map: ``routing.shard_buckets``), else in one bucket for all
+  entries (``ANY_SHARD``: it stands for the stream, whose keys spread the entries over its shards).
+- **Stamps**: the stream counts a write from when the call arrived, somewhere in its round trip; a write counts
+  for us from ``lag`` of the way through it, learned per pacer: half-way at first, ``LAG_LATER`` later after a
+  refusal our own writes explain (``_Bucket.ours_fill``: the ones answered less than a second before the call
+  fill the shard's quota, so our stamps were early), ``LAG_EARLIER`` earlier after each second without one.
+  Counting from the answer left each shard's second unused for a call's latency, every second.
+- **Budget, AIMD**: a shard's bucket starts at the shard's quota (a lone writer is not refused); the stream
+  bucket starts unbounded and its first refusal sets it to what we stored in the last second. A refusal that our
+  own writes do not explain (others fill the shard) shrinks the budget to ``DECREASE`` of itself, once a second
+  (the calls already made in that second overshot together); after a second without refusal in which the budget
+  held entries back, it grows by a step that starts at ``INCREASE`` of the quota and doubles each time (a shard
+  bucket never beyond the quota). Writers sharing a shard without talking (two Spark tasks) converge this way to
+  shares whose sum swings around the quota, and one left alone is back at the quota within a few seconds.
+- **Pacing**: a call carries, bucket by bucket and in order within each bucket, the entries that fit the budgets,
+  at most ``CALL_SHARE`` of a shard's second per call (smaller calls lose less of each second to the stamps, and
+  leave other writers turns); a full bucket's entries wait while the others' go. When nothing fits, the pacer
+  waits until the oldest write of a full bucket leaves the second, i.e. until the shard has paid it back: never a
+  busy retry. After a refusal a bucket takes nothing until the shard has paid back our oldest write (or, with none
+  of ours in the second, a jittered half to whole second: other writers fill it, and take turns). Otherwise a
+  bucket with nothing of ours in its last second always takes one entry.
 """
 
 from __future__ import annotations
 
+import random
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
 WINDOW_S = 1.0  # Kinesis's write quotas are per second
-PROBE_AFTER_S = 5.0
-PROBE_HEADROOM = 1.1
+SHARD_QUOTA = (1000, 1024 * 1024)  # records, bytes a second per shard (AWS's, provisioned and on-demand alike)
+DECREASE = 0.9  # the budget after a refusal, of what it was
+INCREASE = 0.2  # of the quota (the stream bucket: of its first take): the first step of growth, doubling after
+# each second without refusal in which the budget held entries back
+LAG_START, LAG_MIN, LAG_MAX = 0.5, 0.05, 1.0  # where in a call's round trip its writes count from (doc: stamps)
+LAG_EARLIER, LAG_LATER = 0.1, 0.25  # moved after a second without refusal, after a refusal our writes explain
+# At most this share of a shard's second in one call: a write is paid back a round trip's part after it counts
+# for us (stamps), so smaller calls lose less of each second; and a shard's second spread over calls leaves the
+# others turns. (One call a second carrying a shard's whole second ran at 1.03-1.08 s a cycle.)
+CALL_SHARE = 0.25
+FULL = 0.98  # our writes that fill this much of a shard's quota explain its refusal
 ANY_SHARD = "*"  # the bucket of entries whose shard is not known before the answer
 
 
@@ -43,81 +60,186 @@ class Sized(Protocol):
 
 @dataclass
 class _Bucket:
-    """Our stored writes of the last second to one shard (or to the stream), and the budget learned for it."""
+    """Our stored writes of the last second to one shard (or to the stream), and our budget on it."""
 
-    writes: deque[tuple[float, int, int]] = field(default_factory=deque)  # (answered at, records, bytes)
+    quota: tuple[int, int] | None  # the shard's quota; None for the stream bucket
+    writes: deque[tuple[float, float, int, int]] = field(default_factory=deque)  # (stamp, answered, records, bytes)
     records: int = 0
     bytes: int = 0
-    budget: tuple[int, int] | None = None  # (records, bytes) a second; None until the stream refused us
-    refused_at: float = -float("inf")
+    share: float | None = None  # budget as a fraction of ``limit``; None: no refusal yet (the quota applies)
+    limit: tuple[int, int] | None = None  # what ``share`` is a fraction of: the quota, or the stream's first take
+    decreased_at: float = -float("inf")
+    changed_at: float = -float("inf")
+    blocked_until: float = -float("inf")  # after a refusal: until the shard has paid back a write of ours
+    step: float = INCREASE  # the next increase of ``share``: doubles with each second used without refusal
+    held_back: bool = False  # whether the budget kept entries back since it last changed
+    oldest: float | None = None  # the stamp of the oldest write counted in the last second
+
+    def __post_init__(self) -> None:
+        self.limit = self.quota
 
     def expire(self, now: float) -> None:
-        while self.writes and self.writes[0][0] + WINDOW_S <= now:
-            _, records, nbytes = self.writes.popleft()
-            self.records -= records
-            self.bytes -= nbytes
+        """Count the writes whose stamp is in the last second; keep the others until their answer is two seconds
+        old (``ours_fill`` looks at the ones answered within a second before a call that is under way)."""
+        while self.writes and self.writes[0][1] + 2 * WINDOW_S <= now:
+            self.writes.popleft()
+        counted = [write for write in self.writes if write[0] + WINDOW_S > now]
+        self.oldest = counted[0][0] if counted else None
+        self.records = sum(write[2] for write in counted)
+        self.bytes = sum(write[3] for write in counted)
+
+    def ours_fill(self, sent_at: float) -> bool:
+        """Whether our own writes can explain a refusal of a call sent at ``sent_at``: the ones the stream may still
+        have counted when the call arrived (answered less than a second before it was sent), this call's stored
+        part included, fill the shard's quota."""
+        if self.quota is None:
+            return False
+        records = sum(w[2] for w in self.writes if w[1] + WINDOW_S > sent_at)
+        nbytes = sum(w[3] for w in self.writes if w[1] + WINDOW_S > sent_at)
+        return records >= FULL * self.quota[0] or nbytes >= FULL * self.quota[1]
+
+    def budget(self) -> tuple[float, float] | None:
+        if self.limit is None:
+            return None
+        share = 1.0 if self.share is None else self.share
+        return self.limit[0] * share, self.limit[1] * share
 
     def room_for(self, records: int, nbytes: int, now: float) -> bool:
         """Whether ``records`` more entries of ``nbytes`` fit in this second (an empty second takes one)."""
-        if self.budget is None or (self.records == 0 and records == 1):
+        if now < self.blocked_until:
+            return False
+        if self.records == 0 and records == 1:
             return True
-        headroom = PROBE_HEADROOM if now - self.refused_at >= PROBE_AFTER_S else 1.0
-        budget_records, budget_bytes = self.budget
-        # Either measure under the budget will do: the refusal did not say which one was spent.
-        return self.records + records <= budget_records * headroom or self.bytes + nbytes <= budget_bytes * headroom
+        budget = self.budget()
+        if budget is None or (self.records + records <= budget[0] and self.bytes + nbytes <= budget[1]):
+            return True
+        self.held_back = True
+        return False
+
+    def call_full(self, records: int, nbytes: int) -> bool:
+        """Whether ``records`` entries of ``nbytes`` are more than a call may carry of this shard's second
+        (``CALL_SHARE``; a first entry always goes)."""
+        if self.quota is None or records <= 1:
+            return False
+        return records > CALL_SHARE * self.quota[0] or nbytes > CALL_SHARE * self.quota[1]
 
     def wait_s(self, now: float) -> float:
-        """Until the oldest write of the second is paid back."""
-        if not self.writes:
-            return 0.0
-        return max(0.0, self.writes[0][0] + WINDOW_S - now)
+        """Until the bucket is no longer blocked and the oldest write of the second is paid back."""
+        paid_back = self.oldest + WINDOW_S if self.oldest is not None else now
+        return max(0.0, self.blocked_until - now, paid_back - now)
+
+    def refused(self, now: float, rng: random.Random, ours: bool) -> None:
+        """The stream refused entries of this bucket for throughput: nothing more until the shard has paid back
+        our oldest write of the second (with none, other writers fill it: a jittered part of a second lets
+        writers take turns); and, unless our own writes fill the shard (``ours``: the pacer's stamp was early),
+        the budget shrinks, once a second."""
+        if self.oldest is not None:
+            self.blocked_until = self.oldest + WINDOW_S
+        else:
+            self.blocked_until = now + rng.uniform(0.5, 1.0) * WINDOW_S
+        if ours:
+            return
+        if self.limit is None:  # the stream bucket's first refusal: what it took is its budget
+            self.limit, self.share = (max(1, self.records), max(1, self.bytes)), 1.0
+        elif now - self.decreased_at >= WINDOW_S:
+            self.share = DECREASE * (1.0 if self.share is None else self.share)
+            self.step = INCREASE
+        else:
+            return
+        self.decreased_at = self.changed_at = now
+        self.held_back = False
+
+    def answered(self, now: float) -> None:
+        """A call stored entries of this bucket without a refusal: grow the budget after a second in which it
+        kept entries back (a budget we do not fill says nothing about what the shard takes)."""
+        if self.share is None or not self.held_back or now - self.changed_at < WINDOW_S:
+            return
+        self.share += self.step
+        self.step *= 2
+        if self.quota is not None:
+            self.share = min(self.share, 1.0)
+        self.changed_at = now
+        self.held_back = False
 
 
 class WritePacer:
     """Per call sequence (not thread-safe): ``plan`` before a call, ``record`` after its answer."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None):
         self.clock = clock
+        self.rng = rng or random.Random()  # the jitter of turns on a shard that others fill
+        self.lag = LAG_START  # where in a call's round trip its writes count from (module doc: stamps)
+        self._lag_changed_at: float | None = None  # None until the first answer
         self._buckets: dict[str, _Bucket] = {}
         self.waited_s = 0.0  # time spent waiting for the stream to have room (for the counts)
 
-    def plan(self, pending: Sequence[Sized], bucket_of: Callable[[Sized], str]) -> tuple[int, float]:
-        """How many of ``pending`` to send now; (0, seconds) when not even the first fits: wait, then plan again."""
+    def _bucket(self, key: str) -> _Bucket:
+        found = self._buckets.get(key)
+        if found is None:
+            found = self._buckets[key] = _Bucket(None if key == ANY_SHARD else SHARD_QUOTA)
+        return found
+
+    def plan(
+        self, pending: Mapping[str, Iterable[Sized]], max_entries: int, max_bytes: int
+    ) -> tuple[dict[str, int], float]:
+        """How many entries to send from the front of each bucket's ``pending`` (at most ``max_entries`` and
+        ``max_bytes`` in all); ({}, seconds) when none fits: wait, then plan again."""
         now = self.clock()
         for bucket in self._buckets.values():
             bucket.expire(now)
-        taken: dict[str, tuple[int, int]] = {}
-        for count, entry in enumerate(pending):
-            key = bucket_of(entry)
-            bucket = self._buckets.get(key)
-            records, nbytes = taken.get(key, (0, 0))
-            if bucket is not None and not bucket.room_for(records + 1, nbytes + entry.size, now):
-                return (count, 0.0) if count else (0, max(bucket.wait_s(now), 0.001))
-            taken[key] = (records + 1, nbytes + entry.size)
-        return len(pending), 0.0
+        taken: dict[str, int] = {}
+        entries, nbytes = 0, 0
+        full: list[str] = []
+        for key, queue in pending.items():
+            bucket, records, size = self._bucket(key), 0, 0
+            for entry in queue:
+                if (
+                    entries == max_entries
+                    or nbytes + entry.size > max_bytes
+                    or bucket.call_full(records + 1, size + entry.size)
+                ):
+                    break
+                if not bucket.room_for(records + 1, size + entry.size, now):
+                    full.append(key)
+                    break
+                records, size, entries, nbytes = records + 1, size + entry.size, entries + 1, nbytes + entry.size
+            if records:
+                taken[key] = records
+        if taken or not full:
+            return taken, 0.0
+        return {}, max(min(self._buckets[key].wait_s(now) for key in full), 0.001)
 
-    def record(self, stored: dict[str, tuple[int, int]], refused: set[str]) -> None:
-        """A call just answered stored ``stored`` (records, bytes per bucket); the stream refused entries of the
-        buckets in ``refused`` for throughput: their budget is what they took in the last second."""
+    def budget(self, key: str) -> tuple[float, float] | None:
+        """Our budget on a bucket's shard (records, bytes a second); None while unbounded."""
+        return self._bucket(key).budget()
+
+    def record(self, stored: dict[str, tuple[int, int]], refused: set[str], sent_at: float | None = None) -> None:
+        """A call made at ``sent_at`` (default: now) just answered: it stored ``stored`` (records, bytes per
+        bucket); the stream refused entries of the buckets in ``refused`` for throughput."""
         now = self.clock()
+        sent_at = now if sent_at is None else sent_at
+        stamp = sent_at + (now - sent_at) * self.lag
         for key, (records, nbytes) in stored.items():
-            bucket = self._buckets.setdefault(key, _Bucket())
-            bucket.writes.append((now, records, nbytes))
-            bucket.records += records
-            bucket.bytes += nbytes
-        for key, bucket in self._buckets.items():
+            self._bucket(key).writes.append((stamp, now, records, nbytes))
+        early = False  # whether a refusal says our stamps were early
+        for key in stored.keys() | refused:
+            bucket = self._bucket(key)
             bucket.expire(now)
-            if key in refused and bucket.records:
-                bucket.budget = (bucket.records, bucket.bytes)
-                bucket.refused_at = now
-            elif key not in refused and bucket.budget is not None and key in stored:
-                # Took more than the budget without a refusal (a probe): the stream takes that much now.
-                budget_records, budget_bytes = bucket.budget
-                bucket.budget = (max(budget_records, bucket.records), max(budget_bytes, bucket.bytes))
-        for key in refused - self._buckets.keys():
-            self._buckets[key] = _Bucket(refused_at=now)  # refused with nothing of ours in its second
+            if key in refused:
+                ours = bucket.ours_fill(sent_at)
+                early = early or ours
+                bucket.refused(now, self.rng, ours)
+            else:
+                bucket.answered(now)
+        self._learn_lag(now, early)
 
-    def knows(self, key: str) -> bool:
-        """Whether the bucket has writes of ours in its last second (a refusal then has a payback to wait for)."""
-        bucket = self._buckets.get(key)
-        return bucket is not None and bucket.records > 0
+    def _learn_lag(self, now: float, early: bool) -> None:
+        """Count writes from later in the round trip after a refusal our own writes explain, a little earlier after
+        each second without one (module doc: stamps)."""
+        if early:
+            self.lag = min(LAG_MAX, self.lag + LAG_LATER)
+        elif self._lag_changed_at is not None and now - self._lag_changed_at >= WINDOW_S:
+            self.lag = max(LAG_MIN, self.lag - LAG_EARLIER)
+        elif self._lag_changed_at is not None:
+            return
+        self._lag_changed_at = now

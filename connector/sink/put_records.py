@@ -7,17 +7,19 @@ generator (``kinesis_generator.sender``). Kinesis limits one PutRecords call to 
 failed entry (mostly per-shard throttling). ``put_all`` then sends exactly those entries again, after a
 jittered backoff, until each one is stored or the retries run out, when it raises ``PutRecordsFailedError``.
 
-At the write quota (1,000 records and 1 MiB a second per shard): a ``pyspark_aws_kinesis.sink.pacing.WritePacer`` learns
-from the refusals what the shards take and sizes each call to it, so a call carries what fits and, when nothing
-fits, waits until the shard has paid back our oldest write of the last second: refused entries are sent again
-when the shard has room, not after a fixed backoff, and the next calls are not refused in turn.
+At the write quota (1,000 records and 1 MiB a second per shard): a ``pyspark_aws_kinesis.sink.pacing.WritePacer``
+keeps our share of each shard (the quota, less what refusals say other writers take) and sizes each call to it,
+shard by shard: the pending entries wait in one queue per shard (``_Pool``; one for the stream when the caller
+gives no shard map), so a full shard's entries wait while the other shards' go, and when nothing fits the call
+waits until a shard has paid back our oldest write of the last second: refused entries are sent again when the
+shard has room, not after a fixed backoff, and the next calls are not refused in turn.
 
 Retry budget: ``retry.max_retries`` bounds the consecutive rounds in which *no* failed entry got through
 (and, separately, the retries of a whole call that failed with throttling / 5xx / a timeout). A round that
 stores some entries resets that count, because partial throttling is normal on a busy stream and the
-records still move. Refusals the pacer can explain (our own writes fill the shard's second) wait for the payback;
-quota refusals of a shard that other writers fill wait a jittered part of a second (the shard pays any write back
-within one), for as long as the policy's backoff would have waited in all; other failures back off exponentially.
+records still move. Quota refusals wait in the pacer (for the payback of our oldest write to the shard, or a
+jittered part of a second when other writers fill it), for as long as the policy's backoff would have waited in
+all; other failures back off exponentially.
 
 Encoding: botocore would validate every entry, base64 each one in Python and build the JSON body, then parse
 the answer entry by entry (~6 ms of CPU for 500 entries of 1 KiB, ``bench/sink_encode.py``). ``prepare_client``
@@ -28,27 +30,28 @@ answer of such a call comes back undecoded (a ``before-parse`` hook) and msgspec
 retries and error answers stay botocore's, and the client's other calls (a PutRecords of someone else's
 included) are untouched.
 
-Ordering: calls go out one after another and a call's failed entries are retried before the next call is
-sent, so records of one partition key stay in order across calls. Inside one call a retried entry lands after
-the entries of the same call that succeeded first (the KPL has the same property).
+Ordering: calls go out one after another, a key's records all wait in its shard's queue (or the stream's) in
+order, and a call's failed entries go back to the front of their queue, so records of one partition key stay in
+order across calls. Inside one call a retried entry lands after the entries of the same call that succeeded
+first (the KPL has the same property).
 """
 
 from __future__ import annotations
 
-import random
 import re
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
+from itertools import islice
 from typing import Any
 
 import msgspec
 from botocore.exceptions import ClientError
 
 from ..retry import RETRYABLE_ERROR_CODES, RetriesExhaustedError, RetryPolicy, error_code
-from .pacing import ANY_SHARD, WINDOW_S, WritePacer
+from .pacing import ANY_SHARD, WritePacer
 
 MAX_ENTRIES_PER_CALL = 500
 MAX_BYTES_PER_CALL = 5 * 1024 * 1024
@@ -87,6 +90,11 @@ _ANSWER = msgspec.json.Decoder(_PutAnswer)
 # Told of each entry once it is stored, with the ShardId the PutRecords answer gave it (called from the thread
 # that sent it: the sink checks where its aggregates landed).
 OnStored = Callable[["Entry", str], None]
+# The pacing bucket of an entry: its shard's id when the caller knows it, else ``pacing.ANY_SHARD``.
+BucketOf = Callable[["Entry"], str]
+# How much of the caller's entries a put_all holds at most beyond what it sends (``_Pool``): enough for every
+# shard's next calls while a busier one is full, bounded for callers that stream their entries in.
+LOOKAHEAD_BYTES = 64 * 1024 * 1024
 
 # Whole-call errors that no retry can fix, with what the user should check.
 _PERMANENT_HINTS = {
@@ -251,11 +259,14 @@ def put_all(
     stats: PutStats | None = None,
     on_stored: OnStored | None = None,
     pacer: WritePacer | None = None,
+    bucket_of: BucketOf | None = None,
 ) -> PutStats:
     """Store every entry in ``stream_name`` through ``client`` (a boto3 Kinesis client); returns ``stats``.
 
     ``on_stored(entry, shard_id)`` is called for each entry as its call's answer reports it stored. ``pacer``:
     what the shards took lately, kept across ``put_all`` runs of one call sequence (default: a fresh one).
+    ``bucket_of``: the shard an entry goes to, when the caller knows the stream's shard map
+    (``routing.shard_buckets``); the entries of a shard then wait for its room while other shards' go.
 
     Raises ``PutRecordsFailedError`` when entries stay failed through the retry budget or the service
     refuses the call for good (missing stream, access denied), and ValueError for an entry over the limits.
@@ -265,11 +276,77 @@ def put_all(
     pacer = pacer if pacer is not None else WritePacer()
     started = time.monotonic()
     try:
-        for batch in batches(entries):
-            _put_batch(client, stream_name, batch, retry, stats, on_stored, pacer)
+        _put_pool(client, stream_name, _Pool(entries, bucket_of or default_bucket), retry, stats, on_stored, pacer)
     finally:
         stats.elapsed_s += time.monotonic() - started
     return stats
+
+
+class _Pool:
+    """The entries not stored yet, per pacing bucket and in order within each, pulled from the caller's iterable
+    as the calls need them: a shard that is full does not hold back the others (a whole call's entries waiting
+    for its busiest shard would hold each shard to the busiest one's pace).
+
+    Each entry is checked (``check_entry``) as it is pulled, so an invalid entry raises before a call carries
+    it, but after earlier calls were made.
+    """
+
+    def __init__(self, entries: Iterable[Entry], bucket_of: BucketOf):
+        self._source: Iterator[Entry] | None = iter(entries)
+        self.bucket_of = bucket_of
+        self.queues: dict[str, deque[Entry]] = {}
+        self.retries: dict[str, int] = {}  # refused entries at the front of a bucket: its next call carries only them
+        self.count = 0
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def fill(self) -> None:
+        """Pull entries until every bucket holds a call's worth, or LOOKAHEAD_BYTES are held, or the source ends."""
+        while self._source is not None and self.bytes < LOOKAHEAD_BYTES and not self._each_holds_a_call():
+            entry = next(self._source, None)
+            if entry is None:
+                self._source = None
+                return
+            size = check_entry(entry)
+            self.queues.setdefault(self.bucket_of(entry), deque()).append(entry)
+            self.count += 1
+            self.bytes += size
+
+    def _each_holds_a_call(self) -> bool:
+        return bool(self.queues) and all(len(queue) >= MAX_ENTRIES_PER_CALL for queue in self.queues.values())
+
+    def sendable(self) -> dict[str, Iterable[Entry]]:
+        """Each bucket's entries a call may carry, in order: a bucket's refused entries go alone (a record sent
+        after them could land before one refused twice), its others after."""
+        return {
+            key: islice(queue, self.retries[key]) if self.retries.get(key) else queue
+            for key, queue in self.queues.items()
+        }
+
+    def take(self, counts: dict[str, int]) -> list[Entry]:
+        """The first ``counts[bucket]`` entries of each bucket, out of the pool; the buckets that gave go last
+        in the next plan (every shard gets the front of a call in turn). An emptied bucket stays known, so that
+        ``fill`` pulls entries for it too."""
+        taken: list[Entry] = []
+        for key, count in counts.items():
+            queue = self.queues.pop(key)
+            taken += [queue.popleft() for _ in range(count)]
+            self.queues[key] = queue
+            self.retries[key] = max(0, self.retries.get(key, 0) - count)
+        self.count -= len(taken)
+        self.bytes -= sum(entry.size for entry in taken)
+        return taken
+
+    def put_back(self, refused: list[Entry]) -> None:
+        """Entries a call did not store, back at the front of their buckets (they were sent first)."""
+        for entry in reversed(refused):
+            key = self.bucket_of(entry)
+            self.queues.setdefault(key, deque()).appendleft(entry)
+            self.retries[key] = self.retries.get(key, 0) + 1
+            self.count += 1
+            self.bytes += entry.size
 
 
 def prepare_client(client: Any) -> Any:
@@ -304,59 +381,56 @@ def _keep_raw_answer(response_dict: dict[str, Any], customized_response_dict: di
         response_dict["body"] = b"{}"
 
 
-def bucket_of(entry: Entry) -> str:
-    """The pacing bucket of an entry: the shard an aggregate was planned for, else the stream."""
+def default_bucket(entry: Entry) -> str:
+    """The pacing bucket of an entry when the caller has no shard map: the shard an aggregate was planned for,
+    else the stream."""
     return getattr(entry, "shard_id", "") or ANY_SHARD
 
 
-def _put_batch(
+def _put_pool(
     client,
     stream_name: str,
-    batch: list[Entry],
+    pool: _Pool,
     retry: RetryPolicy,
     stats: PutStats,
     on_stored: OnStored | None,
     pacer: WritePacer,
 ) -> None:
-    """Send one batch, as the pacer lets it through, then its failed entries again, until all are stored or the
-    budget is spent."""
-    pending = batch
+    """Send the pool's entries as the pacer lets them through, the failed ones again, until all are stored or
+    the budget is spent."""
     stalled_rounds = 0  # consecutive rounds in which no entry got through
     stalled_since = 0.0
     while True:
-        sending = _paced(pending, retry, pacer, stats)
-        outcome = _send(client, stream_name, sending, retry, stats, on_stored)
-        pacer.record(outcome.stored, outcome.throttled)
+        pool.fill()
+        if not pool:
+            return
+        sending = _paced(pool, retry, pacer, stats)
+        sent_at = pacer.clock()
+        outcome = _send(client, stream_name, sending, retry, stats, on_stored, pool.bucket_of)
+        pacer.record(outcome.stored, outcome.throttled, sent_at)
         if outcome.permanent_codes:
             raise PutRecordsFailedError(
                 stream_name, len(outcome.pending), outcome.permanent_codes, outcome.last_message, stats
             )
-        pending = outcome.pending + pending[len(sending) :]  # the refused first: they were sent first
+        pool.put_back(outcome.pending)
         if not outcome.pending:
             stalled_rounds = 0
-            if not pending:
-                return
             continue
         stalled_rounds = stalled_rounds + 1 if len(outcome.pending) == len(sending) else 0
-        stalled_since = time.monotonic() if stalled_rounds == 1 else stalled_since
+        stalled_since = pacer.clock() if stalled_rounds == 1 else stalled_since
         full_second = bool(outcome.throttled) and not outcome.unexplained
         # A shard's full second is paid back within one: other writers' turns get as long as the policy's
         # backoff would have waited; other failures the policy's number of rounds.
-        patient = full_second and time.monotonic() - stalled_since < _patience_s(retry)
+        patient = full_second and pacer.clock() - stalled_since < _patience_s(retry)
         if stalled_rounds > retry.max_retries and not patient:
-            stats.failed_entries += len(pending)
-            raise PutRecordsFailedError(stream_name, len(pending), outcome.codes, outcome.last_message, stats)
+            stats.failed_entries += len(pool)
+            raise PutRecordsFailedError(stream_name, len(pool), outcome.codes, outcome.last_message, stats)
         stats.retried_entries += len(outcome.pending)
-        if _pacer_explains(outcome, pacer, stalled_rounds):
-            continue  # the pacer waits for our oldest write's payback before the next call
-        if full_second:
-            # Other writers fill the shards' second: it is paid back within a second, whoever wrote it; a
-            # jittered part of one lets writers take turns (an exponential backoff would leave the shard idle).
-            retry.sleep(random.uniform(0.5, 1.0) * WINDOW_S)
-        else:
+        if not full_second:
             # Back off by how long nothing has moved (not by the round number), so steady partial failures
             # keep a short, jittered pause while a stuck shard backs off up to the policy's maximum.
             retry.sleep_before_retry(stalled_rounds)
+        # A shard's full second: the pacer holds its entries back until the shard has room (pacing's doc).
 
 
 def _patience_s(retry: RetryPolicy) -> float:
@@ -364,27 +438,25 @@ def _patience_s(retry: RetryPolicy) -> float:
     return sum(min(retry.max_interval_ms, retry.initial_interval_ms * 2**k) for k in range(retry.max_retries)) / 1000
 
 
-def _paced(pending: list[Entry], retry: RetryPolicy, pacer: WritePacer, stats: PutStats) -> list[Entry]:
-    """The longest prefix of ``pending`` the shards have room for, after waiting (in ``retry``'s sleep, which a
-    deadline may cut) until there is room for at least its first entry."""
+def _paced(pool: _Pool, retry: RetryPolicy, pacer: WritePacer, stats: PutStats) -> list[Entry]:
+    """The entries the shards have room for, out of the pool, after waiting (in ``retry``'s sleep, which a
+    deadline may cut) until there is room for at least one."""
     while True:
-        count, wait_s = pacer.plan(pending, bucket_of)
-        if count:
-            return pending[:count]
+        counts, wait_s = pacer.plan(pool.sendable(), MAX_ENTRIES_PER_CALL, MAX_BYTES_PER_CALL)
+        if counts:
+            return pool.take(counts)
         stats.paced_s += wait_s
         retry.sleep(wait_s)
 
 
-def _pacer_explains(outcome: _Round, pacer: WritePacer, stalled_rounds: int) -> bool:
-    """Whether every failure was a shard's full second that our own writes fill, refused for the first time since
-    something moved: the pacer's wait for the payback is then the backoff."""
-    if outcome.unexplained or not outcome.throttled or stalled_rounds > 1:
-        return False
-    return all(pacer.knows(bucket) for bucket in outcome.throttled)
-
-
 def _send(
-    client, stream_name: str, pending: list[Entry], retry: RetryPolicy, stats: PutStats, on_stored: OnStored | None
+    client,
+    stream_name: str,
+    pending: list[Entry],
+    retry: RetryPolicy,
+    stats: PutStats,
+    on_stored: OnStored | None,
+    bucket_of: BucketOf = default_bucket,
 ) -> _Round:
     """One PutRecords call (whole-call failures retried by ``retry``); sorts the answer per entry."""
 
@@ -415,11 +487,15 @@ def _send(
         codes = Counter({code: len(pending)})
         raise PutRecordsFailedError(stream_name, len(pending), codes, str(exc), stats, hint) from exc
     stats.calls += 1
-    return _sort_answer(pending, _ANSWER.decode(answer[RAW_ANSWER]).Records, stats, on_stored)
+    return _sort_answer(pending, _ANSWER.decode(answer[RAW_ANSWER]).Records, stats, on_stored, bucket_of)
 
 
 def _sort_answer(
-    pending: list[Entry], results: list[_PutResult], stats: PutStats, on_stored: OnStored | None
+    pending: list[Entry],
+    results: list[_PutResult],
+    stats: PutStats,
+    on_stored: OnStored | None,
+    bucket_of: BucketOf = default_bucket,
 ) -> _Round:
     """Stored entries reported, failed ones kept in order; which pacing buckets met their shard's quota.
 
@@ -433,10 +509,11 @@ def _sort_answer(
     for entry, result in zip(pending, results, strict=True):
         code = result.ErrorCode
         if code is None:
+            bucket = bucket_of(entry)
             stats.records += 1
             stats.bytes += entry.size
-            records, nbytes = outcome.stored.get(bucket_of(entry), (0, 0))
-            outcome.stored[bucket_of(entry)] = (records + 1, nbytes + entry.size)
+            records, nbytes = outcome.stored.get(bucket, (0, 0))
+            outcome.stored[bucket] = (records + 1, nbytes + entry.size)
             if result.ShardId in full:
                 spare.add(result.ShardId)
             if on_stored is not None:

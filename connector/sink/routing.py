@@ -8,13 +8,15 @@ expect (a split or merge in between). ``pyspark_aws_kinesis.sink.planning`` rout
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..retry import error_code
+from ..kpl import hash_key_of
+from ..retry import RetryPolicy, error_code
 from ..shards import Shard, list_shards, open_shards, shard_for_hash_key
+from .put_records import Entry
 from .settings import SinkSettings
 
 
@@ -49,6 +51,28 @@ class ShardRouter:
         return self._by_id.get(shard_id)
 
 
+def shard_buckets(router: ShardRouter) -> Callable[[Entry], str]:
+    """The pacing bucket of each entry (``put_records.put_all``'s ``bucket_of``): the id of the shard it goes to, as
+    Kinesis routes it (the planned shard of an aggregate; else ExplicitHashKey, or the MD5 of the partition key,
+    once per key: keys repeat a lot)."""
+    shard_of_key: dict[str, str] = {}
+
+    def bucket(entry: Entry) -> str:
+        planned = getattr(entry, "shard_id", "")
+        if planned:
+            return planned
+        if entry.explicit_hash_key is not None:
+            return router.shard_id(router.shard_of(int(entry.explicit_hash_key)))
+        found = shard_of_key.get(entry.partition_key)
+        if found is None:
+            found = shard_of_key[entry.partition_key] = router.shard_id(
+                router.shard_of(hash_key_of(entry.partition_key))
+            )
+        return found
+
+    return bucket
+
+
 def open_shard_router(client: Any, stream: str, settings: SinkSettings) -> ShardRouter:
     """The stream's shards, listed now (aggregation only).
 
@@ -66,3 +90,13 @@ def open_shard_router(client: Any, stream: str, settings: SinkSettings) -> Shard
             f"as well as kinesis:PutRecords on the stream (or set kinesis.sink.aggregationEnabled=false)"
         ) from exc
     return ShardRouter(shards)
+
+
+def plain_shard_router(client: Any, stream: str) -> ShardRouter | None:
+    """The stream's shards for pacing plain records per shard (``shard_buckets``), or None when they cannot be
+    listed: plain writes need no kinesis:ListShards, and a missing stream or a broken endpoint is for the
+    PutRecords calls to report (one attempt here, so a failing listing costs no backoff)."""
+    try:
+        return ShardRouter(list_shards(client, stream, RetryPolicy(max_retries=0)))
+    except Exception:  # the listing only helps the pacing: whatever went wrong, write without it
+        return None

@@ -36,7 +36,7 @@ from .planning import (
     plan_plain,
 )
 from .put_records import Entry, OnStored, PutStats, put_all
-from .routing import ShardRouter, open_shard_router
+from .routing import ShardRouter, open_shard_router, plain_shard_router, shard_buckets
 from .settings import SinkSettings, kinesis_client
 
 MAX_RESEND_ROUNDS = 3  # a stream that reshards under every one of these rounds fails the task (Spark retries it)
@@ -77,7 +77,8 @@ def write_task(batches: Iterable[pa.RecordBatch], columns: SinkColumns, settings
             _put_aggregated(client, stream, data, keys, hash_keys, settings, message)
         else:
             planned = plan_plain(data, keys, hash_keys, settings.max_connections)
-            message.put += _send(client, stream, planned, settings)
+            router = plain_shard_router(client, stream)
+            message.put += _send(client, stream, planned, settings, router=router)
     return message
 
 
@@ -95,7 +96,7 @@ def _put_aggregated(
     for round_ in range(MAX_RESEND_ROUNDS + 1):
         planned = plan_aggregated(data, keys, hash_keys, router, settings.max_connections)
         landings: list[tuple[Entry, str]] = []
-        message.put += _send(client, stream, planned, settings, landings)
+        message.put += _send(client, stream, planned, settings, landings, router)
         message.aggregates += planned.aggregates
         moved = moved_aggregates(landings)
         if not moved:
@@ -143,10 +144,12 @@ def _send(
     planned: PlannedRecords,
     settings: SinkSettings,
     landings: list[tuple[Entry, str]] | None = None,
+    router: ShardRouter | None = None,
 ) -> PutStats:
     """Each non-empty lane is one sequential put_all; lanes run on their own threads (kinesis.sink.maxConnections).
 
     ``landings`` receives (entry, ShardId) for each stored entry (list.append is safe across the lane threads).
+    ``router``: the stream's shards, to pace each shard on its own (None: the stream as one).
     """
 
     def record_landing(entry: Entry, shard_id: str) -> None:
@@ -155,11 +158,16 @@ def _send(
 
     on_stored: OnStored | None = record_landing if landings is not None else None
     lanes = [lane for lane in planned.lanes if lane]
+
+    def put_lane(lane: list[Entry]) -> PutStats:
+        bucket_of = shard_buckets(router) if router is not None else None
+        return put_all(client, stream, lane, settings.retry, on_stored=on_stored, bucket_of=bucket_of)
+
     if len(lanes) <= 1:
-        return put_all(client, stream, lanes[0] if lanes else [], settings.retry, on_stored=on_stored)
+        return put_lane(lanes[0] if lanes else [])
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="kinesis-sink") as pool:
-        futures = [pool.submit(put_all, client, stream, lane, settings.retry, on_stored=on_stored) for lane in lanes]
+        futures = [pool.submit(put_lane, lane) for lane in lanes]
         results = [future.exception() or future.result() for future in futures]
     total = PutStats()
     for result in results:

@@ -11,7 +11,7 @@ from aws_kinesis_agg.deaggregator import deaggregate_records
 
 from pyspark_aws_kinesis.kpl import deaggregate, hash_key_of, is_aggregated
 from pyspark_aws_kinesis.shards import MAX_HASH_KEY, Shard
-from pyspark_aws_kinesis.sink.planning import lane_of_key, plan_aggregated, plan_plain
+from pyspark_aws_kinesis.sink.planning import AGGREGATE_BYTES, lane_of_key, plan_aggregated, plan_plain
 from pyspark_aws_kinesis.sink.put_records import MAX_ENTRY_BYTES, Entry
 from pyspark_aws_kinesis.sink.routing import ShardRouter
 
@@ -107,6 +107,14 @@ def test_aggregates_stay_within_1_mib_and_big_records_travel_alone() -> None:
     assert all(entry.size <= MAX_ENTRY_BYTES for entry in entries)
     assert [payload for entry in entries for payload, _, _ in _unpack(entry)] == data
     assert Entry(b"w" * (MAX_ENTRY_BYTES - 2), "k1") in entries  # too big to share: sent plain
+
+
+def test_aggregates_are_a_quarter_of_a_shards_second_so_writers_can_take_turns() -> None:
+    """2 MiB of 1 KB rows for one shard: aggregates of at most 256 KiB (a 1 MiB aggregate fits only into a whole
+    paid-back second of the shard, which another writer's records rarely leave)."""
+    data, keys = [b"x" * 1000] * 2048, [f"k{i}" for i in range(2048)]
+    (entries,) = plan_aggregated(data, keys, [None] * 2048, router((0, MAX_HASH_KEY)), lanes=1).lanes
+    assert len(entries) == 8 and all(entry.size <= AGGREGATE_BYTES == 256 * 1024 for entry in entries)
 
 
 def test_one_shard_needs_no_hashing_and_packs_everything_together() -> None:

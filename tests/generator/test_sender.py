@@ -174,3 +174,59 @@ def test_a_failing_on_sent_callback_stops_the_run_with_its_error(kinesalite: Loc
         kinesis_generator.run(
             stream_name=lite_stream(), rate=1000, duration_s=30, client=kinesalite.client("kinesis"), on_sent=on_sent
         )
+
+
+class _Clock:
+    """The generator's time (``time.monotonic`` and ``time.sleep`` in ``kinesis_generator.sender``), moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class _Pool:
+    def __init__(self) -> None:
+        self.fatal = None
+        self.deadline = type("Deadline", (), {"passed": staticmethod(lambda: False)})()
+        self.ticks: list[int] = []
+
+    def submit(self, users: list, aggregated: object) -> bool:
+        self.ticks.append(len(users))
+        return True
+
+
+def test_a_high_rate_goes_out_in_ticks_of_a_tenth_of_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    """3,000 records/s for 2 s: about 20 ticks of ~300 records, each one PutRecords call; with 10 ms ticks it was
+    200 calls of 30 records, and the sending thread's round trips held the rate under the shards' quota."""
+    from kinesis_generator import sender
+    from kinesis_generator.helpers import Context
+    from kinesis_generator.rates import ConstantRate
+    from kinesis_generator.template import Template
+
+    clock, pool = _Clock(), _Pool()
+    monkeypatch.setattr(sender, "time", clock)
+    ctx = Context(1)
+    sender._produce(ConstantRate(3000), 6000, 2.0, 0.0, Template("{}", ctx), Template("k", ctx), pool, None)
+    assert sum(pool.ticks) == 6000 and len(pool.ticks) <= 22, pool.ticks
+    assert min(pool.ticks[1:-1]) >= 290, pool.ticks
+
+
+def test_aggregates_fill_across_ticks_and_a_partial_one_waits_at_most_the_hold() -> None:
+    """Ticks of 100 records of 1 KB: one full 256 KiB aggregate once ~260 have come, the rest after the hold or at
+    the end (one aggregate a tick made ~150 KB aggregates at 3,000 records/s, six to a shard's 1 MiB second)."""
+    from kinesis_generator import sender
+
+    packer = sender._Packer([0])
+    tick = [(f"k{i}", b"x" * 1000) for i in range(100)]
+    assert packer.add(tick, 0.0, False) == [] and packer.add(tick, 0.1, False) == []
+    (full,) = packer.add(tick, 0.2, False)
+    assert 250 <= len(full[1]) < 300 and full[0].size <= sender.AGGREGATE_BYTES
+    assert packer.add([], 0.3, False) == []  # the partial one opened at 0.2
+    (held,) = packer.add([], 0.21 + sender.HOLD_S, False)
+    assert len(full[1]) + len(held[1]) == 300 and [user for _, users in (full, held) for user in users] == tick * 3
+    assert packer.add(tick[:5], 1.0, True)[0][1] == tick[:5]  # the end sends what is open
