@@ -247,3 +247,10 @@ def test_the_queue_between_shards_and_the_task_is_bounded() -> None:
     assert sum(handed.values()) <= 2 + 2 + 1, handed  # capacity 2, one item in hand per lane, the one taken
     reader.close()
     assert [t for t in threading.enumerate() if t.name.startswith("bounded ")] == []
+
+
+def test_a_process_has_a_connection_for_each_call_its_shards_make_side_by_side(tmp_path) -> None:
+    for per_partition in ("1", "16"):
+        settings = SourceSettings.from_options(options(tmp_path, **{"kinesis.shardsPerPartition": per_partition}))
+        # Each shard: its call and the one asked ahead; never fewer than botocore's default pool.
+        assert settings.client.max_pool_connections >= max(10, 2 * int(per_partition))
