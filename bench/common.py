@@ -62,11 +62,14 @@ def options(server: Server, stream: str, metadata: str) -> dict[str, str]:
     }
 
 
+KEYS = 1000  # partition keys of a preloaded stream: key-0 .. key-999
+
+
 def preloaded_stream(kinesis, prefix: str, shards: int, records: int, size: int) -> str:
-    """A new stream holding ``records`` records of ``size`` random bytes (1,000 partition keys)."""
+    """A new stream holding ``records`` records of ``size`` random bytes (``KEYS`` partition keys)."""
     stream = create_stream(kinesis, unique_name(prefix), shards)
     payload = os.urandom(size)
-    put_records(kinesis, stream, ((payload, f"key-{i % 1000}") for i in range(records)))
+    put_records(kinesis, stream, ((payload, f"key-{i % KEYS}") for i in range(records)))
     return stream
 
 

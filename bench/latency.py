@@ -54,7 +54,6 @@ FETCH_INTERVAL_S = 0.2
 LOW_LATENCY_OPTIONS = {
     "kinesis.probeIntervalMs": "200",
     "kinesis.describeShardInterval": "10s",
-    "kinesis.shardsPerPartition": "2",
 }
 
 

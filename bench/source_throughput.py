@@ -2,10 +2,10 @@
 where the first batch's time goes.
 
 Run: ``.venv/bin/python -m bench.source_throughput [--records 200000] [--size 1024] [--per-batch 50000]
-[--no-quotas]`` (ours, the baseline and the ceiling read through AWS's Kinesis quotas by default, 2 MiB/s and 5
-calls/s per shard: ``bench.common``; the stream is pre-loaded directly).
+[--shards 4] [--shards-per-partition N] [--no-quotas]`` (ours, the baseline and the ceiling read through AWS's
+Kinesis quotas by default, 2 MiB/s and 5 calls/s per shard: ``bench.common``; the stream is pre-loaded directly).
 
-A 4-shard kinesalite stream is pre-loaded with ``--records`` records of ``--size`` bytes. In the same run:
+A ``--shards``-shard kinesalite stream is pre-loaded with ``--records`` records of ``--size`` bytes. In the same run:
 - baseline: a boto3 loop reading every shard from TRIM_HORIZON to the tip (GetRecords Limit 10,000), one
   thread, keeping each record's data (botocore parses every answer); run before, between and after our two
   queries (the host's speed drifts: the mean of the three is the baseline, each is printed);
@@ -16,16 +16,24 @@ A 4-shard kinesalite stream is pre-loaded with ``--records`` records of ``--size
   start); the steady state is the rows/s of the batches after the first (from the query progress);
 - ours again, warm: the same query (new checkpoint and metadata) right after, in the same session: Spark's
   Python daemon and workers are up, as for every query after an application's first;
+- ours warm with ``kinesis.shardsPerPartition=1`` (a task per shard, the layout before shards were read side by
+  side): with more shards than cores, Spark runs the tasks in waves, each read paced at the shard's quota;
 - the ceiling: ``bench.common.raw_loop``, the same loop without botocore's parsing: kinesalite (one Node.js
-  thread) answering one GetRecords at a time, before and after ours; a reader of this server gains at most this
-  over the baseline;
-- Spark's floor: a streaming Python source whose 4 partitions read nothing (``bench.timing_log.EmptySource``),
-  one AvailableNow batch in a fresh Spark (a subprocess: ``--floor``), so that its JVM is as cold as ours.
+  thread) answering one GetRecords at a time, before and after ours, always directly (behind the quota proxy a
+  one-thread loop reads one shard at a time at that shard's quota, not at the server's pace); a reader of this
+  server gains at most this over the baseline;
+- Spark's floor: a streaming Python source whose ``--shards`` partitions read nothing (``bench.timing_log.
+  EmptySource``), one AvailableNow batch in a fresh Spark (a subprocess: ``--floor``), so that its JVM is as cold
+  as ours;
+- the quota: shards x 2 MiB/s (AWS's read quota per shard, which our reader keeps even with ``--no-quotas``), in
+  records/s of this stream's records (data and partition key, as Kinesis counts them). A reader that keeps the
+  quotas can reach at most min(ceiling, quota): our ratio to it is printed.
 Printed: seconds, records/s and the ratio to the baseline (goals: whole query >= 1.0, steady state >= 1.5; and
-the steady state >= 95 % of the ceiling), the CPU seconds per GiB read of the client side (``common.group_cpu_s``:
-every process of this benchmark's process group, the JVM and Python workers included, the servers not; with
-quotas on, the in-process quota proxy's share is in both figures) for the boto3 loop and for each query, then the
-first batch's breakdown; the plot goes to ``bench/results/source_throughput.png``. Nothing here is asserted.
+the steady state >= 95 % of min(ceiling, quota)), the CPU seconds per GiB read of the client side
+(``common.group_cpu_s``: every process of this benchmark's process group, the JVM and Python workers included, the
+servers not; with quotas on, the in-process quota proxy's share is in both figures) for the boto3 loop and for each
+query, then the first batch's breakdown; the plot goes to ``bench/results/source_throughput.png``. Nothing here is
+asserted.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from datetime import datetime
 from pathlib import Path
 
 from bench.common import (
+    KEYS,
     add_quota_flag,
     available_now,
     batch_sizes,
@@ -56,6 +65,7 @@ from bench.common import (
     steady_state,
 )
 from localaws.servers import KINESALITE
+from pyspark_aws_kinesis.fetch.polling import SHARD_READ_BYTES_PER_S
 
 SHARDS = 4
 PLOT = Path(__file__).parent / "results" / "source_throughput.png"
@@ -127,11 +137,10 @@ def floor_main(partitions: int) -> None:
     print(FLOOR_MARK + json.dumps(report))
 
 
-def spark_floor() -> dict[str, float]:
+def spark_floor(shards: int) -> dict[str, float]:
     """Run ``--floor`` in a fresh process; its report."""
-    process = subprocess.run(
-        [sys.executable, "-m", "bench.source_throughput", "--floor"], capture_output=True, text=True, check=True
-    )
+    command = [sys.executable, "-m", "bench.source_throughput", "--floor", "--shards", str(shards)]
+    process = subprocess.run(command, capture_output=True, text=True, check=True)
     line = next(line for line in process.stdout.splitlines() if line.startswith(FLOOR_MARK))
     return json.loads(line[len(FLOOR_MARK) :])
 
@@ -146,7 +155,8 @@ def plot(rates: dict[str, float], parts: dict[str, float], floor: dict[str, floa
     except ImportError:
         return False
     figure, (speed, first) = plt.subplots(2, 1, figsize=(9, 7), gridspec_kw={"height_ratios": [1, 2]})
-    speed.barh(list(rates), list(rates.values()), color=["grey", "tab:blue", "tab:blue", "tab:blue", "lightgrey"])
+    colors = ["grey", "tab:blue", "tab:blue", "tab:blue", "lightsteelblue", "lightgrey", "tab:red"]
+    speed.barh(list(rates), list(rates.values()), color=colors)
     speed.invert_yaxis()
     speed.set_xlabel("records/s (same run)")
     bars = {name: seconds for name, seconds in parts.items() if name != "first batch triggerExecution"}
@@ -172,29 +182,42 @@ def row(name: str, records: int, seconds: float, baseline_s: float) -> str:
     )
 
 
+def quota_rate(shards: int, records: int, size: int) -> float:
+    """Records/s that ``shards`` shards deliver at AWS's 2 MiB/s each, for ``bench.common.preloaded_stream``'s
+    records (``size`` bytes of data, partition keys ``key-<i % KEYS>``: Kinesis counts both)."""
+    key_bytes = sum(len(f"key-{i % KEYS}") for i in range(records))
+    return shards * SHARD_READ_BYTES_PER_S / ((records * size + key_bytes) / records)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--per-batch", type=int, default=50_000)
+    parser.add_argument("--shards", type=int, default=SHARDS)
+    parser.add_argument(
+        "--shards-per-partition", type=int, default=None, help="kinesis.shardsPerPartition (default: the option's)"
+    )
     parser.add_argument("--plot", default=str(PLOT), help="where to write the plot ('' for none)")
     parser.add_argument("--floor", action="store_true", help="internal: print Spark's floor (an empty source)")
     add_quota_flag(parser)
     args = parser.parse_args(argv)
     if args.floor:
-        floor_main(SHARDS)
+        floor_main(args.shards)
         return
-    floor = spark_floor()
+    floor = spark_floor(args.shards)
     with local_aws(args, KINESALITE) as aws, tempfile.TemporaryDirectory() as work:
         server = aws.kinesalite
         kinesis = server.client("kinesis")
-        stream = preloaded_stream(server.direct.client("kinesis"), "bench-throughput", SHARDS, args.records, args.size)
+        stream = preloaded_stream(
+            server.direct.client("kinesis"), "bench-throughput", args.shards, args.records, args.size
+        )
 
         # This host's speed drifts by tens of percent within minutes: baselines before, between and after ours.
         cpu = group_cpu_s()
         baselines = [read_seconds(boto3_loop, kinesis, stream, args.records)]
         baseline_cpu_s = group_cpu_s() - cpu  # before Spark starts: the loop's own process alone
-        ceilings = [read_seconds(raw_loop, server, stream, args.records)]
+        ceilings = [read_seconds(raw_loop, server.direct, stream, args.records)]
 
         log_path = os.path.join(work, "timing.jsonl")
         started = time.perf_counter()
@@ -202,6 +225,8 @@ def main(argv: list[str] | None = None) -> None:
         startup_s = time.perf_counter() - started
         opts = options(server, stream, os.path.join(work, "metadata"))
         opts["kinesis.maxrecordspertrigger"] = str(args.per_batch)
+        if args.shards_per_partition is not None:
+            opts["kinesis.shardsperpartition"] = str(args.shards_per_partition)
         cpu = group_cpu_s()
         started_at, wall_s, progress = available_now(spark, "aws-kinesis-timed", opts)
         query_cpu_s = group_cpu_s() - cpu  # the JVM, the source runner and the Python workers, from the query's start
@@ -210,17 +235,25 @@ def main(argv: list[str] | None = None) -> None:
         cpu = group_cpu_s()
         _, warm_s, warm_progress = available_now(spark, "aws-kinesis", opts)
         warm_cpu_s = group_cpu_s() - cpu
+        opts["kinesis.metadatapath"] = os.path.join(work, "metadata-one")
+        opts["kinesis.shardsperpartition"] = "1"
+        _, one_s, one_progress = available_now(spark, "aws-kinesis", opts)
         spark.stop()
         parts = first_batch_parts(started_at, progress, log_path)
 
         baselines.append(read_seconds(boto3_loop, kinesis, stream, args.records))
-        ceilings.append(read_seconds(raw_loop, server, stream, args.records))
+        ceilings.append(read_seconds(raw_loop, server.direct, stream, args.records))
     baseline_s, raw_s = sum(baselines) / len(baselines), sum(ceilings) / len(ceilings)
-    for run in (progress, warm_progress):
+    for run in (progress, warm_progress, one_progress):
         assert sum(p["numInputRows"] for p in run) == args.records, [p["numInputRows"] for p in run]
     steady_rows, steady_s = steady_state(batch_sizes(progress))
     warm_rows, warm_steady_s = steady_state(batch_sizes(warm_progress))
-    print(f"{args.records:,} records x {args.size} B in {SHARDS} kinesalite shards; Spark local[2]; ")
+    one_rows, one_steady_s = steady_state(batch_sizes(one_progress))
+    layout = "default" if args.shards_per_partition is None else str(args.shards_per_partition)
+    print(
+        f"{args.records:,} records x {args.size} B in {args.shards} kinesalite shards; Spark local[2]; "
+        f"kinesis.shardsPerPartition {layout}"
+    )
     print(f"{len(progress)} micro-batches of up to {args.per_batch:,}; Spark start-up {startup_s:.1f} s (not included)")
     print(
         "baseline: " + ", ".join(f"{seconds:.2f}" for seconds in baselines) + " s (before, between and after ours); "
@@ -228,7 +261,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(f"| {'run':<52} | {'records':>9} | {'seconds':>8} | {'records/s':>10} | {'ratio':>6} |")
     print(f"|{'-' * 54}|{'-' * 11}|{'-' * 10}|{'-' * 12}|{'-' * 8}|  (ratio = our records/s / the baseline's)")
-    for name, run in (("", progress), ("warm ", warm_progress)):
+    for name, run in (("", progress), ("warm ", warm_progress), ("one shard per partition ", one_progress)):
         print(f"{name}batches (rows, ms):", batch_sizes(run))
     print(row("boto3 GetRecords loop, 1 thread (baseline)", args.records, baseline_s, baseline_s))
     print(row("aws-kinesis AvailableNow -> noop, whole query", args.records, wall_s, baseline_s))
@@ -237,7 +270,19 @@ def main(argv: list[str] | None = None) -> None:
     print(row("aws-kinesis whole query again, warm (same session)", args.records, warm_s, baseline_s))
     warm_baseline_s = baseline_s * warm_rows / args.records
     print(row("aws-kinesis warm, steady state", warm_rows, warm_steady_s, warm_baseline_s))
+    print(row("warm, kinesis.shardsPerPartition=1, whole query", args.records, one_s, baseline_s))
+    one_baseline_s = baseline_s * one_rows / args.records
+    print(row("warm, kinesis.shardsPerPartition=1, steady state", one_rows, one_steady_s, one_baseline_s))
     print(row("ceiling: kinesalite alone (raw bodies, no parsing)", args.records, raw_s, baseline_s))
+    quota = quota_rate(args.shards, args.records, args.size)
+    print(row(f"quota: {args.shards} shards x 2 MiB/s (AWS)", args.records, args.records / quota, baseline_s))
+    limit = min(args.records / raw_s, quota)
+    print(
+        f"what a reader keeping the quotas can reach here: min(ceiling, quota) = {limit:,.0f} records/s; ours / that: "
+        f"steady {steady_rows / steady_s / limit:.2f}, warm steady {warm_rows / warm_steady_s / limit:.2f}, "
+        f"whole query {args.records / wall_s / limit:.2f}, warm whole query {args.records / warm_s / limit:.2f}; "
+        f"shardsPerPartition=1 warm steady {one_rows / one_steady_s / limit:.2f}"
+    )
     gib = args.records * args.size / 2**30
     print(
         f"CPU seconds per GiB read (every process of the client side, from /proc; {gib:.3f} GiB of payload): "
@@ -258,7 +303,9 @@ def main(argv: list[str] | None = None) -> None:
         "aws-kinesis, whole query": args.records / wall_s,
         "aws-kinesis, steady state": steady_rows / steady_s,
         "aws-kinesis, whole query, warm": args.records / warm_s,
+        "aws-kinesis warm, shardsPerPartition=1": args.records / one_s,
         "kinesalite alone (ceiling)": args.records / raw_s,
+        "quota (shards x 2 MiB/s)": quota,
     }
     if args.plot and plot(rates, parts, floor, Path(args.plot)):
         print(f"plot: {args.plot}")

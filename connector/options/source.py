@@ -229,9 +229,12 @@ PROBE_INTERVAL_MS = add(
 SHARDS_PER_PARTITION = add(
     Option(
         "kinesis.shardsPerPartition",
-        integer(1),
-        1,
-        "Shards read by one Spark input partition (raise it for streams with many small shards).",
+        integer(1, 64),
+        8,
+        "Shards one Spark input partition (one task) reads, side by side: a shard's read is paced by its quota "
+        "(2 MiB/s) and mostly waits, so a task reads its shards at once, and a query whose partitions all run at "
+        "once (cores >= shards / this) reads every shard at the quota. 1: a task per shard (with more shards than "
+        "cores, Spark runs them in waves: the query reads at cores x 2 MiB/s); more: fewer, busier tasks.",
         Side.SOURCE,
         unit="shards",
     )

@@ -25,6 +25,7 @@ from ..options import OptionError
 from ..positions import LATEST, TRIM_HORIZON, Position, PositionSpec, ShardEnd, shard_entry
 from .catalog import ShardCatalog
 from .settings import SourceSettings
+from .side_by_side import side_by_side
 
 
 @dataclass(frozen=True)
@@ -69,9 +70,13 @@ class KinesisBatchReader(DataSourceReader):
         return [BatchPartition(tuple(tasks[i : i + size]), stop_after) for i in range(0, len(tasks), size)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The partition's shards read side by side (``side_by_side``: a thread each, a bounded queue)."""
         assert isinstance(partition, BatchPartition)
         limits = FetchLimits(stop_after_ms=partition.stop_after_ms)
-        for task, end in partition.tasks:
-            until = (end.sequence_number, end.sub_sequence_number) if end is not None else None
-            shard_range, transport = self.settings.shard_reader(task, limits, until=until)
-            yield from shard_range.batches(transport)
+        shards = [functools.partial(self._read_shard, task, end, limits) for task, end in partition.tasks]
+        yield from side_by_side(shards, "batch read")
+
+    def _read_shard(self, task: ShardTask, end: ShardEnd | None, limits: FetchLimits) -> Iterator[pa.RecordBatch]:
+        until = (end.sequence_number, end.sub_sequence_number) if end is not None else None
+        shard_range, transport = self.settings.shard_reader(task, limits, until=until)
+        yield from shard_range.batches(transport)

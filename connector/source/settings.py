@@ -134,6 +134,13 @@ class EfoSettings:
         )
 
 
+def reader_connections(shards_per_partition: int) -> int:
+    """Connections of a process's Kinesis client: a task reads its shards side by side, each with a call of its
+    own and one asked ahead (``fetch.polling``), besides the metadata store's; never below botocore's 10. Fewer
+    would make calls wait for a connection or open and drop one per call."""
+    return max(10, 2 * shards_per_partition + 2)
+
+
 @dataclass(frozen=True)
 class SourceSettings:
     """Everything the source's driver and executor sides need from the options."""
@@ -170,7 +177,7 @@ class SourceSettings:
         """Parse Spark's options dict; raises OptionError naming the option, value and what is allowed."""
         parsed = parse_options(raw, Side.SOURCE)
         max_time = parsed[opts.MAX_FETCH_TIME_PER_SHARD_SEC.key]
-        client = ClientSettings.from_options(parsed)
+        client = ClientSettings.from_options(parsed, reader_connections(parsed[opts.SHARDS_PER_PARTITION.key]))
         return cls(
             streams=parse_stream_names(parsed[opts.STREAM_NAME.key]),
             client=client,

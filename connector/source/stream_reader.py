@@ -16,9 +16,9 @@ retry, restart before commit) finds its records and stops at exactly the same re
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,34 +30,15 @@ from .. import options as opts
 from ..clock import now_ms
 from ..compat import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from ..fetch.range import FetchLimits, ShardTask
+from ..fetch.reads import ShardRead
 from ..options import OptionError
 from .guards import MetadataNotSharedError, MissingMetadataError, check_store_shared
 from .offsets import INITIAL_BATCH
 from .query_offsets import QueryOffsets, as_dict
 from .settings import SourceSettings
+from .side_by_side import side_by_side
 
 log = logging.getLogger(__name__)
-_AHEAD: ThreadPoolExecutor | None = None  # the executor process's thread for a partition's next shard
-_DONE = object()
-
-
-def first_ahead(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``batches`` with its first item asked for now on a thread of this process (the store lookup, the first
-    GetShardIterator / GetRecords); the rest is read by whoever iterates, after that first item. Called by
-    ``read`` for a partition's next shard while the current one is read."""
-    global _AHEAD
-    if _AHEAD is None:
-        _AHEAD = ThreadPoolExecutor(1, thread_name_prefix="next-shard")
-    first = _AHEAD.submit(next, batches, _DONE)
-
-    def rest() -> Iterator[pa.RecordBatch]:
-        item = first.result()
-        if item is _DONE:
-            return
-        yield item
-        yield from batches
-
-    return rest()
 
 
 __all__ = ["INITIAL_BATCH", "KinesisPartition", "KinesisStreamReader", "MetadataNotSharedError", "MissingMetadataError"]
@@ -174,32 +155,32 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # --- executors: reading -----------------------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Read each shard of the partition, replaying the recorded range when this batch ran before. While one
-        shard is read, the next one's first answer is already asked for (``first_ahead``): a partition of several
-        shards waits for their round trips side by side, not one after another."""
+        """Read the partition's shards side by side (``side_by_side``: a thread each, a bounded queue), replaying
+        the recorded range of a shard when this batch ran before. A shard's read is recorded here, once Spark has
+        taken all its rows: a task stopped early (a ``limit``, a kill) records no unfinished shard."""
         assert isinstance(partition, KinesisPartition)
         store = self.settings.metadata_store(partition.metadata_path)
         check_store_shared(store, partition.metadata_path, partition.source_id, partition.source_document)
         limits = self._limits(partition.until_ms)
-        shards = (self._read_shard(store, partition, task, limits) for task in partition.tasks)
-        current = next(shards, None)
-        while current is not None:
-            following = next(shards, None)
-            ahead = first_ahead(following) if following is not None else None
-            yield from current
-            current = ahead
+        shards = [functools.partial(self._read_shard, store, partition, task, limits) for task in partition.tasks]
+        for item in side_by_side(shards, f"read {partition.batch_id}"):
+            if isinstance(item, ShardRead):
+                store.record_shard_read(partition.source_id, partition.batch_id, item)
+            else:
+                yield item
 
     def _read_shard(
         self, store: Any, partition: KinesisPartition, task: ShardTask, limits: FetchLimits
-    ) -> Iterator[pa.RecordBatch]:
-        """One shard's RecordBatches, then where its read stopped goes to the metadata store."""
+    ) -> Iterator[pa.RecordBatch | ShardRead]:
+        """One shard's RecordBatches, then where its read stopped (for the caller to record), unless this batch's
+        read of it was recorded before (a replay: it stops exactly there)."""
         recorded = store.get_shard_read(partition.source_id, partition.batch_id, task.stream, task.shard_id)
         arn = partition.consumer_arn(task.stream)
         shard_range, transport = self.settings.shard_reader(task, limits, arn, replay=recorded)
         yield from shard_range.batches(transport)
         assert shard_range.result is not None
         if recorded is None:
-            store.record_shard_read(partition.source_id, partition.batch_id, shard_range.result)
+            yield shard_range.result
 
     def _limits(self, until_ms: int | None) -> FetchLimits:
         return FetchLimits(self.settings.max_fetch_records, self.settings.max_fetch_time_s, until_ms)
