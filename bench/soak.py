@@ -533,10 +533,14 @@ def warm_up_s(samples: list[Sample], run_s: float, rate: float) -> float:
     return max(60.0, 0.2 * run_s, caught_up)
 
 
-def judged_samples(samples: list[Sample], warm_up: float, restarts: list[float]) -> list[Sample]:
-    """After warm-up, with a driver up, not within ``REWARM_S`` after a restart."""
+def judged_samples(samples: list[Sample], warm_up: float, restarts: list[float], end_s: float) -> list[Sample]:
+    """After warm-up and until the records stop coming at ``end_s`` (the drain after it is an idle query: Spark
+    retires pool threads, Python workers and the subscription broker exit), with a driver up, not within
+    ``REWARM_S`` after a restart."""
     return [
-        s for s in samples if s.t_s >= warm_up and s.jvm_rss_mb and not any(0 <= s.t_s - r < REWARM_S for r in restarts)
+        s
+        for s in samples
+        if warm_up <= s.t_s <= end_s and s.jvm_rss_mb and not any(0 <= s.t_s - r < REWARM_S for r in restarts)
     ]
 
 
@@ -610,7 +614,7 @@ def verdict_on_gauges(args, samples: list[Sample], restarts: list[float], reshar
     """(warm-up s, judged samples, per-gauge verdicts, bounded?) of a run: live at its end, or from its CSV."""
     judged = {**GAUGES, **(EFO_GAUGES if args.efo else {})}
     warm_up = warm_up_s(samples, args.minutes * 60, args.rate)
-    kept = judged_samples(samples, warm_up, restarts)
+    kept = judged_samples(samples, warm_up, restarts, args.minutes * 60)
     found = bounds(kept, judged, args.shards, reshards)
     flat = len(kept) >= MIN_SAMPLES_AFTER_WARM_UP and all(judged.within for judged in found.values())
     return warm_up, kept, found, flat
