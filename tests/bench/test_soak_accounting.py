@@ -6,7 +6,7 @@ retried put may be stored twice; the query owes the stream's content, so neither
 
 from collections import Counter
 
-from bench.soak import Tally, drift, open_shards_at
+from bench.soak import Sample, Tally, drift, judged_samples, open_shards_at
 
 
 def test_a_timed_out_put_that_was_stored_is_owed_not_unexpected() -> None:
@@ -46,3 +46,14 @@ def test_a_slow_leak_inside_the_band_is_caught_by_its_drift() -> None:
 def test_store_entries_are_judged_per_open_shard_across_a_split_and_a_merge() -> None:
     reshards = [(1200.0, "split"), (2400.0, "merge")]
     assert [open_shards_at(t, 2, reshards) for t in (0, 1199, 1200, 2399, 2400, 3600)] == [2, 2, 3, 3, 2, 2]
+
+
+def test_the_drain_after_the_records_stop_is_not_judged() -> None:
+    """After the last record the query idles (pool threads retire, workers and the broker exit): not the run."""
+
+    def sample(t_s: float, threads: int) -> Sample:
+        return Sample(t_s, 1, 0, 0, 0, 70.0, 140.0, 40.0, 600.0, threads, *([1] * 21))
+
+    samples = [sample(t, 290) for t in range(0, 3601, 60)] + [sample(3700.0, 89), sample(3800.0, 89)]
+    kept = judged_samples(samples, warm_up=600.0, restarts=[], end_s=3600.0)
+    assert kept and all(s.jvm_threads == 290 for s in kept) and kept[-1].t_s == 3600.0
