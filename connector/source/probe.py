@@ -24,9 +24,10 @@ and asks only for what follows it. The probe's NextShardIterator then points whe
 next probe needs no GetShardIterator either: one call per shard per batch instead of three.
 
 Busy and idle: a shard whose last probe or read found records is asked again after the read pace
-(``kinesis.getRecords.fetchIntervalMs``), an idle one (a probe found nothing) after ``kinesis.probeIntervalMs``.
-So records that keep coming are seen within a fetch interval, and an idle shard still costs one call per probe
-interval; a busy shard's probes are the calls its reads would make (at most 5 a second at the default pace).
+(``kinesis.getRecords.fetchIntervalMs``, but at least ``MIN_BUSY_INTERVAL_S``: 4 calls a second, one of the
+shard's 5 left to another reader), an idle one (a probe found nothing) after ``kinesis.probeIntervalMs``. So
+records that keep coming are seen within a quarter of a second, and an idle shard still costs one call per probe
+interval; a busy shard's probes are the calls its reads would make.
 
 Throttling: a probe Kinesis refuses for the shard's read quota (shared with every other reader) is not retried:
 the shard keeps its last answer (or has none yet), its interval doubles (up to ``MAX_BACKOFF_INTERVALS`` times
@@ -64,6 +65,8 @@ from ..shards import MAX_HASH_KEY
 MAX_ASKS = 1000  # kinesis.maxProbesPerTrigger's default
 MAX_LIMIT = 10_000  # GetRecords' Limit at most (AWS)
 MAX_BACKOFF_INTERVALS = 8  # a refused shard's probe interval doubles up to this many probe intervals
+# A busy shard's probes leave one of its 5 GetRecords a second to another reader (Lambda polls once a second).
+MIN_BUSY_INTERVAL_S = 0.25
 HELD_BYTES_PER_SHARD = 64 * 1024  # a probe asks for about this much (3 % of a shard's 2 MiB/s at 1 probe/s)
 HELD_BYTES_PER_TRIGGER = 4 * 1024 * 1024  # and all probes of one call together, whatever the shard count
 
@@ -122,7 +125,8 @@ class ShardProber:
         self.max_asks = max_asks  # shards asked per call at most (kinesis.maxProbesPerTrigger)
         self._retry = retry
         self.interval_s = interval_s
-        self.busy_interval_s = interval_s if busy_interval_s is None else min(busy_interval_s, interval_s)
+        busy = interval_s if busy_interval_s is None else max(busy_interval_s, MIN_BUSY_INTERVAL_S)
+        self.busy_interval_s = min(busy, interval_s)
         self.held_bytes = held_bytes  # 0: Limit 1, nothing held (enhanced fan-out reads cannot take a page)
         self.max_limit = max_limit  # kinesis.getRecords.numberOfRecordsPerFetch: no call asks for more
         self._record_bytes: dict[str, float] = {}  # shard key -> mean size of the records its probes saw

@@ -146,6 +146,9 @@ def test_a_busy_shard_is_asked_at_the_read_pace_and_an_idle_one_at_the_probe_int
     start = roundtrip(source.initialOffset())
     prober = source.offsets.planner.prober
     assert (prober.interval_s, prober.busy_interval_s) == (30.0, 2.0)
+    defaults = {"kinesis.probeIntervalMs": "1000", "kinesis.getRecords.fetchIntervalMs": "200"}
+    prober_by_default = reader(source_options(kinesalite, stream, tmp_path, **defaults)).offsets.planner.prober
+    assert prober_by_default.busy_interval_s == 0.25  # 4 of the shard's 5 calls a second: one left for a neighbour
     assert roundtrip(source.latestOffset(start, None)) == start  # never asked: asked at once, finds nothing
     (state,) = prober._states.values()
     assert not state.busy
