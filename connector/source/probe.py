@@ -27,7 +27,8 @@ Busy and idle: a shard whose last probe or read found records is asked again aft
 (``kinesis.getRecords.fetchIntervalMs``, but at least ``MIN_BUSY_INTERVAL_S``: 4 calls a second, one of the
 shard's 5 left to another reader), an idle one (a probe found nothing) after ``kinesis.probeIntervalMs``. So
 records that keep coming are seen within a quarter of a second, and an idle shard still costs one call per probe
-interval; a busy shard's probes are the calls its reads would make.
+interval; a busy shard's probes are the calls its reads would make. A trigger that finds no shard due waits up to
+``MAX_BUSY_WAIT_S`` for a busy one instead of leaving it to the trigger after next.
 
 Throttling: a probe Kinesis refuses for the shard's read quota (shared with every other reader) is not retried:
 the shard keeps its last answer (or has none yet), its interval doubles (up to ``MAX_BACKOFF_INTERVALS`` times
@@ -37,6 +38,7 @@ the probe interval) until a probe gets through, and the refusal is counted (``re
 from __future__ import annotations
 
 import enum
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -67,6 +69,9 @@ MAX_LIMIT = 10_000  # GetRecords' Limit at most (AWS)
 MAX_BACKOFF_INTERVALS = 8  # a refused shard's probe interval doubles up to this many probe intervals
 # A busy shard's probes leave one of its 5 GetRecords a second to another reader (Lambda polls once a second).
 MIN_BUSY_INTERVAL_S = 0.25
+# A trigger that finds no shard due waits this long at most for a busy one: with a 200 ms trigger and 250 ms
+# between probes, the probe would otherwise wait for the trigger after next (400 ms apart, not 250).
+MAX_BUSY_WAIT_S = 0.1
 HELD_BYTES_PER_SHARD = 64 * 1024  # a probe asks for about this much (3 % of a shard's 2 MiB/s at 1 probe/s)
 HELD_BYTES_PER_TRIGGER = 4 * 1024 * 1024  # and all probes of one call together, whatever the shard count
 
@@ -131,6 +136,7 @@ class ShardProber:
         self.max_limit = max_limit  # kinesis.getRecords.numberOfRecordsPerFetch: no call asks for more
         self._record_bytes: dict[str, float] = {}  # shard key -> mean size of the records its probes saw
         self._states: dict[str, _ShardState] = {}
+        self._sleep = time.sleep  # tests replace it
         self._lock = threading.Lock()
         self.calls = 0  # GetRecords calls made (probes run on several threads), for tests and logs
         self.refused: dict[str, int] = {}  # shard key -> probes refused for a quota, since the last take_refused
@@ -151,6 +157,12 @@ class ShardProber:
         states = {key: self._state(key, position, (handoffs or {}).get(key)) for key, position in positions.items()}
         now = time.monotonic()
         due = [key for key, state in states.items() if self._due(state, now)]
+        if not due:  # a busy shard due in a moment is asked after it, not a whole trigger later
+            soon = min((self._busy_due_in(state, now) for state in states.values()), default=math.inf)
+            if soon <= MAX_BUSY_WAIT_S:
+                self._sleep(soon)
+                now = time.monotonic()
+                due = [key for key, state in states.items() if self._due(state, now)]
         due.sort(key=lambda key: (self._waiting_since(states[key]), key))
         asked = due[: self.max_asks]
         budget = min(self.held_bytes, HELD_BYTES_PER_TRIGGER // max(1, len(asked)))
@@ -216,6 +228,12 @@ class ShardProber:
             return True
         interval = self.busy_interval_s if state.busy else self.interval_s
         return now - state.probed_at >= max(interval, state.backoff_s)
+
+    def _busy_due_in(self, state: _ShardState, now: float) -> float:
+        """Seconds until a busy shard's next probe is due (infinite for an idle, refused or finished one)."""
+        if not state.busy or state.result is None or state.backoff_s or state.result.found is Found.SHARD_END:
+            return math.inf
+        return max(0.0, state.probed_at + self.busy_interval_s - now)
 
     @staticmethod
     def _waiting_since(state: _ShardState) -> float:

@@ -239,3 +239,33 @@ def test_with_enhanced_fan_out_a_busy_shard_is_probed_as_seldom_as_an_idle_one_a
     options = efo_options(kinesis_mock, "orders", tmp_path) | {"kinesis.getRecords.fetchIntervalMs": "200"}
     prober = reader(options | {"kinesis.probeIntervalMs": "1000"}).offsets.planner.prober
     assert (prober.interval_s, prober.busy_interval_s, prober.held_bytes) == (1.0, 1.0, 0)
+
+
+def test_a_trigger_waits_a_moment_for_a_busy_shard_due_soon_not_a_whole_trigger(
+    kinesalite: LocalServer, lite_stream, tmp_path
+) -> None:
+    stream = lite_stream(shards=1)
+    put_numbered(kinesalite, stream, "a", 2)
+    intervals = {"kinesis.probeIntervalMs": "30000", "kinesis.getRecords.fetchIntervalMs": "1000"}
+    source = reader(source_options(kinesalite, stream, tmp_path, **intervals))
+    start, end = plan_first_batch(source)
+    read_all(source, list(source.partitions(start, end)))
+    source.commit(end)
+    later = put_numbered(kinesalite, stream, "b", 2)
+    prober = source.offsets.planner.prober
+    assert roundtrip(source.latestOffset(end, None)) == end  # busy, but a fetch interval has not passed
+    (state,) = prober._states.values()
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:  # time passes for the prober's state, not for the test
+        slept.append(seconds)
+        state.probed_at -= seconds
+
+    prober._sleep = sleep
+    state.probed_at = time.monotonic() - prober.busy_interval_s + 0.5  # due in half a second: not waited for
+    calls = prober.calls
+    assert roundtrip(source.latestOffset(end, None)) == end and prober.calls == calls and not slept
+    state.probed_at = time.monotonic() - prober.busy_interval_s + 0.05  # due in 50 ms: waited for, asked at once
+    following = roundtrip(source.latestOffset(end, None))
+    assert len(slept) == 1 and 0.0 < slept[0] <= 0.1 and prober.calls == calls + 1 and following != end
+    assert payloads(read_all(source, list(source.partitions(end, following)))) == later
