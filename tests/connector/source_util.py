@@ -61,16 +61,22 @@ def roundtrip(offset: dict) -> dict:
 
 
 def read_all(source: KinesisStreamReader, partitions: list) -> list[dict[str, Any]]:
-    """Every row the partitions yield, as dicts, read on a fresh copy of the reader (as an executor does)."""
+    """Every row the partitions yield, as dicts, read on a fresh copy of the reader (as an executor does), grouped by
+    shard in the partitions' shard order, each shard's rows in the order read. A task reads its shards side by side,
+    so how rows of different shards interleave is timing, not something a test can compare."""
     import pickle
 
     executor_copy = pickle.loads(pickle.dumps(source))
     rows: list[dict[str, Any]] = []
     for partition in partitions:
         executor_partition = pickle.loads(pickle.dumps(partition))
+        tasks = getattr(executor_partition, "tasks", ())
+        by_shard: dict[str, list[dict[str, Any]]] = {task.shard_id: [] for task in tasks}
         for batch in executor_copy.read(executor_partition):
             assert isinstance(batch, pa.RecordBatch)
-            rows.extend(batch.to_pylist())
+            for row in batch.to_pylist():
+                by_shard.setdefault(row["shardId"], []).append(row)
+        rows.extend(row for shard_rows in by_shard.values() for row in shard_rows)
     return rows
 
 
