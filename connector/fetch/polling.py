@@ -285,12 +285,10 @@ class GetRecordsTransport:
             return None
         page = decode_get_records(held.body, self.context)
         page.at_tip = not page.millis_behind_latest and page.kinesis_records < held.limit
-        page.called_ms = held.called_ms
         self.pacer.started_at(monotonic_at(held.called_ms, self.pacer.clock))
         self.last_call_ms = held.called_ms
         self.memory.called(self._shard, held.called_ms)
-        paid_ms = now_ms() + round(1000 * self.pacer.charge(page.kinesis_bytes))
-        self.memory.learn(self._shard, page.kinesis_records, page.kinesis_bytes, paid_ms)
+        self._answered(page, held.called_ms)
         return page
 
     def _after_earlier_reads(self) -> None:
@@ -327,12 +325,17 @@ class GetRecordsTransport:
                 self._refused()
                 continue
             if page is not None:
-                page.called_ms = called_ms
-                paid_ms = now_ms() + round(1000 * self.pacer.charge(page.kinesis_bytes))
-                self.memory.learn(self._shard, page.kinesis_records, page.kinesis_bytes, paid_ms)
+                self._answered(page, called_ms)
             self.backoff.got_through()
             self.pacer.interval_s = self.backoff.interval_s
             return page
+
+    def _answered(self, page: Page, called_ms: int) -> None:
+        """An answer came from a call started at ``called_ms``: the page says so, and its bytes are charged to the
+        shard's read quota (the next call waits for their pay-back) and teach the shard's record size."""
+        page.called_ms = called_ms
+        paid_ms = now_ms() + round(1000 * self.pacer.charge(page.kinesis_bytes))
+        self.memory.learn(self._shard, page.kinesis_records, page.kinesis_bytes, paid_ms)
 
     def sized_limit(self) -> int:
         """The next call's ``Limit`` by bytes: the records of the shard's known size that fit in one call's budget."""

@@ -59,6 +59,7 @@ from ..fetch.iterators import (
     open_iterator,
     refused_iterator,
 )
+from ..fetch.polling import sized_limit
 from ..parallel import WORKERS, parallel_map
 from ..positions import Position, shard_label, split_shard_key
 from ..retry import RetriesExhaustedError, RetryPolicy, is_throttled, quota_backoff
@@ -258,10 +259,7 @@ class ShardProber:
     def _limit(self, key: str, budget_bytes: int) -> int:
         """The probe's ``Limit``: the shard's records that fit ``budget_bytes`` by their known mean size (1 while
         the size is unknown or nothing is to be held), at most the options' (and AWS's 10,000)."""
-        size = self._record_bytes.get(key)
-        if size is None or budget_bytes <= 0:
-            return 1
-        return max(1, min(self.max_limit, int(budget_bytes // max(size, 1.0))))
+        return sized_limit(budget_bytes, self._record_bytes.get(key), 1, self.max_limit)
 
     def _ask(self, key: str, state: _ShardState, bound_ms: int | None, limit: int) -> ProbeResult:
         stream, shard_id = split_shard_key(key)
