@@ -18,6 +18,7 @@ from localaws import LocalServer
 from pyspark_aws_kinesis.aws.clients import kinesis_reader_client
 from pyspark_aws_kinesis.fetch.reads import STOP_BOUND, STOP_CAUGHT_UP, ShardRead
 from pyspark_aws_kinesis.positions import TRIM_HORIZON, Position, shard_key
+from pyspark_aws_kinesis.source import probe as probe_module
 from pyspark_aws_kinesis.source.offsets import parse_offset
 
 
@@ -115,26 +116,49 @@ def test_an_idle_shard_is_probed_once_per_interval_however_often_triggers_come(
     assert prober.calls == calls + 1
 
 
-def test_a_read_that_ended_at_the_tip_counts_as_a_probe(kinesalite: LocalServer, lite_stream, tmp_path) -> None:
+def test_a_read_that_ended_at_the_tip_counts_as_a_probe(
+    kinesalite: LocalServer, lite_stream, tmp_path, monkeypatch
+) -> None:
     stream = lite_stream(shards=1)
     first = put_numbered(kinesalite, stream, "a", 3)
-    # Both intervals far longer than reading and planning take (the read's own calls wait out the fetch interval
-    # after the probe: 3 records, a first probe of Limit 1, so 1.5 s once).
+    # The read's own calls wait out the fetch interval after the probe (3 records, a first probe of Limit 1: 1.5 s
+    # once); the probe interval is far longer than the test.
     slow = {"kinesis.probeIntervalMs": "30000", "kinesis.getRecords.fetchIntervalMs": "1500"}
     source = reader(source_options(kinesalite, stream, tmp_path, **slow))
     start, end = plan_first_batch(source)
+    prober = source.offsets.planner.prober
+    (state,) = prober._states.values()
+    probed = state.probed_at
     assert payloads(read_all(source, list(source.partitions(start, end)))) == first
+    read_done = time.monotonic()
     source.commit(end)
     later = put_numbered(kinesalite, stream, "b", 2)
-    prober = source.offsets.planner.prober
     calls = prober.calls
+    # The prober's clock stops when the read returned: how long a loaded machine takes to get to the next line
+    # must not decide whether the busy interval has passed.
+    clock = FrozenClock(read_done)
+    monkeypatch.setattr(probe_module, "time", clock)
     assert roundtrip(source.latestOffset(end, None)) == end  # the read's last call said "nothing": no probe yet
     assert prober.calls == calls
     (state,) = prober._states.values()
-    state.probed_at -= prober.busy_interval_s  # a busy shard (it just had records): a fetch interval later
+    assert probed + 1.4 < state.probed_at < read_done + 0.01  # that call, a fetch interval after the probe, is one
+    clock.now = state.probed_at + prober.busy_interval_s  # a busy shard (it just had records): asked again
     following = roundtrip(source.latestOffset(end, None))
     assert prober.calls == calls + 1 and following != end
     assert payloads(read_all(source, list(source.partitions(end, following)))) == later
+
+
+class FrozenClock:
+    """Stands in for the ``time`` module in the prober: ``monotonic()`` is ``now``, and sleeping moves it on."""
+
+    def __init__(self, now: float):
+        self.now = now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
 
 
 def test_a_busy_shard_is_asked_at_the_read_pace_and_an_idle_one_at_the_probe_interval(
