@@ -6,7 +6,7 @@ retried put may be stored twice; the query owes the stream's content, so neither
 
 from collections import Counter
 
-from bench.soak import Sample, Tally, drift, judged_samples, open_shards_at
+from bench.soak import Sample, Tally, drained, drift, judged_samples, open_shards_at
 
 
 def test_a_timed_out_put_that_was_stored_is_owed_not_unexpected() -> None:
@@ -57,3 +57,23 @@ def test_the_drain_after_the_records_stop_is_not_judged() -> None:
     samples = [sample(t, 290) for t in range(0, 3601, 60)] + [sample(3700.0, 89), sample(3800.0, 89)]
     kept = judged_samples(samples, warm_up=600.0, restarts=[], end_s=3600.0)
     assert kept and all(s.jvm_threads == 290 for s in kept) and kept[-1].t_s == 3600.0
+
+
+def test_the_drain_ends_when_the_sink_holds_every_record_though_the_progress_count_stays_short() -> None:
+    """A driver killed between a batch's sink commit and its progress event never runs that batch again: the row
+    count from the progress events stays short for good, and only the sink can say the query took everything."""
+    owed = Counter({"a": 1, "b": 2, "c": 1})
+    sink_reads: list[int] = []
+
+    def sink(ids: str):
+        def read() -> Counter[str]:
+            sink_reads.append(1)
+            return Counter(ids)
+
+        return read
+
+    assert drained(4, owed, None) and drained(4, owed, sink(""))  # the count says so: the sink is not read
+    assert not sink_reads
+    assert not drained(3, owed, None)  # short, the sink not asked this time
+    assert not drained(3, owed, sink("ab"))  # short, and the sink lacks "c"
+    assert drained(3, owed, sink("abc"))  # short, but every owed record is in the sink
