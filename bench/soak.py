@@ -350,8 +350,8 @@ def file_sink_ids(directory: Path) -> Counter[str]:
 def drained(read: int, owed: Counter[str], delivered: Callable[[], Counter[str]] | None) -> bool:
     """The query has taken every record the source stream holds (``owed``): by its progress events' row count
     (``read``), or, when ``delivered`` is given (it reads the sink: slower, so not every second), because the sink
-    holds every owed id. The count alone can stay short for good: a driver SIGKILLed after a batch's sink commit
-    but before its progress event never runs that batch again (its commit is in the checkpoint)."""
+    holds every owed id. The count alone can stay short for good: the driver writes the progress events it polls
+    once a second, and a batch that finished in the second before a SIGKILL never runs again (it is committed)."""
     if read >= sum(owed.values()):
         return True
     return delivered is not None and not owed.keys() - delivered().keys()

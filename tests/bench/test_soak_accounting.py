@@ -60,8 +60,8 @@ def test_the_drain_after_the_records_stop_is_not_judged() -> None:
 
 
 def test_the_drain_ends_when_the_sink_holds_every_record_though_the_progress_count_stays_short() -> None:
-    """A driver killed between a batch's sink commit and its progress event never runs that batch again: the row
-    count from the progress events stays short for good, and only the sink can say the query took everything."""
+    """A batch that finished in the second before a SIGKILL is missing from the progress the driver polled, and it
+    never runs again: the row count stays short for good, and only the sink can say the query took everything."""
     owed = Counter({"a": 1, "b": 2, "c": 1})
     sink_reads: list[int] = []
 
