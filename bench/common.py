@@ -211,10 +211,10 @@ def median_rates(
     ``balanced``: what ran just before a run changes its time (on the decode benchmark a decode right after
     botocore's parse of the same 10,000 records took 4 % longer at 1 KiB and 27 % at 100 B than right after another
     decode; a garbage collection before each run instead slowed every decode, the interpreter's free lists emptied).
-    So each turn's order is a row of ``balanced_turns`` and the first run (the baseline) runs once unmeasured
-    before each turn: over every ``len(runs)`` turns (``2 * len(runs)`` for an odd count) each run comes right after
-    each of the others equally often, and right after the baseline twice as often. Without it, every turn is in
-    the order of ``runs``.
+    So each turn's order is a row of ``balanced_turns``, and the turn's first run runs once unmeasured before it
+    (it comes after itself, not after the previous turn's last run): over every ``len(runs)`` turns (``2 *
+    len(runs)`` for an odd count) each run comes right after each of the others, and after itself, equally often.
+    Without it, every turn is in the order of ``runs``.
     """
     rates: dict[str, list[float]] = {name: [] for name in runs}
     for run in runs.values():
@@ -222,7 +222,7 @@ def median_rates(
     names = list(runs)
     for turn in balanced_turns(names, repeats) if balanced else [names] * repeats:
         if balanced:
-            runs[names[0]]()  # the turn's first run comes after the baseline too, whichever run it is
+            runs[turn[0]]()  # the previous turn's last run would be one more neighbour, the same one each round
         for name in turn:
             started = time.thread_time()
             runs[name]()

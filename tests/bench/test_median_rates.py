@@ -1,5 +1,5 @@
-"""``bench.common.median_rates``: runs take turns; with ``balanced`` the turns follow ``balanced_turns`` and the
-baseline runs once unmeasured before each, so that every run comes as often right after each of the others."""
+"""``bench.common.median_rates``: runs take turns; with ``balanced`` the turns follow ``balanced_turns``, each
+after an unmeasured run of its first run, so that every run comes as often right after each of the others."""
 
 from __future__ import annotations
 
@@ -26,18 +26,17 @@ def test_balanced_turns_put_each_run_as_often_right_after_each_other(count: int)
     assert set(pairs.values()) == {rounds // count} and len(pairs) == count * (count - 1)
 
 
-def test_balanced_rates_measure_each_run_after_the_baseline_and_each_other_alike() -> None:
-    """Over a full round of turns, counting the unmeasured baseline run before each turn: every run but the baseline
-    comes right after the baseline twice, right after each other run once."""
+def test_balanced_rates_measure_each_run_after_each_run_alike() -> None:
+    """Over a full round of turns, counting the unmeasured run of the turn's first run before each turn: every run
+    comes right after each run (itself included) once."""
     events: list[str] = []
     rates = common.median_rates(10, 4, _recording(events, "base", "a", "b", "c"), balanced=True)
     assert set(rates) == {"base", "a", "b", "c"} and all(rate > 0 for rate in rates.values())
-    measured = events[4:]  # after the warm-up runs: 4 turns of an unmeasured baseline run and the 4 runs
-    assert len(measured) == 4 * 5 and measured[::5] == ["base"] * 4
-    after = Counter(pairwise(measured))
-    for run in "abc":
-        assert after["base", run] == 2
-        assert all(after[other, run] == 1 for other in "abc" if other != run)
+    measured = events[4:]  # after the warm-up runs: 4 turns of an unmeasured run and the 4 runs
+    assert len(measured) == 4 * 5 and all(measured[turn * 5] == measured[turn * 5 + 1] for turn in range(4))
+    turns = [measured[turn * 5 : turn * 5 + 5] for turn in range(4)]
+    after = Counter(pair for turn in turns for pair in pairwise(turn))
+    assert after == Counter({(one, other): 1 for one in ["base", *"abc"] for other in ["base", *"abc"]})
 
 
 def test_turns_keep_their_order_unless_balanced() -> None:
