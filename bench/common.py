@@ -203,27 +203,44 @@ def lambda_style(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def median_rates(
-    records: int, repeats: int, runs: dict[str, Callable[[], object]], rotate: bool = False
+    records: int, repeats: int, runs: dict[str, Callable[[], object]], balanced: bool = False
 ) -> dict[str, float]:
     """Median records per CPU second of each run; the runs take turns, so a change in the machine's load between
     them hits all alike (CPU time is not wall time, but a loaded host still slows caches).
 
-    ``rotate``: each repeat starts its turn one run later, so that every run comes as often right after each of
-    the others (on the decode benchmark, the decode that ran right after botocore's parse of 10,000 records took
-    up to 30 % longer than in another place of the turn; a garbage collection before each run instead slowed
-    every decode, the interpreter's free lists emptied).
+    ``balanced``: what ran just before a run changes its time (on the decode benchmark a decode right after
+    botocore's parse of the same 10,000 records took 4 % longer at 1 KiB and 27 % at 100 B than right after another
+    decode; a garbage collection before each run instead slowed every decode, the interpreter's free lists emptied).
+    So each turn's order is a row of ``balanced_turns``, and the turn's first run runs once unmeasured before it
+    (it comes after itself, not after the previous turn's last run): over every ``len(runs)`` turns (``2 *
+    len(runs)`` for an odd count) each run comes right after each of the others, and after itself, equally often.
+    Without it, every turn is in the order of ``runs``.
     """
     rates: dict[str, list[float]] = {name: [] for name in runs}
     for run in runs.values():
         run()  # warm up: the first run pays for fresh memory pages
     names = list(runs)
-    for repeat in range(repeats):
-        shift = repeat % len(names) if rotate else 0
-        for name in names[shift:] + names[:shift]:
+    for turn in balanced_turns(names, repeats) if balanced else [names] * repeats:
+        if balanced:
+            runs[turn[0]]()  # the previous turn's last run would be one more neighbour, the same one each round
+        for name in turn:
             started = time.thread_time()
             runs[name]()
             rates[name].append(records / (time.thread_time() - started))
     return {name: statistics.median(values) for name, values in rates.items()}
+
+
+def balanced_turns(names: list[str], repeats: int) -> list[list[str]]:
+    """``repeats`` orders of ``names``, the rows of a Williams design in turn: a Latin square (each name once in
+    each place) in which each name comes right after each other name once (twice, with the rows reversed, for an
+    odd count) over a full round of its rows. A turn that merely starts one name later each repeat keeps the same
+    neighbours: there the name after the baseline was nearly always the same one."""
+    count = len(names)
+    first = [0] + [(step + 1) // 2 if step % 2 else count - step // 2 for step in range(1, count)]
+    orders = [[(index + shift) % count for index in first] for shift in range(count)]
+    if count % 2:
+        orders += [order[::-1] for order in orders]
+    return [[names[index] for index in orders[repeat % len(orders)]] for repeat in range(repeats)]
 
 
 def print_rate_table(rates: dict[str, float]) -> None:

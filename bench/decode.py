@@ -12,9 +12,10 @@ plain answer's records as an event payload (``Records``, ``ContinuationSequenceN
 what kinesis-mock and AWS send; kinesis-mock is too slow to fill one with 10,000 records).
 
 Four tables, every row taking turns with the others of its table, median of ``--repeats`` runs, in user records
-per second of this thread's CPU time (not wall time: the machine may be shared), each repeat starting its turn
-one row later (every row comes as often right after the baseline's parse); ratio = the row's rate over the table's
-baseline, i.e. the baseline's time for the same body over the row's:
+per second of this thread's CPU time (not wall time: the machine may be shared), the turns in balanced orders
+(``bench.common.balanced_turns``: every row comes as often right after the baseline's parse, and right after each
+other row, a decode being slower right after botocore's parse); ratio = the row's rate over the table's baseline,
+i.e. the baseline's time for the same body over the row's:
 
 1. GetRecords, plain records. Baseline: botocore's JSON parser with GetRecords' output shape (what
    ``client.get_records`` costs beyond the network). Ours: ``pyspark_aws_kinesis.fetch.decode.decode_get_records`` plus
@@ -221,16 +222,16 @@ def main(argv: list[str] | None = None) -> None:
     print(f"user records per second of this thread's CPU time, median of {args.repeats} runs taking turns")
     print("ratio = rate / the table's first row (its time for the same body / this row's)\n")
     print(f"1. one GetRecords body: {n:,} records x {args.size} B, {len(plain) / 1e6:.1f} MB")
-    print_rate_table(median_rates(n, args.repeats, get_records, rotate=True))
+    print_rate_table(median_rates(n, args.repeats, get_records, balanced=True))
     print(f"2. one SubscribeToShardEvent: the same records, {len(event) / 1e6:.1f} MB")
-    print_rate_table(median_rates(n, args.repeats, events, rotate=True))
+    print_rate_table(median_rates(n, args.repeats, events, balanced=True))
     print(
         f"3. one GetRecords body of KPL aggregates: the same {n:,} user records in {kinesis_records:,} aggregates "
         f"of <= {KPL_AGGREGATE_BYTES:,} B, {len(aggregated) / 1e6:.1f} MB"
     )
-    print_rate_table(median_rates(n, args.repeats, kpl, rotate=True))
+    print_rate_table(median_rates(n, args.repeats, kpl, balanced=True))
     print("4. the parsers to choose from, each to the column lists of body 1")
-    print_rate_table(median_rates(n, args.repeats, parsers, rotate=True))
+    print_rate_table(median_rates(n, args.repeats, parsers, balanced=True))
     print_quotas(aws)
 
 

@@ -215,12 +215,19 @@ _MAX_BINARY_BYTES = 2**31 - 1  # what int32 offsets (``binary``, not ``large_bin
 
 def binary_array(items: list[bytes]) -> pa.Array:
     """``pa.array(items, pa.binary())``, built from ``b"".join(items)`` and the offsets when the items are large."""
-    total = sum(map(len, items))
-    if total < _JOIN_FROM_MEAN_BYTES * len(items) or total > _MAX_BINARY_BYTES:
-        return pa.array(items, pa.binary())
+    return _binary_column(items)[0]
+
+
+def _binary_column(items: list[bytes]) -> tuple[pa.Array, int]:
+    """``binary_array(items)`` and the items' total bytes. The lengths are read once, for both the choice and the
+    offsets: reading 10,000 items' lengths is a cache miss each (~0.18 ms of a 1 KiB page, as much as the sum)."""
     lengths = [0, *map(len, items)]
+    total = sum(lengths)
+    if total < _JOIN_FROM_MEAN_BYTES * len(items) or total > _MAX_BINARY_BYTES:
+        return pa.array(items, pa.binary()), total
     offsets = pc.cumulative_sum(pa.array(lengths, pa.int32()))
-    return pa.Array.from_buffers(pa.binary(), len(items), [None, offsets.buffers()[1], pa.py_buffer(b"".join(items))])
+    joined = pa.py_buffer(b"".join(items))
+    return pa.Array.from_buffers(pa.binary(), len(items), [None, offsets.buffers()[1], joined]), total
 
 
 def arrival_us(seconds: float | None) -> int | None:
@@ -254,7 +261,7 @@ def _records_page(
     data = [record.Data for record in records]
     if shard.deaggregate and data and data[0].startswith(MAGIC):  # a KPL producer's page: no plain columns
         return _aggregates_page(records, continuation, millis_behind, shard)
-    data_column = binary_array(data)
+    data_column, data_bytes = _binary_column(data)
     if shard.deaggregate and pc.any(pc.starts_with(data_column, pattern=MAGIC)).as_py():
         return _aggregates_page(records, continuation, millis_behind, shard)
     count = len(records)
@@ -268,7 +275,7 @@ def _records_page(
         arrivals_us=arrivals.to_pylist(),
         record_ends=[True] * count,
         kinesis_records=count,
-        kinesis_bytes=(pc.sum(pc.binary_length(data_column)).as_py() or 0) + _utf8_bytes(keys),
+        kinesis_bytes=data_bytes + _utf8_bytes(keys),
         last_sequence=records[-1].SequenceNumber if records else None,
         next_iterator=continuation,
         millis_behind_latest=millis_behind,

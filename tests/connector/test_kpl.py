@@ -5,11 +5,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import random
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from aws_kinesis_agg import deaggregator
 from aws_kinesis_agg.aggregator import RecordAggregator
 
+from pyspark_aws_kinesis import kpl
 from pyspark_aws_kinesis.kpl import (
     MAGIC,
     MAX_RECORD_BYTES,
@@ -213,3 +217,47 @@ def test_an_index_outside_the_key_tables_is_a_format_error(
 ) -> None:
     with pytest.raises(KplFormatError, match=f"record {bad} points outside its key tables"):
         deaggregate(_hand_made(["a"], hash_keys, records))
+
+
+class _WalkCounted:
+    """A message's repeated field that counts how often it is walked."""
+
+    def __init__(self, items: Any) -> None:
+        self.items, self.walks = items, 0
+
+    def __iter__(self) -> Iterator[Any]:
+        self.walks += 1
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+@pytest.mark.parametrize("hash_keys", [[], ["5", "7"]])
+def test_unpack_walks_the_user_records_once(monkeypatch: pytest.MonkeyPatch, hash_keys: list[str]) -> None:
+    """Partition keys, explicit hash keys and data come from one walk of the records (each walk makes a wrapper
+    object per user record), with and without explicit hash keys."""
+    walked: list[_WalkCounted] = []
+    real = _messages()
+
+    class Counting:
+        def __init__(self) -> None:
+            self.message = real.AggregatedRecord()
+
+        def ParseFromString(self, body: bytes | memoryview) -> None:  # protobuf's name
+            self.message.ParseFromString(body)
+
+        def __getattr__(self, name: str) -> Any:
+            value = getattr(self.message, name)
+            if name == "records":
+                walked.append(_WalkCounted(value))
+                return walked[-1]
+            return value
+
+    records = [(0, None), (1, 1 if hash_keys else None), (0, 0 if hash_keys else None)]
+    aggregate = _hand_made(["a", "b"], hash_keys, records)
+    monkeypatch.setattr(kpl, "_messages", lambda: SimpleNamespace(AggregatedRecord=Counting))
+    unpacked = kpl.unpack(aggregate)
+    assert unpacked.partition_keys == ["a", "b", "a"] and unpacked.data == [b"d0", b"d1", b"d2"]
+    assert unpacked.explicit_hash_keys == ([None, "7", "5"] if hash_keys else [None, None, None])
+    assert sum(field.walks for field in walked) == 1
