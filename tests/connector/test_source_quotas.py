@@ -23,7 +23,7 @@ from localaws.streams import put_records
 from pyspark_aws_kinesis.aws.clients import RAW_BODY, kinesis_reader_client
 from pyspark_aws_kinesis.clock import now_ms
 from pyspark_aws_kinesis.fetch.decode import Page, ShardContext
-from pyspark_aws_kinesis.fetch.iterators import Handoff
+from pyspark_aws_kinesis.fetch.iterators import Handoff, HeldAnswer
 from pyspark_aws_kinesis.fetch.polling import (
     FIRST_CALL_LIMIT,
     MIN_LIMIT,
@@ -344,3 +344,22 @@ def test_a_backlog_read_takes_the_shards_2_mib_a_second_in_4_calls_leaving_a_nei
     assert sum(nbytes for _, nbytes in counted) / span_s >= 0.95 * SHARD_READ_BYTES_PER_S
     starts = [start for start, _ in shard.ours]
     assert all(later - earlier >= 1.0 for earlier, later in zip(starts, starts[4:], strict=False))  # <= 4 a second
+
+
+def test_a_probes_answer_taken_as_the_first_page_is_paid_back_from_the_probes_call() -> None:
+    """The probe's answer was charged to the shard when the probe got it, not when the task takes it: a read
+    handed a quarter second's worth from a probe called 300 ms ago makes its next call at once (counted from the
+    task's taking it, it waited another 250 ms)."""
+    shard = SharedShard(1024, 0.02, neighbour_phase_s=100.0)  # no neighbour
+    context = ShardContext(shard.SHARD[0], shard.SHARD[1], 0, MAX_HASH_KEY)
+    start = Position(TRIM_HORIZON)
+    records = int(SHARD_READ_BYTES_PER_S * 0.25) // 1024
+    held = HeldAnswer(start, shard._body(records), records, now_ms() - 300)
+    task = ShardTask(context.stream_name, context.shard_id, 0, MAX_HASH_KEY, start, 2 * records, held=held)
+    transport = GetRecordsTransport(shard, context, NO_RETRIES, PollingSettings(10000, INTERVAL_S), held=held)
+    transport.memory = ShardMemory()
+    transport.pacer = CallPacer(INTERVAL_S, shard.clock.now, shard.sleep)
+    taken_at = shard.clock.now()
+    rows = sum(stop - first for _page, first, stop in ShardRange(task, FetchLimits(), context).slices(transport))
+    assert shard.ours[0][0] - taken_at < 0.05  # at once (the wall clock moved a few ms meanwhile)
+    assert rows == 2 * records and shard.refused["ours"] == 0
