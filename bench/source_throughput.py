@@ -2,10 +2,14 @@
 where the first batch's time goes.
 
 Run: ``.venv/bin/python -m bench.source_throughput [--records 200000] [--size 1024] [--per-batch 50000]
-[--shards 4] [--shards-per-partition N] [--no-quotas]`` (ours, the baseline and the ceiling read through AWS's
-Kinesis quotas by default, 2 MiB/s and 5 calls/s per shard: ``bench.common``; the stream is pre-loaded directly).
+[--shards 4] [--shards-per-partition N] [--hashed-keys] [--no-quotas]`` (ours, the baseline and the ceiling read
+through AWS's Kinesis quotas by default, 2 MiB/s and 5 calls/s per shard: ``bench.common``; the stream is pre-loaded
+directly).
 
-A ``--shards``-shard kinesalite stream is pre-loaded with ``--records`` records of ``--size`` bytes. In the same run:
+A ``--shards``-shard kinesalite stream is pre-loaded with ``--records`` records of ``--size`` bytes, the same number
+in every shard (``bench.common.stream_keys``; ``--hashed-keys``: spread by 1,000 keys' hash, as before 2026-11-27:
+the fullest of 4 shards then held 3.6 % more than the mean, and its last records were read alone, at one shard's
+quota, so the quota line was out of reach of any reader keeping the quotas). In the same run:
 - baseline: a boto3 loop reading every shard from TRIM_HORIZON to the tip (GetRecords Limit 10,000), one
   thread, keeping each record's data (botocore parses every answer); run before, between and after our two
   queries (the host's speed drifts: the mean of the three is the baseline, each is printed);
@@ -49,7 +53,6 @@ from datetime import datetime
 from pathlib import Path
 
 from bench.common import (
-    KEYS,
     add_quota_flag,
     available_now,
     batch_sizes,
@@ -63,6 +66,7 @@ from bench.common import (
     read_seconds,
     spark_session,
     steady_state,
+    stream_keys,
 )
 from localaws.servers import KINESALITE
 from pyspark_aws_kinesis.fetch.polling import SHARD_READ_BYTES_PER_S
@@ -182,11 +186,11 @@ def row(name: str, records: int, seconds: float, baseline_s: float) -> str:
     )
 
 
-def quota_rate(shards: int, records: int, size: int) -> float:
+def quota_rate(shards: int, keys: list[str], size: int) -> float:
     """Records/s that ``shards`` shards deliver at AWS's 2 MiB/s each, for ``bench.common.preloaded_stream``'s
-    records (``size`` bytes of data, partition keys ``key-<i % KEYS>``: Kinesis counts both)."""
-    key_bytes = sum(len(f"key-{i % KEYS}") for i in range(records))
-    return shards * SHARD_READ_BYTES_PER_S / ((records * size + key_bytes) / records)
+    records (``size`` bytes of data, partition keys ``keys``: Kinesis counts both)."""
+    key_bytes = sum(len(key) for key in keys)
+    return shards * SHARD_READ_BYTES_PER_S / ((len(keys) * size + key_bytes) / len(keys))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -197,6 +201,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shards", type=int, default=SHARDS)
     parser.add_argument(
         "--shards-per-partition", type=int, default=None, help="kinesis.shardsPerPartition (default: the option's)"
+    )
+    parser.add_argument(
+        "--hashed-keys",
+        action="store_true",
+        help="spread the records over the shards by their keys' hash (uneven: the quota line is out of reach)",
     )
     parser.add_argument("--plot", default=str(PLOT), help="where to write the plot ('' for none)")
     parser.add_argument("--floor", action="store_true", help="internal: print Spark's floor (an empty source)")
@@ -209,9 +218,10 @@ def main(argv: list[str] | None = None) -> None:
     with local_aws(args, KINESALITE) as aws, tempfile.TemporaryDirectory() as work:
         server = aws.kinesalite
         kinesis = server.client("kinesis")
-        stream = preloaded_stream(
-            server.direct.client("kinesis"), "bench-throughput", args.shards, args.records, args.size
-        )
+        direct = server.direct.client("kinesis")
+        balanced = not args.hashed_keys
+        stream = preloaded_stream(direct, "bench-throughput", args.shards, args.records, args.size, balanced)
+        keys = stream_keys(direct, stream, args.records, balanced)
 
         # This host's speed drifts by tens of percent within minutes: baselines before, between and after ours.
         cpu = group_cpu_s()
@@ -250,8 +260,9 @@ def main(argv: list[str] | None = None) -> None:
     warm_rows, warm_steady_s = steady_state(batch_sizes(warm_progress))
     one_rows, one_steady_s = steady_state(batch_sizes(one_progress))
     layout = "default" if args.shards_per_partition is None else str(args.shards_per_partition)
+    spread = "by their keys' hash" if args.hashed_keys else "the same number in each"
     print(
-        f"{args.records:,} records x {args.size} B in {args.shards} kinesalite shards; Spark local[2]; "
+        f"{args.records:,} records x {args.size} B in {args.shards} kinesalite shards ({spread}); Spark local[2]; "
         f"kinesis.shardsPerPartition {layout}"
     )
     print(f"{len(progress)} micro-batches of up to {args.per_batch:,}; Spark start-up {startup_s:.1f} s (not included)")
@@ -274,7 +285,7 @@ def main(argv: list[str] | None = None) -> None:
     one_baseline_s = baseline_s * one_rows / args.records
     print(row("warm, kinesis.shardsPerPartition=1, steady state", one_rows, one_steady_s, one_baseline_s))
     print(row("ceiling: kinesalite alone (raw bodies, no parsing)", args.records, raw_s, baseline_s))
-    quota = quota_rate(args.shards, args.records, args.size)
+    quota = quota_rate(args.shards, keys, args.size)
     print(row(f"quota: {args.shards} shards x 2 MiB/s (AWS)", args.records, args.records / quota, baseline_s))
     limit = min(args.records / raw_s, quota)
     print(

@@ -4,9 +4,12 @@ Who calls it: the source's ``read()`` (executors), the batch reader, and the pla
 shard (driver). It implements ``fetch.range.ShardTransport``: the range rules (``fetch.range.ShardRange``) decide
 which rows count and when to stop; this module only talks to Kinesis: it opens an iterator at a position, sizes
 each call's ``Limit`` to what the range still wants and to the shard's byte budget of one call interval
-(``sized_limit``: 2 MiB/s per shard, by the record size of the shard's earlier answers, ``ShardMemory``), starts
-calls at least ``fetch_interval_s`` apart (Kinesis allows 5 GetRecords per second per shard; a call that itself
-took that long is followed at once) and not before the shard has paid back the last answer, decodes the raw
+(``sized_limit``: 2 MiB/s per shard for at least ``MIN_BUSY_INTERVAL_S``, by the record size of the shard's earlier
+answers, ``ShardMemory``), starts calls at least ``fetch_interval_s`` apart (Kinesis allows 5 GetRecords per second
+per shard; a call that itself took that long is followed at once; at least ``MIN_BUSY_INTERVAL_S`` while more
+records wait, leaving one of the 5 to other readers) and not before the shard has paid back the answers so far,
+counted from each call's start (``CallPacer.charge``: 4 full answers a second, the shard's whole 2 MiB/s; counted
+from the answer, each call also waited its round trip), decodes the raw
 answer body (``decode.decode_get_records``, the fast path), and re-opens after the last record it delivered when
 an iterator expires. A read handed an iterator at its start (``ShardTask.handoff``: the shard's last read or probe
 ended there) starts with GetRecords; if Kinesis refuses it, it opens a new one at the same position. A read handed
@@ -53,7 +56,15 @@ from .decode import Page, ShardContext, decode_get_records
 from .iterators import Handoff, HeldAnswer, open_iterator, refused_iterator
 
 SHARD_READ_BYTES_PER_S = 2 * 1024 * 1024  # GetRecords bytes per second per shard, shared by its readers (AWS)
-MIN_BUDGET_INTERVAL_S = 0.2  # a call's byte budget is at least a fifth of a second's: 5 calls a second per shard
+# While a shard has more records waiting, its calls start at least this far apart and each may bring this much of
+# the shard's 2 MiB/s: 4 calls a second carry all of it, and the fifth of its 5 is left to other readers (a reader
+# polling once a second, as AWS Lambda does, is never refused for our calls; the source's busy probes alike).
+MIN_BUSY_INTERVAL_S = 0.25
+# A call's bytes count against the shard from the call's start (the server charges them somewhere in the round
+# trip, and refuses a call only while more than a second's budget is still to pay back), but never from longer
+# than this before its answer: a slow call (or a probe's answer taken later) cannot put the shard in more debt
+# than this, half of what it tolerates, the other half left to other readers' answers.
+MAX_CHARGE_LAG_S = 0.5
 FIRST_CALL_LIMIT = 10  # Limit of a shard's first call while its record size is unknown (options' Limit not set)
 NEGLIGIBLE_WAIT_S = 0.001  # a pay-back wait shorter than this is not worth a sleep
 
@@ -69,8 +80,9 @@ class PollingSettings:
 
     @property
     def call_budget_bytes(self) -> float:
-        """The bytes one answer may hold: the shard's read quota for one call interval (at least 0.2 s)."""
-        return SHARD_READ_BYTES_PER_S * max(self.fetch_interval_s, MIN_BUDGET_INTERVAL_S)
+        """The bytes one answer may hold: the shard's read quota for one call interval (at least
+        ``MIN_BUSY_INTERVAL_S``: 4 such answers a second are the shard's 2 MiB/s)."""
+        return SHARD_READ_BYTES_PER_S * max(self.fetch_interval_s, MIN_BUSY_INTERVAL_S)
 
 
 class ShardMemory:
@@ -129,7 +141,8 @@ def sized_limit(budget_bytes: float, record_bytes: float | None, first: int, cap
 
 class CallPacer:
     """Keeps the starts of successive calls at least ``interval_s`` apart: the wait before a call is what is left
-    of the interval since the previous call started (time spent in the call and in the caller counts)."""
+    of the interval since the previous call started (time spent in the call and in the caller counts); and keeps
+    the shard's read quota: a call waits until the answers so far are paid back (``charge``)."""
 
     def __init__(
         self,
@@ -156,13 +169,21 @@ class CallPacer:
             self.sleep(left)
         self._last_start = self.clock()
 
-    def charge(self, nbytes: int, rate: float = SHARD_READ_BYTES_PER_S) -> float:
-        """An answer of ``nbytes`` just came: Kinesis refuses the shard's next GetRecords until the shard's read
-        quota has paid it back (after a 10 MiB answer, 5 s), so the next call waits that long (``wait``).
-        Returns the seconds from now until then."""
+    @property
+    def last_start(self) -> float | None:
+        """When the last call started (``wait``), on this pacer's clock."""
+        return self._last_start
+
+    def charge(self, nbytes: int, started_at: float | None = None, rate: float = SHARD_READ_BYTES_PER_S) -> float:
+        """An answer of ``nbytes`` just came from a call started at ``started_at`` (this pacer's clock; None: now):
+        the shard pays it back at ``rate`` (after a 10 MiB answer, 5 s), counted from the call's start but from no
+        longer than ``MAX_CHARGE_LAG_S`` ago, and the next call waits for that (``wait``). Counted from the answer,
+        each call also waited its own round trip: ~3.8 calls a second where the answers' bytes allow 4 or 5.
+        Returns the seconds from now until the shard has paid back (0 if it has already)."""
         now = self.clock()
-        self._paid_at = max(self._paid_at, now) + nbytes / rate
-        return self._paid_at - now
+        counted_from = now if started_at is None else max(min(started_at, now), now - MAX_CHARGE_LAG_S)
+        self._paid_at = max(self._paid_at, counted_from) + nbytes / rate
+        return max(0.0, self._paid_at - now)
 
     def paid_in(self, seconds: float) -> None:
         """Another read's answers on the shard are paid back ``seconds`` from now: the next call waits for it."""
@@ -285,10 +306,12 @@ class GetRecordsTransport:
             return None
         page = decode_get_records(held.body, self.context)
         page.at_tip = not page.millis_behind_latest and page.kinesis_records < held.limit
-        self.pacer.started_at(monotonic_at(held.called_ms, self.pacer.clock))
+        started = monotonic_at(held.called_ms, self.pacer.clock)
+        self.pacer.started_at(started)
         self.last_call_ms = held.called_ms
         self.memory.called(self._shard, held.called_ms)
-        self._answered(page, held.called_ms)
+        self._answered(page, held.called_ms, started)
+        self._pace_after(page)
         return page
 
     def _after_earlier_reads(self) -> None:
@@ -315,6 +338,7 @@ class GetRecordsTransport:
         the shard's quota."""
         while True:
             self.pacer.wait()
+            started = self.pacer.last_start
             called_ms = self.last_call_ms = now_ms()
             self.memory.called(self._shard, called_ms)
             try:
@@ -325,17 +349,26 @@ class GetRecordsTransport:
                 self._refused()
                 continue
             if page is not None:
-                self._answered(page, called_ms)
+                self._answered(page, called_ms, started)
             self.backoff.got_through()
-            self.pacer.interval_s = self.backoff.interval_s
+            self._pace_after(page)
             return page
 
-    def _answered(self, page: Page, called_ms: int) -> None:
-        """An answer came from a call started at ``called_ms``: the page says so, and its bytes are charged to the
-        shard's read quota (the next call waits for their pay-back) and teach the shard's record size."""
+    def _answered(self, page: Page, called_ms: int, started: float | None) -> None:
+        """An answer came from a call started at ``called_ms`` (wall clock; ``started`` on the pacer's clock): the
+        page says so, and its bytes are charged to the shard's read quota from the call's start (the next call
+        waits for their pay-back) and teach the shard's record size."""
         page.called_ms = called_ms
-        paid_ms = now_ms() + round(1000 * self.pacer.charge(page.kinesis_bytes))
+        paid_ms = now_ms() + round(1000 * self.pacer.charge(page.kinesis_bytes, started))
         self.memory.learn(self._shard, page.kinesis_records, page.kinesis_bytes, paid_ms)
+
+    def _pace_after(self, page: Page | None) -> None:
+        """The interval before the next call: the backoff's, and at least ``MIN_BUSY_INTERVAL_S`` while the shard
+        has more waiting (4 calls a second carry its 2 MiB/s; the fifth is left to other readers)."""
+        interval_s = self.backoff.interval_s
+        if page is not None and not page.at_tip and page.next_iterator is not None:
+            interval_s = max(interval_s, MIN_BUSY_INTERVAL_S)
+        self.pacer.interval_s = interval_s
 
     def sized_limit(self) -> int:
         """The next call's ``Limit`` by bytes: the records of the shard's known size that fit in one call's budget."""

@@ -201,9 +201,11 @@ FETCH_INTERVAL_MS = add(
         integer(0),
         200,
         "Least time between the starts of two GetRecords calls on one shard while a batch reads it (Kinesis "
-        "allows 5 calls per second per shard, shared by every application reading it); a call that itself took "
-        "this long is followed at once. After a refusal (ProvisionedThroughputExceededException) the read waits "
-        "longer and asks for fewer records, and comes back to this pace when refusals stop.",
+        "allows 5 calls per second per shard, shared by every application reading it), but at least 250 ms while "
+        "more records wait (4 calls a second of 0.5 MiB carry the shard's 2 MiB/s; the fifth is left to other "
+        "readers); a call that itself took this long is followed at once. After a refusal "
+        "(ProvisionedThroughputExceededException) the read waits longer and asks for fewer records, and comes "
+        "back to this pace when refusals stop.",
         Side.SOURCE,
         unit="ms",
     )

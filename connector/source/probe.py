@@ -59,7 +59,7 @@ from ..fetch.iterators import (
     open_iterator,
     refused_iterator,
 )
-from ..fetch.polling import sized_limit
+from ..fetch.polling import MIN_BUSY_INTERVAL_S, sized_limit
 from ..parallel import WORKERS, parallel_map
 from ..positions import Position, shard_label, split_shard_key
 from ..retry import RetriesExhaustedError, RetryPolicy, is_throttled, quota_backoff
@@ -68,8 +68,6 @@ from ..shards import MAX_HASH_KEY
 MAX_ASKS = 1000  # kinesis.maxProbesPerTrigger's default
 MAX_LIMIT = 10_000  # GetRecords' Limit at most (AWS)
 MAX_BACKOFF_INTERVALS = 8  # a refused shard's probe interval doubles up to this many probe intervals
-# A busy shard's probes leave one of its 5 GetRecords a second to another reader (Lambda polls once a second).
-MIN_BUSY_INTERVAL_S = 0.25
 # A trigger that finds no shard due waits this long at most for a busy one: with a 200 ms trigger and 250 ms
 # between probes, the probe would otherwise wait for the trigger after next (400 ms apart, not 250).
 MAX_BUSY_WAIT_S = 0.1

@@ -22,7 +22,13 @@ from localaws import LocalServer
 from localaws.streams import put_records
 from pyspark_aws_kinesis.aws.clients import kinesis_reader_client
 from pyspark_aws_kinesis.fetch.decode import ShardContext
-from pyspark_aws_kinesis.fetch.polling import CallPacer, GetRecordsTransport, PollingSettings
+from pyspark_aws_kinesis.fetch.polling import (
+    MAX_CHARGE_LAG_S,
+    SHARD_READ_BYTES_PER_S,
+    CallPacer,
+    GetRecordsTransport,
+    PollingSettings,
+)
 from pyspark_aws_kinesis.fetch.range import FetchLimits, ShardRange, ShardTask
 from pyspark_aws_kinesis.fetch.reads import STOP_CAUGHT_UP, STOP_END, STOP_LIMIT
 from pyspark_aws_kinesis.positions import TRIM_HORIZON, Position
@@ -111,7 +117,24 @@ def test_the_pacer_waits_only_what_is_left_of_the_interval() -> None:
     assert CallPacer(0.0, clock, clock.sleep).wait() is None and clock.sleeps == [pytest.approx(0.15)]
 
 
-@pytest.mark.parametrize(("call_s", "expected_sleep_s"), [(0.05, 0.15), (0.3, None)])
+def test_an_answers_bytes_are_paid_back_from_its_calls_start_but_from_no_longer_than_a_lag_before_it() -> None:
+    """Counted from the answer, each call on a busy shard also waited its own round trip (~3.8 calls a second where
+    the bytes allow 4); counted from further back than ``MAX_CHARGE_LAG_S``, a slow call could put the shard in more
+    debt than Kinesis tolerates (a second's budget) by the time of the next call."""
+    clock = SimulatedClock()
+    pacer = CallPacer(0.0, clock, clock.sleep)
+    quarter = SHARD_READ_BYTES_PER_S // 4  # a quarter of a second's budget
+    pacer.wait()
+    clock.now += 0.1  # the call's round trip
+    assert pacer.charge(quarter, pacer.last_start) == pytest.approx(0.15)  # paid back 250 ms after the start
+    pacer.wait()
+    assert clock.sleeps == [pytest.approx(0.15)]
+    clock.now += 2.0  # a slow call: counted from MAX_CHARGE_LAG_S before its answer, not from its start
+    assert pacer.charge(2 * quarter, pacer.last_start) == pytest.approx(0.5 - MAX_CHARGE_LAG_S)
+    assert pacer.charge(quarter) == pytest.approx(0.25 + 0.5 - MAX_CHARGE_LAG_S)  # no start: from the answer
+
+
+@pytest.mark.parametrize(("call_s", "expected_sleep_s"), [(0.05, 0.25), (0.4, None)])
 def test_calls_on_a_shard_start_an_interval_apart_counting_the_calls_own_time(
     kinesalite: LocalServer, lite_stream, call_s: float, expected_sleep_s: float | None
 ) -> None:
@@ -119,11 +142,12 @@ def test_calls_on_a_shard_start_an_interval_apart_counting_the_calls_own_time(
     kinesis = kinesalite.client("kinesis")
     put_records(kinesis, stream, [(f"k{i}".encode(), f"k{i}") for i in range(7)])
     shard = list_shards(kinesis, stream)[0]
+    interval_s = 0.3  # above the least interval of a read while more records wait (polling.MIN_BUSY_INTERVAL_S)
     clock = SimulatedClock()
     calls = TimedCalls(_reader_client(kinesalite), clock, call_s)
     context = ShardContext(stream, shard.shard_id, shard.starting_hash_key, shard.ending_hash_key)
-    transport = GetRecordsTransport(calls, context, RetryPolicy(), PollingSettings(3, INTERVAL_S))
-    transport.pacer = CallPacer(INTERVAL_S, clock, clock.sleep)
+    transport = GetRecordsTransport(calls, context, RetryPolicy(), PollingSettings(3, interval_s))
+    transport.pacer = CallPacer(interval_s, clock, clock.sleep)
 
     rows = 0
     for page in transport.pages(Position(TRIM_HORIZON), lambda: None):
@@ -132,7 +156,7 @@ def test_calls_on_a_shard_start_an_interval_apart_counting_the_calls_own_time(
             break
     assert rows == 7 and len(calls.starts) == 3  # 3 + 3 + 1 records
     gaps = [later - earlier for earlier, later in zip(calls.starts, calls.starts[1:], strict=False)]
-    assert all(gap >= INTERVAL_S - 1e-9 for gap in gaps), gaps  # never faster than Kinesis allows
+    assert all(gap >= interval_s - 1e-9 for gap in gaps), gaps  # never faster than Kinesis allows
     expected = [] if expected_sleep_s is None else [pytest.approx(expected_sleep_s)] * 2
     assert clock.sleeps == expected  # ... and no slower: the call's own time counts
 
