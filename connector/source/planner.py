@@ -212,6 +212,7 @@ class BatchPlanner:
                 waiting.add(key)
             if read.last_call_ms is not None:  # the next read's first call keeps the fetch interval after it
                 self._last_calls[key] = read.last_call_ms
+                self.prober.read_called(key, read.last_call_ms)  # and it counts in the shard's second
             self.health.read(base.batch_id, key, read)
         return positions, waiting
 
