@@ -80,7 +80,10 @@ MAX_BACKOFF_INTERVALS = 8  # a refused shard's probe interval doubles up to this
 SHARED_CALLS_PER_S = 4
 ALONE_CALLS_PER_S = 5  # ...unless kinesis.probeIntervalMs <= ALONE_PROBE_INTERVAL_S says the query reads it alone
 ALONE_PROBE_INTERVAL_S = 0.2
-RATE_WINDOW_S = 1.0  # AWS counts a shard's calls in a sliding window of a second
+# AWS counts a shard's calls in a sliding window of a second (from when each reaches it: a call that takes longer to
+# get there than the one a second later can make that one the 6th of its second with a neighbour's; it is refused,
+# the neighbour's is not). Counted over more than a second, calls on a 200 ms trigger grid would drift off it.
+RATE_WINDOW_S = 1.0
 MIN_CALL_INTERVAL_S = 0.2  # AWS's pace for 5 calls a second: the least fetch interval the busy gap is taken from
 # A busy shard's calls are at least this share of the fetch interval apart: triggers on a grid of that interval come
 # a few ms early or late (the work before the probe varies), and a call a little early must not skip a trigger.
@@ -269,8 +272,9 @@ class ShardProber:
     def _due(self, key: str, state: _ShardState, now: float) -> bool:
         """No answer yet, or one at least an interval old (the shard's own after refusals; a shard's end is final).
         The interval is a floor, not a target: a trigger that comes a little early reuses the answer, so no
-        trigger period makes an idle shard cost more than one call per interval. A busy shard also needs room in
-        its second: fewer than ``calls_per_s`` of the query's calls on it started within the last one."""
+        trigger period makes an idle shard cost more than one call per interval. A shard also needs room in its
+        second: fewer than ``calls_per_s`` of the query's calls on it started within the last one (an idle shard
+        too: one that was busy a moment ago may have had them all)."""
         if state.result is not None and state.result.found is Found.SHARD_END:
             return False
         if state.result is None and state.backoff_s == 0:
@@ -279,7 +283,7 @@ class ShardProber:
         if now - state.probed_at < max(interval, state.backoff_s):
             return False
         limit = self.calls_per_s
-        return not state.busy or limit is None or self.calls_within_window(key, now) < limit
+        return limit is None or self.calls_within_window(key, now) < limit
 
     def _room_in(self, key: str, state: _ShardState, now: float) -> float:
         """Seconds (and a ms) until a busy shard that is due but for the calls in its second has room for one more;

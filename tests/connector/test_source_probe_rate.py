@@ -176,3 +176,18 @@ def test_a_reads_own_call_counts_in_the_shards_second_once(sim: SimTime) -> None
     assert prober.calls_within_window(key, sim.t) == 3
     sim.t += 0.15
     assert prober.calls_within_window(key, sim.t) == 2  # the first left the second
+
+
+def test_a_shard_that_just_went_idle_keeps_to_its_second_too(sim: SimTime) -> None:
+    stream = BusyStream(sim, sim.book)
+    prober = ShardProber(lambda: stream, RetryPolicy(max_retries=0), 0.2, busy_interval_s=0.2)
+    key = shard_key(STREAM, SHARDS[0])
+    position = Position(AFTER_SEQUENCE_NUMBER, "0")
+    for ago_ms in (900, 700, 500, 300, 100):  # a busy second: the stream read alone, 5 calls
+        prober.read_called(key, sim.now_ms() - ago_ms)
+    prober.observed(key, position, Handoff(position, f"{SHARDS[0]}:0", sim.now_ms() - 300))  # then at the tip
+    assert prober.probe({key: position})[key].found is Found.NOTHING  # the read's answer stands
+    assert stream.calls == {}  # idle and a probe interval old, but a 6th call in the second: not asked
+    sim.advance_to(sim.t + 0.1)
+    prober.probe({key: position})
+    assert len(stream.calls[SHARDS[0]]) == 1  # the oldest call left the second
