@@ -144,11 +144,11 @@ def test_a_busy_shard_is_asked_at_4_of_5_triggers_and_a_neighbour_is_never_refus
     assert neighbour_refused == 0 and stream.refused == 0
     for calls in stream.calls.values():
         assert most_in_a_second(calls) == 4
-        # 4 of 5: a trigger a few ms early for the 5th call waits for the 1st to leave the second (without that
-        # wait, 36 of 50 here)
-        assert len(calls) >= 0.78 * triggers
+        # 4 of 5 but for the 10 ms margin on the window: a trigger a few ms early for the 5th call waits for the 1st
+        # to leave the second (without that wait, 36 of 50 here)
+        assert len(calls) >= 0.74 * triggers
         gaps = [later - earlier for earlier, later in itertools.pairwise(calls)]
-        assert max(gaps) < 0.45  # never two triggers in a row without a probe
+        assert max(gaps) < 0.65  # never three triggers in a row without a probe
 
 
 def test_a_stream_read_alone_is_asked_at_every_200_ms_trigger_5_calls_a_second(sim: SimTime) -> None:
@@ -156,7 +156,7 @@ def test_a_stream_read_alone_is_asked_at_every_200_ms_trigger_5_calls_a_second(s
     assert stream.refused == 0
     for calls in stream.calls.values():
         assert most_in_a_second(calls) == 5
-        assert len(calls) == triggers
+        assert len(calls) >= 0.85 * triggers  # all but a few, for the margin on the window
 
 
 def test_short_triggers_do_not_bunch_a_busy_shards_calls(sim: SimTime) -> None:
@@ -188,6 +188,6 @@ def test_a_shard_that_just_went_idle_keeps_to_its_second_too(sim: SimTime) -> No
     prober.observed(key, position, Handoff(position, f"{SHARDS[0]}:0", sim.now_ms() - 300))  # then at the tip
     assert prober.probe({key: position})[key].found is Found.NOTHING  # the read's answer stands
     assert stream.calls == {}  # idle and a probe interval old, but a 6th call in the second: not asked
-    sim.advance_to(sim.t + 0.1)
+    sim.advance_to(sim.t + 0.11)
     prober.probe({key: position})
-    assert len(stream.calls[SHARDS[0]]) == 1  # the oldest call left the second
+    assert len(stream.calls[SHARDS[0]]) == 1  # the oldest call left the second (and its 10 ms margin)
