@@ -23,9 +23,10 @@ it to the batch's task (``held``; GetRecords reads only), whose read takes it as
 and asks only for what follows it. The probe's NextShardIterator then points where the next batch starts, so the
 next probe needs no GetShardIterator either: one call per shard per batch instead of three.
 
-Busy and idle: an idle shard (a probe found nothing) is asked again after ``kinesis.probeIntervalMs``. A busy one
-(its last probe or read found records) is asked at a trigger when the query's calls on it (probes, and the reads'
-last calls the driver hears of) that started within the last second are fewer than ``SHARED_CALLS_PER_S`` (4: one
+Busy and idle: an idle shard (a probe found nothing) is asked again after ``kinesis.probeIntervalMs`` (one that
+was busy just before: after twice the busy interval, then four times, ... up to that). A busy one (its last probe
+or read found records) is asked at a trigger when the query's calls on it (probes, and the reads' last calls the
+driver hears of) that started within the last second (and 10 ms) are fewer than ``SHARED_CALLS_PER_S`` (4: one
 of the shard's 5 left to another reader; ``ALONE_CALLS_PER_S``, all 5, when ``kinesis.probeIntervalMs`` is at most
 200 ms, which declares the stream read by this query alone) and the last started at least ``busy_interval_s`` ago
 (7/8 of ``kinesis.getRecords.fetchIntervalMs``, at least of 200 ms: a trigger a few ms early still counts as a
@@ -130,6 +131,7 @@ class _ShardState:
     called_ms: int | None = None  # when the last probe's GetRecords started (wall ms), for the shard's next read
     held: HeldAnswer | None = None  # the last probe's answer when it had records (the read's first page)
     busy: bool = False  # the last probe or read found records: asked by the rate rule (``ShardProber._due``)
+    quiet: int = 0  # probes in a row that found nothing since the shard was busy (``ShardProber._interval``)
 
 
 class ShardProber:
@@ -281,11 +283,21 @@ class ShardProber:
             return False
         if state.result is None and state.backoff_s == 0:
             return True
-        interval = self.busy_interval_s if state.busy else self.interval_s
-        if now - state.probed_at < max(interval, state.backoff_s):
+        if now - state.probed_at < max(self._interval(state), state.backoff_s):
             return False
         limit = self.calls_per_s
         return limit is None or self.calls_within_window(key, now) < limit
+
+    def _interval(self, state: _ShardState) -> float:
+        """How long after its last call a shard is due: a busy one after the busy interval, an idle one after the
+        probe interval, and one that just went quiet after twice the busy interval, then four times, ... up to the
+        probe interval: a busy shard whose probe came between two puts (a producer's pause) would otherwise leave
+        its next records a whole probe interval (1 s) to wait."""
+        if state.busy:
+            return self.busy_interval_s
+        if state.quiet:
+            return min(self.interval_s, self.busy_interval_s * 2**state.quiet)
+        return self.interval_s
 
     def _room_in(self, key: str, state: _ShardState, now: float) -> float:
         """Seconds (and a ms) until a busy shard that is due but for the calls in its second has room for one more;
@@ -365,7 +377,9 @@ class ShardProber:
             result = self._judge(state, page, bound_ms)
             keep = result.found is Found.DATA and page.kinesis_records and self.held_bytes > 0
             state.held = HeldAnswer(state.position, bytes(body), limit, state.called_ms) if keep else None
-            state.busy = result.found is Found.DATA
+            found = result.found is Found.DATA
+            state.quiet = 0 if found else state.quiet + 1 if state.busy or state.quiet else 0
+            state.busy = found
             return result
         raise RuntimeError(f"GetRecords (probe) on {what}: a fresh shard iterator expired at once")
 

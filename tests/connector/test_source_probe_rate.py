@@ -69,6 +69,7 @@ class BusyStream:
     book: QuotaBook
     calls: dict[str, list[float]] = field(default_factory=dict)  # shard id -> when ours were admitted
     refused: int = 0
+    empty: bool = False  # the producer paused: answers without records
 
     def get_records(self, ShardIterator: str, Limit: int) -> dict:
         shard_id, _sequence = ShardIterator.split(":")
@@ -84,7 +85,11 @@ class BusyStream:
             "SequenceNumber": sequence,
             "ApproximateArrivalTimestamp": self.time.now_ms() / 1000,
         }
-        body = {"Records": [record], "NextShardIterator": f"{shard_id}:{sequence}", "MillisBehindLatest": 0}
+        body = {
+            "Records": [] if self.empty else [record],
+            "NextShardIterator": f"{shard_id}:{sequence}",
+            "MillisBehindLatest": 0,
+        }
         return {RAW_BODY: json.dumps(body).encode()}
 
 
@@ -191,3 +196,22 @@ def test_a_shard_that_just_went_idle_keeps_to_its_second_too(sim: SimTime) -> No
     sim.advance_to(sim.t + 0.11)
     prober.probe({key: position})
     assert len(stream.calls[SHARDS[0]]) == 1  # the oldest call left the second (and its 10 ms margin)
+
+
+def test_a_busy_shard_whose_probe_found_nothing_is_asked_again_sooner_than_an_idle_one(sim: SimTime) -> None:
+    """A probe between two puts (the producer paused) must not leave the next records a whole second to wait."""
+    stream = BusyStream(sim, sim.book)
+    prober = ShardProber(lambda: stream, RetryPolicy(max_retries=0), 1.0, busy_interval_s=0.2)
+    key = shard_key(STREAM, SHARDS[0])
+    first, after = Position(AFTER_SEQUENCE_NUMBER, "0"), Position(AFTER_SEQUENCE_NUMBER, "1")
+    prober.probe({key: first}, None, {key: Handoff(first, f"{SHARDS[0]}:0", sim.now_ms())})
+    stream.empty = True
+    handoffs = {key: Handoff(after, f"{SHARDS[0]}:1", sim.now_ms())}  # a read took the record: busy there
+    for _trigger in range(100):  # 5 s of 50 ms triggers
+        sim.advance_to(sim.t + 0.05)
+        prober.probe({key: after}, None, handoffs)
+    calls = stream.calls[SHARDS[0]][1:]
+    gaps = [round(later - earlier, 2) for earlier, later in itertools.pairwise(calls)]
+    # twice the busy interval, four times, then the probe interval (at the first 50 ms trigger after each)
+    assert gaps[:3] == pytest.approx([0.35, 0.7, 1.0], abs=0.051)
+    assert gaps[3:] == pytest.approx([1.0] * len(gaps[3:]), abs=0.051) and len(gaps) >= 5
