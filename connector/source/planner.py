@@ -95,7 +95,7 @@ class BatchPlanner:
     def consumer_arns(self) -> dict[str, str]:
         """``{stream: ARN}`` of the query's enhanced fan-out consumers, made ACTIVE on first use; {} with
         GetRecords. Planning itself never spends the consumers: it probes with GetRecords (``probe``), one
-        Limit=1 call per caught-up shard per probe interval at most (a busy shard's, per fetch interval)."""
+        call per caught-up shard per probe interval at most (a busy shard's, up to 4 a second: ``probe``)."""
         return {} if self.consumers is None else self.consumers.arns()
 
     # --- the first offset -------------------------------------------------------------------------------------
@@ -212,6 +212,7 @@ class BatchPlanner:
                 waiting.add(key)
             if read.last_call_ms is not None:  # the next read's first call keeps the fetch interval after it
                 self._last_calls[key] = read.last_call_ms
+                self.prober.read_called(key, read.last_call_ms)  # and it counts in the shard's second
             self.health.read(base.batch_id, key, read)
         return positions, waiting
 

@@ -23,12 +23,18 @@ it to the batch's task (``held``; GetRecords reads only), whose read takes it as
 and asks only for what follows it. The probe's NextShardIterator then points where the next batch starts, so the
 next probe needs no GetShardIterator either: one call per shard per batch instead of three.
 
-Busy and idle: a shard whose last probe or read found records is asked again after the read pace
-(``kinesis.getRecords.fetchIntervalMs``, but at least ``MIN_BUSY_INTERVAL_S``: 4 calls a second, one of the
-shard's 5 left to another reader), an idle one (a probe found nothing) after ``kinesis.probeIntervalMs``. So
-records that keep coming are seen within a quarter of a second, and an idle shard still costs one call per probe
-interval; a busy shard's probes are the calls its reads would make. A trigger that finds no shard due waits up to
-``MAX_BUSY_WAIT_S`` for a busy one instead of leaving it to the trigger after next.
+Busy and idle: an idle shard (a probe found nothing) is asked again after ``kinesis.probeIntervalMs`` (one that
+was busy just before: after twice the busy interval, then four times, ... up to that). A busy one (its last probe
+or read found records) is asked at a trigger when the query's calls on it (probes, and the reads' last calls the
+driver hears of) that started within the last second (and 10 ms) are fewer than ``SHARED_CALLS_PER_S`` (4: one
+of the shard's 5 left to another reader; ``ALONE_CALLS_PER_S``, all 5, when ``kinesis.probeIntervalMs`` is at most
+200 ms, which declares the stream read by this query alone) and the last started at least ``busy_interval_s`` ago
+(7/8 of ``kinesis.getRecords.fetchIntervalMs``, at least of 200 ms: a trigger a few ms early still counts as a
+whole interval later). AWS counts a shard's calls in a sliding second the same way, so any second holds at most 4
+of ours and a neighbour polling once a second always finds its call; with a 200 ms trigger 4 of every 5 triggers
+ask a busy shard, instead of every other one with a fixed 250 ms between probes. A shard not due is left to a later
+trigger, except the one whose oldest call leaves its second within ``WINDOW_WAIT_S`` (on a 200 ms grid the 5th
+trigger comes exactly a second after the 1st, give or take a few ms): the trigger waits for that moment.
 
 Throttling: a probe Kinesis refuses for the shard's read quota (shared with every other reader) is not retried:
 the shard keeps its last answer (or has none yet), its interval doubles (up to ``MAX_BACKOFF_INTERVALS`` times
@@ -38,9 +44,11 @@ the probe interval) until a probe gets through, and the refusal is counted (``re
 from __future__ import annotations
 
 import enum
+import logging
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,18 +67,33 @@ from ..fetch.iterators import (
     open_iterator,
     refused_iterator,
 )
-from ..fetch.polling import MIN_BUSY_INTERVAL_S, sized_limit
+from ..fetch.polling import sized_limit
 from ..parallel import WORKERS, parallel_map
 from ..positions import Position, shard_label, split_shard_key
 from ..retry import RetriesExhaustedError, RetryPolicy, is_throttled, quota_backoff
 from ..shards import MAX_HASH_KEY
 
+log = logging.getLogger(__name__)
 MAX_ASKS = 1000  # kinesis.maxProbesPerTrigger's default
 MAX_LIMIT = 10_000  # GetRecords' Limit at most (AWS)
 MAX_BACKOFF_INTERVALS = 8  # a refused shard's probe interval doubles up to this many probe intervals
-# A trigger that finds no shard due waits this long at most for a busy one: with a 200 ms trigger and 250 ms
-# between probes, the probe would otherwise wait for the trigger after next (400 ms apart, not 250).
-MAX_BUSY_WAIT_S = 0.1
+# A busy shard's calls in any second leave one of its 5 GetRecords to another reader (Lambda polls once a second)...
+SHARED_CALLS_PER_S = 4
+ALONE_CALLS_PER_S = 5  # ...unless kinesis.probeIntervalMs <= ALONE_PROBE_INTERVAL_S says the query reads it alone
+ALONE_PROBE_INTERVAL_S = 0.2
+# AWS counts a shard's calls in a sliding window of a second, from when each reaches it. Ours are counted over 10 ms
+# more: a call that took longer to get there than the one a second after it (two shards probed at once, the proxy
+# or the network busy) made that one the 6th of its second beside a neighbour's (bench.quotas: 3 of our 65 calls
+# refused, each followed by a backoff of a second or two). More margin costs latency: 4 calls fit a 200 ms grid
+# only exactly a second apart, so a trigger with a call later by the margin waits (WINDOW_WAIT_S) or is skipped.
+RATE_WINDOW_S = 1.01
+MIN_CALL_INTERVAL_S = 0.2  # AWS's pace for 5 calls a second: the least fetch interval the busy gap is taken from
+# A busy shard's calls are at least this share of the fetch interval apart: triggers on a grid of that interval come
+# a few ms early or late (the work before the probe varies), and a call a little early must not skip a trigger.
+BUSY_GAP_SHARE = 0.875
+# Triggers on a 200 ms grid put a busy shard's 5th call exactly a second after its 1st: one that comes a few ms early
+# finds the 1st still in its second. It waits this long at most for that call to leave, instead of a whole trigger.
+WINDOW_WAIT_S = 0.03
 HELD_BYTES_PER_SHARD = 64 * 1024  # a probe asks for about this much (3 % of a shard's 2 MiB/s at 1 probe/s)
 HELD_BYTES_PER_TRIGGER = 4 * 1024 * 1024  # and all probes of one call together, whatever the shard count
 
@@ -107,7 +130,8 @@ class _ShardState:
     backoff_s: float = 0.0  # after refusals: the shard's own, longer interval (0: the prober's)
     called_ms: int | None = None  # when the last probe's GetRecords started (wall ms), for the shard's next read
     held: HeldAnswer | None = None  # the last probe's answer when it had records (the read's first page)
-    busy: bool = False  # the last probe or read found records: asked again after the busy interval
+    busy: bool = False  # the last probe or read found records: asked by the rate rule (``ShardProber._due``)
+    quiet: int = 0  # probes in a row that found nothing since the shard was busy (``ShardProber._interval``)
 
 
 class ShardProber:
@@ -129,13 +153,21 @@ class ShardProber:
         self.max_asks = max_asks  # shards asked per call at most (kinesis.maxProbesPerTrigger)
         self._retry = retry
         self.interval_s = interval_s
-        busy = interval_s if busy_interval_s is None else max(busy_interval_s, MIN_BUSY_INTERVAL_S)
+        # busy_interval_s None (enhanced fan-out): a busy shard is asked as seldom as an idle one.
+        busy = interval_s if busy_interval_s is None else BUSY_GAP_SHARE * max(busy_interval_s, MIN_CALL_INTERVAL_S)
         self.busy_interval_s = min(busy, interval_s)
+        alone = interval_s <= ALONE_PROBE_INTERVAL_S
+        # Of a busy shard's calls in any second; none counted where an idle shard is asked more often than AWS
+        # allows a shard (kinesis.probeIntervalMs below 200 ms: whoever sets it takes the refusals).
+        self.calls_per_s: int | None = ALONE_CALLS_PER_S if alone else SHARED_CALLS_PER_S
+        if interval_s < ALONE_PROBE_INTERVAL_S:
+            self.calls_per_s = None
+        self._calls: dict[str, deque[tuple[float, int]]] = {}  # shard key -> (monotonic s, wall ms) of our calls
+        self._sleep = time.sleep  # tests replace it
         self.held_bytes = held_bytes  # 0: Limit 1, nothing held (enhanced fan-out reads cannot take a page)
         self.max_limit = max_limit  # kinesis.getRecords.numberOfRecordsPerFetch: no call asks for more
         self._record_bytes: dict[str, float] = {}  # shard key -> mean size of the records its probes saw
         self._states: dict[str, _ShardState] = {}
-        self._sleep = time.sleep  # tests replace it
         self._lock = threading.Lock()
         self.calls = 0  # GetRecords calls made (probes run on several threads), for tests and logs
         self.refused: dict[str, int] = {}  # shard key -> probes refused for a quota, since the last take_refused
@@ -155,13 +187,18 @@ class ShardProber:
         """
         states = {key: self._state(key, position, (handoffs or {}).get(key)) for key, position in positions.items()}
         now = time.monotonic()
-        due = [key for key, state in states.items() if self._due(state, now)]
-        if not due:  # a busy shard due in a moment is asked after it, not a whole trigger later
-            soon = min((self._busy_due_in(state, now) for state in states.values()), default=math.inf)
-            if soon <= MAX_BUSY_WAIT_S:
-                self._sleep(soon)
-                now = time.monotonic()
-                due = [key for key, state in states.items() if self._due(state, now)]
+        due = [key for key, state in states.items() if self._due(key, state, now)]
+        waits = [self._room_in(key, state, now) for key, state in states.items() if key not in due]
+        if (wait := max((w for w in waits if w <= WINDOW_WAIT_S), default=0.0)) > 0:
+            self._sleep(wait)  # a busy shard's oldest call leaves its second in a moment: ask after it
+            now = time.monotonic()
+            due = [key for key, state in states.items() if self._due(key, state, now)]
+        log.debug(
+            "probe: %d shards, due %s, busy %s",
+            len(states),
+            sorted(due),
+            sorted(key for key, state in states.items() if state.busy),
+        )
         due.sort(key=lambda key: (self._waiting_since(states[key]), key))
         asked = due[: self.max_asks]
         budget = min(self.held_bytes, HELD_BYTES_PER_TRIGGER // max(1, len(asked)))
@@ -178,6 +215,23 @@ class ShardProber:
         state.result = ProbeResult(Found.NOTHING, 0)
         state.probed_at = monotonic_at(handoff.at_ms)
 
+    def read_called(self, key: str, called_ms: int) -> None:
+        """A batch's read of ``key`` made its last GetRecords at ``called_ms`` (wall ms): one of the query's calls on
+        the shard in its second (a read made only of a probe's held answer names the probe's call: not counted
+        twice). Earlier calls of a read are not known here."""
+        calls = self._calls.setdefault(key, deque())
+        if all(wall_ms != called_ms for _at, wall_ms in calls):
+            calls.append((monotonic_at(called_ms), called_ms))
+
+    def calls_within_window(self, key: str, now: float) -> int:
+        """The query's calls on ``key`` that started within the last ``RATE_WINDOW_S`` (as AWS counts them)."""
+        calls = self._calls.get(key)
+        if not calls:
+            return 0
+        while calls and calls[0][0] <= now - RATE_WINDOW_S:
+            calls.popleft()
+        return sum(1 for at, _wall in calls if at > now - RATE_WINDOW_S)
+
     def take_refused(self) -> dict[str, int]:
         """Probes refused per shard since the last call (the planner hands them to the query's health)."""
         with self._lock:
@@ -188,6 +242,8 @@ class ShardProber:
         """Drop the state of shards no longer tracked."""
         for key in [key for key in self._states if key not in keep]:
             del self._states[key]
+        for key in [key for key in self._calls if key not in keep]:
+            del self._calls[key]
 
     def held(self, key: str, position: Position) -> HeldAnswer | None:
         """The last probe's answer for ``key`` at ``position`` when it had records and still serves (the read's
@@ -217,22 +273,44 @@ class ShardProber:
         state.iterator = freshest(position, state.iterator, handoff)  # the one kept, or a fresher one handed over
         return state
 
-    def _due(self, state: _ShardState, now: float) -> bool:
+    def _due(self, key: str, state: _ShardState, now: float) -> bool:
         """No answer yet, or one at least an interval old (the shard's own after refusals; a shard's end is final).
         The interval is a floor, not a target: a trigger that comes a little early reuses the answer, so no
-        trigger period makes an idle shard cost more than one call per interval."""
+        trigger period makes an idle shard cost more than one call per interval. A shard also needs room in its
+        second: fewer than ``calls_per_s`` of the query's calls on it started within the last one (an idle shard
+        too: one that was busy a moment ago may have had them all)."""
         if state.result is not None and state.result.found is Found.SHARD_END:
             return False
         if state.result is None and state.backoff_s == 0:
             return True
-        interval = self.busy_interval_s if state.busy else self.interval_s
-        return now - state.probed_at >= max(interval, state.backoff_s)
+        if now - state.probed_at < max(self._interval(state), state.backoff_s):
+            return False
+        limit = self.calls_per_s
+        return limit is None or self.calls_within_window(key, now) < limit
 
-    def _busy_due_in(self, state: _ShardState, now: float) -> float:
-        """Seconds until a busy shard's next probe is due (infinite for an idle, refused or finished one)."""
-        if not state.busy or state.result is None or state.backoff_s or state.result.found is Found.SHARD_END:
+    def _interval(self, state: _ShardState) -> float:
+        """How long after its last call a shard is due: a busy one after the busy interval, an idle one after the
+        probe interval, and one that just went quiet after twice the busy interval, then four times, ... up to the
+        probe interval: a busy shard whose probe came between two puts (a producer's pause) would otherwise leave
+        its next records a whole probe interval (1 s) to wait."""
+        if state.busy:
+            return self.busy_interval_s
+        if state.quiet:
+            return min(self.interval_s, self.busy_interval_s * 2**state.quiet)
+        return self.interval_s
+
+    def _room_in(self, key: str, state: _ShardState, now: float) -> float:
+        """Seconds (and a ms) until a busy shard that is due but for the calls in its second has room for one more;
+        infinite for any other shard."""
+        if not state.busy or state.backoff_s or state.result is None or state.result.found is Found.SHARD_END:
             return math.inf
-        return max(0.0, state.probed_at + self.busy_interval_s - now)
+        if now - state.probed_at < self.busy_interval_s:
+            return math.inf
+        starts = sorted(at for at, _wall in self._calls.get(key, ()) if at > now - RATE_WINDOW_S)
+        limit = self.calls_per_s
+        if limit is None or len(starts) < limit:
+            return math.inf
+        return starts[len(starts) - limit] + RATE_WINDOW_S - now + 0.001
 
     @staticmethod
     def _waiting_since(state: _ShardState) -> float:
@@ -270,9 +348,11 @@ class ShardProber:
                     opened = open_iterator(kinesis, stream, shard_id, state.position, self._retry, what)
                     state.iterator = Handoff.received(state.position, opened)
                 assert state.iterator is not None
+                called = (time.monotonic(), now_ms())
                 with self._lock:
                     self.calls += 1
-                state.called_ms = now_ms()
+                    self._calls.setdefault(key, deque()).append(called)
+                state.called_ms = called[1]
                 answer = self._retry.call(
                     kinesis.get_records,
                     ShardIterator=state.iterator.iterator,
@@ -297,7 +377,9 @@ class ShardProber:
             result = self._judge(state, page, bound_ms)
             keep = result.found is Found.DATA and page.kinesis_records and self.held_bytes > 0
             state.held = HeldAnswer(state.position, bytes(body), limit, state.called_ms) if keep else None
-            state.busy = result.found is Found.DATA
+            found = result.found is Found.DATA
+            state.quiet = 0 if found else state.quiet + 1 if state.busy or state.quiet else 0
+            state.busy = found
             return result
         raise RuntimeError(f"GetRecords (probe) on {what}: a fresh shard iterator expired at once")
 

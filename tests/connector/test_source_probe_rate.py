@@ -1,0 +1,217 @@
+"""How often the driver asks a busy shard, on a simulated clock checked against the quota proxy's model: with a
+200 ms trigger 4 of every 5 triggers ask each busy shard (the rest of a second's 5 calls left to another reader),
+never more than 4 calls in any second, so a neighbour polling once a second is never refused; all 5 when the
+options declare the stream read by this query alone. Nothing here is timed: the clock moves only by hand."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import random
+from dataclasses import dataclass, field
+
+import pytest
+from botocore.exceptions import ClientError
+
+from localaws.quota_model import QuotaBook, Quotas
+from pyspark_aws_kinesis import clock as clock_module
+from pyspark_aws_kinesis.aws.clients import RAW_BODY
+from pyspark_aws_kinesis.fetch.iterators import Handoff
+from pyspark_aws_kinesis.positions import AFTER_SEQUENCE_NUMBER, Position, shard_key
+from pyspark_aws_kinesis.retry import RetryPolicy
+from pyspark_aws_kinesis.source import probe as probe_module
+from pyspark_aws_kinesis.source.probe import Found, ShardProber
+
+STREAM = "s"
+SHARDS = ("shardId-000000000000", "shardId-000000000001")
+
+
+class SimTime:
+    """The prober's monotonic and wall clocks and the quota model's, moved only by the test (or the prober's
+    sleep); a neighbour's calls, once a second from ``neighbour_at``, happen in time order on the way."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+        self._wall_ms = clock_module.now_ms()  # near the real time: iterators stamped with it stay fresh
+        self.book = QuotaBook(Quotas(), self)
+        self.neighbour_at = float("inf")
+        self.neighbour_refused = 0
+
+    def advance_to(self, t: float) -> None:
+        while self.neighbour_at <= t:
+            self.t = self.neighbour_at
+            self.neighbour_refused += self.book.get_records((STREAM, SHARDS[0])) is not None
+            self.neighbour_at += 1.0
+        self.t = max(self.t, t)
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def time(self) -> float:
+        return self.now_ms() / 1000
+
+    def now(self) -> float:  # the quota model's Clock
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.advance_to(self.t + seconds)
+
+    def now_ms(self) -> int:
+        return self._wall_ms + round((self.t - 1000.0) * 1000)
+
+
+@dataclass
+class BusyStream:
+    """A fake reader client: every shard always has a new record; each call goes through the quota model."""
+
+    time: SimTime
+    book: QuotaBook
+    calls: dict[str, list[float]] = field(default_factory=dict)  # shard id -> when ours were admitted
+    refused: int = 0
+    empty: bool = False  # the producer paused: answers without records
+
+    def get_records(self, ShardIterator: str, Limit: int) -> dict:
+        shard_id, _sequence = ShardIterator.split(":")
+        refusal = self.book.get_records((STREAM, shard_id))
+        if refusal is not None:
+            self.refused += 1
+            raise ClientError({"Error": {"Code": refusal.code, "Message": refusal.message}}, "GetRecords")
+        self.calls.setdefault(shard_id, []).append(self.time.t)
+        sequence = str(len(self.calls[shard_id]))
+        record = {
+            "Data": base64.b64encode(b"x").decode(),
+            "PartitionKey": "k",
+            "SequenceNumber": sequence,
+            "ApproximateArrivalTimestamp": self.time.now_ms() / 1000,
+        }
+        body = {
+            "Records": [] if self.empty else [record],
+            "NextShardIterator": f"{shard_id}:{sequence}",
+            "MillisBehindLatest": 0,
+        }
+        return {RAW_BODY: json.dumps(body).encode()}
+
+
+@pytest.fixture
+def sim(monkeypatch: pytest.MonkeyPatch) -> SimTime:
+    time = SimTime()
+    monkeypatch.setattr(probe_module, "time", time)
+    monkeypatch.setattr(probe_module, "now_ms", time.now_ms)
+    monkeypatch.setattr(clock_module, "now_ms", time.now_ms)
+    monkeypatch.setattr(probe_module, "monotonic_at", lambda at_ms: time.t - (time.now_ms() - at_ms) / 1000)
+    return time
+
+
+def run_triggers(
+    sim: SimTime, interval_s: float, trigger_s: float, seconds: float, neighbour_phase: float | None = None
+) -> tuple[BusyStream, int, int]:
+    """Triggers every ``trigger_s`` (each 0-20 ms late) for ``seconds``, planned as the planner does: a probe that
+    finds records plans a batch, whose read is the probe's held answer (no call) and ends at the tip, handing on the
+    answer's iterator. A neighbour calls GetRecords on the first shard once a second at ``neighbour_phase``.
+    Returns the stream, the triggers and the neighbour's refused calls."""
+    stream = BusyStream(sim, sim.book)
+    prober = ShardProber(lambda: stream, RetryPolicy(max_retries=0), interval_s, busy_interval_s=0.2)
+    keys = {shard_key(STREAM, shard_id): shard_id for shard_id in SHARDS}
+    positions = {key: Position(AFTER_SEQUENCE_NUMBER, "0") for key in keys}
+    handoffs = {key: Handoff(positions[key], f"{shard_id}:0", sim.now_ms()) for key, shard_id in keys.items()}
+    jitter = random.Random(7)
+    start, triggers = sim.t, round(seconds / trigger_s)
+    if neighbour_phase is not None:
+        sim.neighbour_at = start + neighbour_phase
+    for index in range(triggers):
+        sim.advance_to(start + index * trigger_s + jitter.uniform(0.0, 0.02))
+        before = {key: prober.last_call_ms(key) for key in keys}
+        results = prober.probe(positions, None, handoffs)
+        read = [key for key in keys if prober.last_call_ms(key) != before[key] and results[key].found is Found.DATA]
+        if read:
+            sim.advance_to(sim.t + 0.15)  # the batch: its reads take the held answers and hand on their iterators
+        for key in read:
+            shard_id, called = keys[key], prober.last_call_ms(key)
+            assert called is not None
+            positions[key] = Position(AFTER_SEQUENCE_NUMBER, str(len(stream.calls[shard_id])))
+            handoffs[key] = Handoff(positions[key], f"{shard_id}:{positions[key].sequence_number}", called)
+            prober.observed(key, positions[key], handoffs[key])
+            prober.read_called(key, called)
+    return stream, triggers, sim.neighbour_refused
+
+
+def most_in_a_second(calls: list[float]) -> int:
+    """The most calls admitted within any window of 1 s (as the quota model counts them)."""
+    return max(sum(1 for other in calls if at - 1.0 < other <= at) for at in calls)
+
+
+@pytest.mark.parametrize("neighbour_phase", [0.0, 0.005, 0.1, 0.41, 0.99])
+def test_a_busy_shard_is_asked_at_4_of_5_triggers_and_a_neighbour_is_never_refused(
+    sim: SimTime, neighbour_phase: float
+) -> None:
+    stream, triggers, neighbour_refused = run_triggers(sim, 1.0, 0.2, 10.0, neighbour_phase)
+    assert neighbour_refused == 0 and stream.refused == 0
+    for calls in stream.calls.values():
+        assert most_in_a_second(calls) == 4
+        # 4 of 5 but for the 10 ms margin on the window: a trigger a few ms early for the 5th call waits for the 1st
+        # to leave the second (without that wait, 36 of 50 here)
+        assert len(calls) >= 0.74 * triggers
+        gaps = [later - earlier for earlier, later in itertools.pairwise(calls)]
+        assert max(gaps) < 0.65  # never three triggers in a row without a probe
+
+
+def test_a_stream_read_alone_is_asked_at_every_200_ms_trigger_5_calls_a_second(sim: SimTime) -> None:
+    stream, triggers, _neighbour_refused = run_triggers(sim, 0.2, 0.2, 10.0)
+    assert stream.refused == 0
+    for calls in stream.calls.values():
+        assert most_in_a_second(calls) == 5
+        assert len(calls) >= 0.85 * triggers  # all but a few, for the margin on the window
+
+
+def test_short_triggers_do_not_bunch_a_busy_shards_calls(sim: SimTime) -> None:
+    stream, _triggers, _neighbour_refused = run_triggers(sim, 1.0, 0.05, 10.0)
+    assert stream.refused == 0
+    for calls in stream.calls.values():
+        assert most_in_a_second(calls) == 4 and len(calls) >= 36
+        gaps = [later - earlier for earlier, later in itertools.pairwise(calls)]
+        assert min(gaps) >= 0.175  # the fetch interval less an eighth: not 4 calls at once, then a second's wait
+
+
+def test_a_reads_own_call_counts_in_the_shards_second_once(sim: SimTime) -> None:
+    prober = ShardProber(lambda: None, RetryPolicy(), 1.0, busy_interval_s=0.2)
+    key = shard_key(STREAM, SHARDS[0])
+    for offset_ms in (0, 300, 300, 600):  # the same call named twice (a read made of a probe's answer) counts once
+        prober.read_called(key, sim.now_ms() - 900 + offset_ms)
+    assert prober.calls_within_window(key, sim.t) == 3
+    sim.t += 0.15
+    assert prober.calls_within_window(key, sim.t) == 2  # the first left the second
+
+
+def test_a_shard_that_just_went_idle_keeps_to_its_second_too(sim: SimTime) -> None:
+    stream = BusyStream(sim, sim.book)
+    prober = ShardProber(lambda: stream, RetryPolicy(max_retries=0), 0.2, busy_interval_s=0.2)
+    key = shard_key(STREAM, SHARDS[0])
+    position = Position(AFTER_SEQUENCE_NUMBER, "0")
+    for ago_ms in (900, 700, 500, 300, 100):  # a busy second: the stream read alone, 5 calls
+        prober.read_called(key, sim.now_ms() - ago_ms)
+    prober.observed(key, position, Handoff(position, f"{SHARDS[0]}:0", sim.now_ms() - 300))  # then at the tip
+    assert prober.probe({key: position})[key].found is Found.NOTHING  # the read's answer stands
+    assert stream.calls == {}  # idle and a probe interval old, but a 6th call in the second: not asked
+    sim.advance_to(sim.t + 0.11)
+    prober.probe({key: position})
+    assert len(stream.calls[SHARDS[0]]) == 1  # the oldest call left the second (and its 10 ms margin)
+
+
+def test_a_busy_shard_whose_probe_found_nothing_is_asked_again_sooner_than_an_idle_one(sim: SimTime) -> None:
+    """A probe between two puts (the producer paused) must not leave the next records a whole second to wait."""
+    stream = BusyStream(sim, sim.book)
+    prober = ShardProber(lambda: stream, RetryPolicy(max_retries=0), 1.0, busy_interval_s=0.2)
+    key = shard_key(STREAM, SHARDS[0])
+    first, after = Position(AFTER_SEQUENCE_NUMBER, "0"), Position(AFTER_SEQUENCE_NUMBER, "1")
+    prober.probe({key: first}, None, {key: Handoff(first, f"{SHARDS[0]}:0", sim.now_ms())})
+    stream.empty = True
+    handoffs = {key: Handoff(after, f"{SHARDS[0]}:1", sim.now_ms())}  # a read took the record: busy there
+    for _trigger in range(100):  # 5 s of 50 ms triggers
+        sim.advance_to(sim.t + 0.05)
+        prober.probe({key: after}, None, handoffs)
+    calls = stream.calls[SHARDS[0]][1:]
+    gaps = [round(later - earlier, 2) for earlier, later in itertools.pairwise(calls)]
+    # twice the busy interval, four times, then the probe interval (at the first 50 ms trigger after each)
+    assert gaps[:3] == pytest.approx([0.35, 0.7, 1.0], abs=0.051)
+    assert gaps[3:] == pytest.approx([1.0] * len(gaps[3:]), abs=0.051) and len(gaps) >= 5
