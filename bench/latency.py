@@ -181,6 +181,22 @@ class Phase:
             self.progress[progress["batchId"]] = progress
 
 
+def slowest_put_at(phase: Phase, share: float = 0.01) -> str:
+    """When the slowest ``share`` of the phase's records were put, in seconds after its first put: the first records
+    after an idle spell wait for an idle shard's probe, records later on for a busy shard's."""
+    timed = sorted((batch.seen_ms - put, put) for batch in phase.batches for put in batch.puts_ms)
+    if not timed:
+        return f"{phase.name}: no records"
+    first = min(put for _, put in timed)
+    slowest = timed[-max(1, round(len(timed) * share)) :]
+    offsets = sorted((put - first) / 1000 for _, put in slowest)
+    early = sum(offset < 1.0 for offset in offsets)
+    return (
+        f"{phase.name}: the slowest {len(slowest)} ({slowest[0][0]:.0f}-{slowest[-1][0]:.0f} ms) were put "
+        f"{offsets[0]:.1f}-{offsets[-1]:.1f} s into the phase, {early} of them in its first second"
+    )
+
+
 def epoch_ms(timestamp: str) -> float:
     return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000
 
@@ -420,6 +436,8 @@ def main(argv: list[str] | None = None) -> None:
             f"{ours[0]}: p50 {ours_p50 / base_p50:.2f}x / p99 {ours_p99 / base_p99:.2f}x the boto3 loop, "
             f"p50 {ours_p50 / floor_p50:.2f}x / p99 {ours_p99 / floor_p99:.2f}x Spark's floor"
         )
+    for phase in (default, low):
+        print(slowest_put_at(phase))
     print()
     print_breakdown([default, floor_default, low, floor])
     print(f"\nidle {args.idle_seconds:.0f} s (low-latency options): {idle_batches} micro-batches ran")
