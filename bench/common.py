@@ -70,9 +70,17 @@ def preloaded_stream(kinesis, prefix: str, shards: int, records: int, size: int,
     """A new stream holding ``records`` records of ``size`` random bytes (``KEYS`` partition keys; ``balanced``:
     the same number in every shard, ``stream_keys``)."""
     stream = create_stream(kinesis, unique_name(prefix), shards)
-    payload = os.urandom(size)
-    put_records(kinesis, stream, ((payload, key) for key in stream_keys(kinesis, stream, records, balanced)))
+    preload(kinesis, stream, records, size, balanced)
     return stream
+
+
+def preload(kinesis, stream: str, records: int, size: int, balanced: bool = False) -> list[str]:
+    """Put ``records`` records of ``size`` random bytes into ``stream``; returns their partition keys, in order
+    (``stream_keys``)."""
+    payload = os.urandom(size)
+    keys = stream_keys(kinesis, stream, records, balanced)
+    put_records(kinesis, stream, ((payload, key) for key in keys))
+    return keys
 
 
 def stream_keys(kinesis, stream: str, records: int, balanced: bool = False) -> list[str]:

@@ -60,15 +60,15 @@ from bench.common import (
     group_cpu_s,
     local_aws,
     options,
-    preloaded_stream,
+    preload,
     print_quotas,
     raw_loop,
     read_seconds,
     spark_session,
     steady_state,
-    stream_keys,
 )
 from localaws.servers import KINESALITE
+from localaws.streams import create_stream, unique_name
 from pyspark_aws_kinesis.fetch.polling import SHARD_READ_BYTES_PER_S
 
 SHARDS = 4
@@ -187,7 +187,7 @@ def row(name: str, records: int, seconds: float, baseline_s: float) -> str:
 
 
 def quota_rate(shards: int, keys: list[str], size: int) -> float:
-    """Records/s that ``shards`` shards deliver at AWS's 2 MiB/s each, for ``bench.common.preloaded_stream``'s
+    """Records/s that ``shards`` shards deliver at AWS's 2 MiB/s each, for ``bench.common.preload``'s
     records (``size`` bytes of data, partition keys ``keys``: Kinesis counts both)."""
     key_bytes = sum(len(key) for key in keys)
     return shards * SHARD_READ_BYTES_PER_S / ((len(keys) * size + key_bytes) / len(keys))
@@ -220,8 +220,8 @@ def main(argv: list[str] | None = None) -> None:
         kinesis = server.client("kinesis")
         direct = server.direct.client("kinesis")
         balanced = not args.hashed_keys
-        stream = preloaded_stream(direct, "bench-throughput", args.shards, args.records, args.size, balanced)
-        keys = stream_keys(direct, stream, args.records, balanced)
+        stream = create_stream(direct, unique_name("bench-throughput"), args.shards)
+        keys = preload(direct, stream, args.records, args.size, balanced)
 
         # This host's speed drifts by tens of percent within minutes: baselines before, between and after ours.
         cpu = group_cpu_s()
