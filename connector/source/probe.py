@@ -225,12 +225,17 @@ class ShardProber:
 
     def calls_within_window(self, key: str, now: float) -> int:
         """The query's calls on ``key`` that started within the last ``RATE_WINDOW_S`` (as AWS counts them)."""
+        return len(self._window_starts(key, now))
+
+    def _window_starts(self, key: str, now: float) -> list[float]:
+        """When the query's calls on ``key`` within the last ``RATE_WINDOW_S`` started, earliest first; older ones at
+        the front are dropped (a read's call may be heard of after a later probe's, so later ones are filtered)."""
         calls = self._calls.get(key)
         if not calls:
-            return 0
+            return []
         while calls and calls[0][0] <= now - RATE_WINDOW_S:
             calls.popleft()
-        return sum(1 for at, _wall in calls if at > now - RATE_WINDOW_S)
+        return sorted(at for at, _wall in calls if at > now - RATE_WINDOW_S)
 
     def take_refused(self) -> dict[str, int]:
         """Probes refused per shard since the last call (the planner hands them to the query's health)."""
@@ -306,7 +311,7 @@ class ShardProber:
             return math.inf
         if now - state.probed_at < self.busy_interval_s:
             return math.inf
-        starts = sorted(at for at, _wall in self._calls.get(key, ()) if at > now - RATE_WINDOW_S)
+        starts = self._window_starts(key, now)
         limit = self.calls_per_s
         if limit is None or len(starts) < limit:
             return math.inf
