@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 import pytest
 from botocore.exceptions import ClientError
+from read_sim import START_S, NeighbourClock
 
-from localaws.quota_model import QuotaBook, Quotas
+from localaws.quota_model import QuotaBook
 from pyspark_aws_kinesis import clock as clock_module
 from pyspark_aws_kinesis.aws.clients import RAW_BODY
 from pyspark_aws_kinesis.fetch.iterators import Handoff
@@ -27,23 +28,13 @@ STREAM = "s"
 SHARDS = ("shardId-000000000000", "shardId-000000000001")
 
 
-class SimTime:
-    """The prober's monotonic and wall clocks and the quota model's, moved only by the test (or the prober's
-    sleep); a neighbour's calls, once a second from ``neighbour_at``, happen in time order on the way."""
+class SimTime(NeighbourClock):
+    """The prober's monotonic and wall clocks on the quota model's hand-moved one (moved only by the test or the
+    prober's sleep), a neighbour calling GetRecords on the first shard on the way."""
 
     def __init__(self) -> None:
-        self.t = 1000.0
+        super().__init__((STREAM, SHARDS[0]))
         self._wall_ms = clock_module.now_ms()  # near the real time: iterators stamped with it stay fresh
-        self.book = QuotaBook(Quotas(), self)
-        self.neighbour_at = float("inf")
-        self.neighbour_refused = 0
-
-    def advance_to(self, t: float) -> None:
-        while self.neighbour_at <= t:
-            self.t = self.neighbour_at
-            self.neighbour_refused += self.book.get_records((STREAM, SHARDS[0])) is not None
-            self.neighbour_at += 1.0
-        self.t = max(self.t, t)
 
     def monotonic(self) -> float:
         return self.t
@@ -51,14 +42,8 @@ class SimTime:
     def time(self) -> float:
         return self.now_ms() / 1000
 
-    def now(self) -> float:  # the quota model's Clock
-        return self.t
-
-    def sleep(self, seconds: float) -> None:
-        self.advance_to(self.t + seconds)
-
     def now_ms(self) -> int:
-        return self._wall_ms + round((self.t - 1000.0) * 1000)
+        return self._wall_ms + round((self.t - START_S) * 1000)
 
 
 @dataclass
@@ -118,7 +103,7 @@ def run_triggers(
     jitter = random.Random(7)
     start, triggers = sim.t, round(seconds / trigger_s)
     if neighbour_phase is not None:
-        sim.neighbour_at = start + neighbour_phase
+        sim.neighbour_from(neighbour_phase)
     for index in range(triggers):
         sim.advance_to(start + index * trigger_s + jitter.uniform(0.0, 0.02))
         before = {key: prober.last_call_ms(key) for key in keys}
