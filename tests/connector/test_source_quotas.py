@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from read_sim import NeighbourClock
 from source_util import client_settings, payloads, put_numbered, read_all, reader, roundtrip, source_options
 from test_polling_transport import INTERVAL_S, SimulatedClock, _read_range, _reader_client, _shard_with
 
 from localaws import LocalServer
-from localaws.quota_model import ManualClock, QuotaBook, Quotas
+from localaws.quota_model import Quotas
 from localaws.quota_proxy import QuotaProxy
 from localaws.streams import put_records
 from pyspark_aws_kinesis.aws.clients import RAW_BODY, kinesis_reader_client
@@ -262,49 +263,35 @@ def test_the_read_a_probe_planned_keeps_the_interval_after_the_probes_call(
 
 
 class SharedShard:
-    """One shard behind the quota proxy's rules (``QuotaBook``, AWS's quotas) on a hand-moved clock, with a backlog
-    of ``record_bytes`` records that never ends: each GetRecords reaches the book half its ``round_trip_s`` after
-    it starts (admitted or refused there, its bytes charged then) and answers at the end of it; a neighbour polls
-    the shard once a second (``neighbour_phase_s`` after ours start), taking ``NEIGHBOUR_BYTES`` each time, as AWS
-    Lambda does."""
+    """One shard behind the quota proxy's rules on a hand-moved clock shared with a neighbour (``NeighbourClock``:
+    polling the shard once a second, ``neighbour_phase_s`` after ours start, taking ``NEIGHBOUR_BYTES`` each time, as
+    AWS Lambda does), with a backlog of ``record_bytes`` records that never ends: each GetRecords reaches the book
+    half its ``round_trip_s`` after it starts (admitted or refused there, its bytes charged then) and answers at the
+    end of it."""
 
     NEIGHBOUR_BYTES = 64 * 1024
     SHARD = ("s", "shardId-000000000000")
 
     def __init__(self, record_bytes: int, round_trip_s: float, neighbour_phase_s: float):
-        self.clock = ManualClock()
-        self.book = QuotaBook(Quotas(), self.clock)
+        self.clock = NeighbourClock(self.SHARD, self.NEIGHBOUR_BYTES)
+        self.clock.neighbour_from(neighbour_phase_s)
+        self.book = self.clock.book
         self.record_bytes, self.round_trip_s = record_bytes, round_trip_s
-        self.neighbour_at = self.clock.now() + neighbour_phase_s
         self.ours: list[tuple[float, int]] = []  # (start, bytes) of our calls that got through
-        self.refused = {"ours": 0, "neighbour": 0}
-        self.neighbour_calls = 0
+        self.refused = 0  # our calls refused
         self._bodies: dict[int, bytes] = {}
-
-    def sleep(self, seconds: float) -> None:
-        """Move the clock on by ``seconds``, the neighbour calling on its way."""
-        until = self.clock.now() + max(0.0, seconds)
-        while self.neighbour_at <= until:
-            self.clock.advance(self.neighbour_at - self.clock.now())
-            self.neighbour_calls += 1
-            if self.book.get_records(self.SHARD) is not None:
-                self.refused["neighbour"] += 1
-            else:
-                self.book.charge_read(self.SHARD, self.NEIGHBOUR_BYTES)
-            self.neighbour_at += 1.0
-        self.clock.advance(until - self.clock.now())
 
     def get_records(self, ShardIterator: str, Limit: int) -> dict[str, Any]:
         started = self.clock.now()
-        self.sleep(self.round_trip_s / 2)
+        self.clock.sleep(self.round_trip_s / 2)
         refusal = self.book.get_records(self.SHARD)
         if refusal is not None:
-            self.refused["ours"] += 1
-            self.sleep(self.round_trip_s / 2)
+            self.refused += 1
+            self.clock.sleep(self.round_trip_s / 2)
             raise ClientError({"Error": {"Code": refusal.code, "Message": refusal.message}}, "GetRecords")
         self.book.charge_read(self.SHARD, Limit * self.record_bytes)
         self.ours.append((started, Limit * self.record_bytes))
-        self.sleep(self.round_trip_s / 2)
+        self.clock.sleep(self.round_trip_s / 2)
         return {RAW_BODY: self._body(Limit)}
 
     def get_shard_iterator(self, **_kwargs: Any) -> dict[str, Any]:
@@ -334,13 +321,13 @@ def test_a_backlog_read_takes_the_shards_2_mib_a_second_in_4_calls_leaving_a_nei
     context = ShardContext(shard.SHARD[0], shard.SHARD[1], 0, MAX_HASH_KEY)
     transport = GetRecordsTransport(shard, context, NO_RETRIES, PollingSettings(10000, INTERVAL_S, FIRST_CALL_LIMIT))
     transport.memory = ShardMemory()  # the record size is learnt from the first answer, as in a fresh worker
-    transport.pacer = CallPacer(INTERVAL_S, shard.clock.now, shard.sleep)
+    transport.pacer = CallPacer(INTERVAL_S, shard.clock.now, shard.clock.sleep)
     begin, span_s = shard.clock.now() + 2.0, 20.0  # after the first answers taught the record size
     for _page in transport.pages(Position(TRIM_HORIZON), lambda: None):
         if shard.ours[-1][0] >= begin + span_s + 1.0:
             break
     counted = [(start, nbytes) for start, nbytes in shard.ours if begin <= start < begin + span_s]
-    assert shard.refused == {"ours": 0, "neighbour": 0} and shard.neighbour_calls >= span_s
+    assert shard.refused == 0 and shard.clock.neighbour_refused == 0 and shard.clock.neighbour_calls >= span_s
     assert sum(nbytes for _, nbytes in counted) / span_s >= 0.95 * SHARD_READ_BYTES_PER_S
     starts = [start for start, _ in shard.ours]
     assert all(later - earlier >= 1.0 for earlier, later in zip(starts, starts[4:], strict=False))  # <= 4 a second
@@ -358,8 +345,8 @@ def test_a_probes_answer_taken_as_the_first_page_is_paid_back_from_the_probes_ca
     task = ShardTask(context.stream_name, context.shard_id, 0, MAX_HASH_KEY, start, 2 * records, held=held)
     transport = GetRecordsTransport(shard, context, NO_RETRIES, PollingSettings(10000, INTERVAL_S), held=held)
     transport.memory = ShardMemory()
-    transport.pacer = CallPacer(INTERVAL_S, shard.clock.now, shard.sleep)
+    transport.pacer = CallPacer(INTERVAL_S, shard.clock.now, shard.clock.sleep)
     taken_at = shard.clock.now()
     rows = sum(stop - first for _page, first, stop in ShardRange(task, FetchLimits(), context).slices(transport))
     assert shard.ours[0][0] - taken_at < 0.05  # at once (the wall clock moved a few ms meanwhile)
-    assert rows == 2 * records and shard.refused["ours"] == 0
+    assert rows == 2 * records and shard.refused == 0
