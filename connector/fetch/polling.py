@@ -41,10 +41,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Hashable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from botocore.exceptions import ClientError
 
@@ -55,6 +55,7 @@ from ..retry import RetriesExhaustedError, RetryPolicy, is_throttled, quota_back
 from .decode import Page, ShardContext, decode_get_records
 from .iterators import Handoff, HeldAnswer, open_iterator, refused_iterator
 
+ShardT = TypeVar("ShardT", bound=Hashable)  # how a shard is named: (stream, shard id), or a shard key
 SHARD_READ_BYTES_PER_S = 2 * 1024 * 1024  # GetRecords bytes per second per shard, shared by its readers (AWS)
 # While a shard has more records waiting, its calls start at least this far apart and each may bring this much of
 # the shard's 2 MiB/s: 4 calls a second carry all of it, and the fifth of its 5 is left to other readers (a reader
@@ -85,20 +86,43 @@ class PollingSettings:
         return SHARD_READ_BYTES_PER_S * max(self.fetch_interval_s, MIN_BUSY_INTERVAL_S)
 
 
+class RecordSizes(Generic[ShardT]):
+    """The mean size of each shard's records, learnt from its answers (for sizing ``Limit``): each answer weighs as
+    much as the history before it, so a change of record size is followed within a few answers."""
+
+    def __init__(self) -> None:
+        self._sizes: dict[ShardT, float] = {}
+
+    def get(self, shard: ShardT) -> float | None:
+        return self._sizes.get(shard)
+
+    def learn(self, shard: ShardT, records: int, nbytes: int) -> None:
+        """An answer of ``records`` records and ``nbytes`` bytes came for ``shard`` (an empty one teaches nothing)."""
+        if records > 0:
+            size, before = nbytes / records, self._sizes.get(shard)
+            self._sizes[shard] = size if before is None else (before + size) / 2
+
+    def keep_only(self, shards: Container[ShardT]) -> None:
+        """Forget the shards not in ``shards`` (no longer read: a reshard's parents)."""
+        for shard in [shard for shard in self._sizes if shard not in shards]:
+            del self._sizes[shard]
+
+    def clear(self) -> None:
+        self._sizes.clear()
+
+
 class ShardMemory:
     """What this process's reads of a shard learnt for the next read of it: the mean size of its records (for
     sizing ``Limit``), when their last call started and when the shard has paid back their answers (wall clock,
     ms: the next micro-batch's read keeps the interval and waits for the pay-back instead of being refused).
 
     Process-wide (one entry per stream and shard, shared by the reads of successive micro-batches in a reused
-    Python worker, and by the read-ahead thread): a batch's first call then needs no small probing ``Limit``.
-    Each answer weighs as much as the history before it, so a change of record size is followed within a few
-    answers."""
+    Python worker, and by the read-ahead thread): a batch's first call then needs no small probing ``Limit``."""
 
     MAX_SHARDS = 10_000  # forget everything beyond this many shards (reshards over a long run)
 
     def __init__(self) -> None:
-        self._sizes: dict[tuple[str, str], float] = {}
+        self._sizes: RecordSizes[tuple[str, str]] = RecordSizes()
         self._paid_ms: dict[tuple[str, str], int] = {}
         self._called_ms: dict[tuple[str, str], int] = {}
 
@@ -123,9 +147,7 @@ class ShardMemory:
             self._paid_ms.clear()
             self._called_ms.clear()
         self._paid_ms[shard] = max(paid_ms, self._paid_ms.get(shard, paid_ms))
-        if records > 0:
-            size, before = nbytes / records, self._sizes.get(shard)
-            self._sizes[shard] = size if before is None else (before + size) / 2
+        self._sizes.learn(shard, records, nbytes)
 
 
 SHARD_MEMORY = ShardMemory()

@@ -67,7 +67,7 @@ from ..fetch.iterators import (
     open_iterator,
     refused_iterator,
 )
-from ..fetch.polling import sized_limit
+from ..fetch.polling import RecordSizes, sized_limit
 from ..parallel import WORKERS, parallel_map
 from ..positions import Position, shard_label, split_shard_key
 from ..retry import RetriesExhaustedError, RetryPolicy, is_throttled, quota_backoff
@@ -166,7 +166,7 @@ class ShardProber:
         self._sleep = time.sleep  # tests replace it
         self.held_bytes = held_bytes  # 0: Limit 1, nothing held (enhanced fan-out reads cannot take a page)
         self.max_limit = max_limit  # kinesis.getRecords.numberOfRecordsPerFetch: no call asks for more
-        self._record_bytes: dict[str, float] = {}  # shard key -> mean size of the records its probes saw
+        self._record_bytes: RecordSizes[str] = RecordSizes()  # of the records each shard's probes saw
         self._states: dict[str, _ShardState] = {}
         self._lock = threading.Lock()
         self.calls = 0  # GetRecords calls made (probes run on several threads), for tests and logs
@@ -249,6 +249,7 @@ class ShardProber:
             del self._states[key]
         for key in [key for key in self._calls if key not in keep]:
             del self._calls[key]
+        self._record_bytes.keep_only(keep)
 
     def held(self, key: str, position: Position) -> HeldAnswer | None:
         """The last probe's answer for ``key`` at ``position`` when it had records and still serves (the read's
@@ -376,9 +377,7 @@ class ShardProber:
                 continue
             body = answer[RAW_BODY]
             page = decode_get_records(body, ShardContext(stream, shard_id, 0, MAX_HASH_KEY, deaggregate=False))
-            if page.kinesis_records:
-                size = page.kinesis_bytes / page.kinesis_records
-                self._record_bytes[key] = (self._record_bytes.get(key, size) + size) / 2
+            self._record_bytes.learn(key, page.kinesis_records, page.kinesis_bytes)
             result = self._judge(state, page, bound_ms)
             keep = result.found is Found.DATA and page.kinesis_records and self.held_bytes > 0
             state.held = HeldAnswer(state.position, bytes(body), limit, state.called_ms) if keep else None

@@ -55,8 +55,10 @@ class BusyStream:
     calls: dict[str, list[float]] = field(default_factory=dict)  # shard id -> when ours were admitted
     refused: int = 0
     empty: bool = False  # the producer paused: answers without records
+    limits: list[int] = field(default_factory=list)  # each call's Limit
 
     def get_records(self, ShardIterator: str, Limit: int) -> dict:
+        self.limits.append(Limit)
         shard_id, _sequence = ShardIterator.split(":")
         refusal = self.book.get_records((STREAM, shard_id))
         if refusal is not None:
@@ -201,3 +203,20 @@ def test_a_busy_shard_whose_probe_found_nothing_is_asked_again_sooner_than_an_id
     # twice the busy interval, four times, then the probe interval (at the first 50 ms trigger after each)
     assert gaps[:3] == pytest.approx([0.35, 0.7, 1.0], abs=0.051)
     assert gaps[3:] == pytest.approx([1.0] * len(gaps[3:]), abs=0.051) and len(gaps) >= 5
+
+
+def test_a_forgotten_shard_forgets_its_record_size_too(sim: SimTime) -> None:
+    """The prober sizes a probe's Limit by the mean size its earlier probes saw; a shard it forgets (no longer read,
+    after a reshard) leaves nothing behind: a driver running for months keeps no state per departed shard."""
+    stream = BusyStream(sim, sim.book)
+    prober = ShardProber(lambda: stream, RetryPolicy(max_retries=0), 1.0, busy_interval_s=0.2)
+    key = shard_key(STREAM, SHARDS[0])
+    for sequence in ("0", "1"):
+        position = Position(AFTER_SEQUENCE_NUMBER, sequence)
+        prober.probe({key: position}, None, {key: Handoff(position, f"{SHARDS[0]}:{sequence}", sim.now_ms())})
+        sim.advance_to(sim.t + 1.0)
+    assert stream.limits[0] == 1 and stream.limits[1] > 1  # the first answer taught the size
+    prober.forget(set())
+    position = Position(AFTER_SEQUENCE_NUMBER, "2")
+    prober.probe({key: position}, None, {key: Handoff(position, f"{SHARDS[0]}:2", sim.now_ms())})
+    assert stream.limits[2] == 1  # nothing known of the shard any more
