@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import math
 import threading
 import time
 from collections import deque
@@ -188,7 +187,11 @@ class ShardProber:
         states = {key: self._state(key, position, (handoffs or {}).get(key)) for key, position in positions.items()}
         now = time.monotonic()
         due = [key for key, state in states.items() if self._due(key, state, now)]
-        waits = [self._room_in(key, state, now) for key, state in states.items() if key not in due]
+        waits = [
+            self._room_in(key, now)
+            for key, state in states.items()
+            if key not in due and self._held_by_room(state, now)
+        ]
         if (wait := max((w for w in waits if w <= WINDOW_WAIT_S), default=0.0)) > 0:
             self._sleep(wait)  # a busy shard's oldest call leaves its second in a moment: ask after it
             now = time.monotonic()
@@ -280,19 +283,22 @@ class ShardProber:
         return state
 
     def _due(self, key: str, state: _ShardState, now: float) -> bool:
-        """No answer yet, or one at least an interval old (the shard's own after refusals; a shard's end is final).
-        The interval is a floor, not a target: a trigger that comes a little early reuses the answer, so no
-        trigger period makes an idle shard cost more than one call per interval. A shard also needs room in its
-        second: fewer than ``calls_per_s`` of the query's calls on it started within the last one (an idle shard
-        too: one that was busy a moment ago may have had them all)."""
-        if state.result is not None and state.result.found is Found.SHARD_END:
-            return False
+        """Never asked at its position (and not backed off), or its interval has passed and its second has room."""
         if state.result is None and state.backoff_s == 0:
             return True
-        if now - state.probed_at < max(self._interval(state), state.backoff_s):
+        return self._interval_passed(state, now) and self._room_in(key, now) == 0
+
+    def _interval_passed(self, state: _ShardState, now: float) -> bool:
+        """The shard's answer is at least an interval old (the shard's own after refusals; a shard's end is final).
+        The interval is a floor, not a target: a trigger that comes a little early reuses the answer, so no
+        trigger period makes an idle shard cost more than one call per interval."""
+        if state.result is not None and state.result.found is Found.SHARD_END:
             return False
-        limit = self.calls_per_s
-        return limit is None or self.calls_within_window(key, now) < limit
+        return now - state.probed_at >= max(self._interval(state), state.backoff_s)
+
+    def _held_by_room(self, state: _ShardState, now: float) -> bool:
+        """A busy shard, asked before at its position, that is due but for the calls in its second."""
+        return state.busy and state.result is not None and self._interval_passed(state, now)
 
     def _interval(self, state: _ShardState) -> float:
         """How long after its last call a shard is due: a busy one after the busy interval, an idle one after the
@@ -305,17 +311,14 @@ class ShardProber:
             return min(self.interval_s, self.busy_interval_s * 2**state.quiet)
         return self.interval_s
 
-    def _room_in(self, key: str, state: _ShardState, now: float) -> float:
-        """Seconds (and a ms) until a busy shard that is due but for the calls in its second has room for one more;
-        infinite for any other shard."""
-        if not state.busy or state.backoff_s or state.result is None or state.result.found is Found.SHARD_END:
-            return math.inf
-        if now - state.probed_at < self.busy_interval_s:
-            return math.inf
+    def _room_in(self, key: str, now: float) -> float:
+        """Seconds (and a ms) until the shard's second has room for one more of the query's calls: fewer than
+        ``calls_per_s`` of them started within the last one (an idle shard too: one that was busy a moment ago may
+        have had them all); 0 when it has room now."""
         starts = self._window_starts(key, now)
         limit = self.calls_per_s
         if limit is None or len(starts) < limit:
-            return math.inf
+            return 0.0
         return starts[len(starts) - limit] + RATE_WINDOW_S - now + 0.001
 
     @staticmethod
