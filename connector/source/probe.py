@@ -92,7 +92,10 @@ MIN_CALL_INTERVAL_S = 0.2  # AWS's pace for 5 calls a second: the least fetch in
 BUSY_GAP_SHARE = 0.875
 # Triggers on a 200 ms grid put a busy shard's 5th call exactly a second after its 1st: one that comes a few ms early
 # finds the 1st still in its second. It waits this long at most for that call to leave, instead of a whole trigger.
-WINDOW_WAIT_S = 0.03
+# Each such wait makes the call 10 ms (the window's margin) later than the one a second before it, and the lateness
+# adds up over seconds: at 30 ms a shard went unasked at two triggers in a row (a 600 ms gap, the p99's tail) 6 times in
+# a 30 s run of bench.latency; at 60 ms, none in two runs.
+WINDOW_WAIT_S = 0.06
 HELD_BYTES_PER_SHARD = 64 * 1024  # a probe asks for about this much (3 % of a shard's 2 MiB/s at 1 probe/s)
 HELD_BYTES_PER_TRIGGER = 4 * 1024 * 1024  # and all probes of one call together, whatever the shard count
 
