@@ -40,6 +40,7 @@ What it hides from the caller:
 from __future__ import annotations
 
 import logging
+import math
 import socket
 import threading
 import time
@@ -87,20 +88,30 @@ class SubscribePacer:
     ``interval_s`` apart (a faster call is refused with LimitExceededException), and none within ``in_use_s`` of
     the last success or of a ResourceInUseException (it would be refused with ResourceInUseException: the broker
     resubscribing where its buffer does not cover, the next batch's task after a direct read, a handover from
-    another process that still held the shard). Process-wide: ``SUBSCRIBE_PACER``; another process has its own."""
+    another process that still held the shard). Process-wide: ``SUBSCRIBE_PACER``; another process has its own.
+    It holds only the shards called within the last seconds (``_sweep``): a broker or a reused worker subscribes
+    for months, and reshards retire shards that are never called again."""
 
-    def __init__(self, interval_s: float = SUBSCRIBE_INTERVAL_S, in_use_s: float = IN_USE_S):
+    def __init__(
+        self,
+        interval_s: float = SUBSCRIBE_INTERVAL_S,
+        in_use_s: float = IN_USE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.interval_s = interval_s
         self.in_use_s = in_use_s
+        self._clock = clock
         self._lock = threading.Lock()
         self._next: dict[tuple[str, str], float] = {}  # (consumer ARN, shard id) -> earliest next call (monotonic)
+        self._swept_at = -math.inf  # when entries whose time had passed were last dropped
 
     def wait(self, consumer_arn: str, shard_id: str) -> float:
         """Call right before a SubscribeToShard: waits until the call may go, and books the next slot (so two
         threads asking at once go a second apart). Returns the seconds waited."""
         key = (consumer_arn, shard_id)
         with self._lock:
-            now = time.monotonic()
+            now = self._clock()
+            self._sweep(now)
             start = max(now, self._next.get(key, now))
             self._next[key] = start + self.interval_s
         if start > now:
@@ -121,7 +132,15 @@ class SubscribePacer:
     def _not_before(self, consumer_arn: str, shard_id: str, delay_s: float) -> None:
         key = (consumer_arn, shard_id)
         with self._lock:
-            self._next[key] = max(self._next.get(key, 0.0), time.monotonic() + delay_s)
+            self._next[key] = max(self._next.get(key, 0.0), self._clock() + delay_s)
+
+    def _sweep(self, now: float) -> None:
+        """Drop the entries whose time has passed (the lock held), at most once per the longer rule: such an entry
+        says nothing more (a call may go at once either way), and one of a shard a reshard retired would stay."""
+        if now - self._swept_at < max(self.interval_s, self.in_use_s):
+            return
+        self._next = {key: at for key, at in self._next.items() if at > now}
+        self._swept_at = now
 
 
 SUBSCRIBE_PACER = SubscribePacer()

@@ -218,14 +218,16 @@ class BatchPlanner:
 
     def _track(self, positions: dict[str, Position], parents: dict[str, tuple[str, ...]], batch_id: int) -> None:
         """Fold the current listings in (planning batch ``batch_id``); an unfinished shard that vanished is lost
-        data."""
+        data. A shard read to its end is never probed or read again: the prober and the handed-on iterators forget
+        it at once (a probe's held answer is up to 64 KiB), not once ListShards stops showing it (the retention)."""
         for stream in self.settings.streams:
             listing = self.catalog.shards(stream)
             vanished = track_listing(positions, parents, stream, listing, lambda _shard: Position(TRIM_HORIZON))
             for key, position in vanished.items():
                 self.health.vanished(batch_id, key, position)
-        self.prober.forget(set(positions))
-        self.handoffs = {key: handoff for key, handoff in self.handoffs.items() if key in positions}
+        unfinished = {key for key, position in positions.items() if not position.is_shard_end}
+        self.prober.forget(unfinished)
+        self.handoffs = {key: handoff for key, handoff in self.handoffs.items() if key in unfinished}
         self.health.forget(positions)
 
     def _find_waiting(

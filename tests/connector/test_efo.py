@@ -78,6 +78,32 @@ def test_starting_position_maps_every_position_kind(position: Position, expected
     assert starting_position(position) == expected
 
 
+def test_the_subscribe_pacer_holds_only_the_shards_called_lately_over_reshards() -> None:
+    """The pacer is process-wide (a broker, a reused worker: months): 1,000 shards subscribed 10 at a time, each
+    generation retired by the next reshard, leave only the last generation's entries, not one per shard ever
+    called; an entry whose time has not come yet is kept."""
+    now = [0.0]
+    pacer = SubscribePacer(clock=lambda: now[0])
+
+    def subscribed(shard: str) -> None:
+        assert pacer.wait("arn", shard) == 0.0  # never called before, or long ago: goes at once
+        pacer.answered("arn", shard)
+        pacer.in_use("arn", shard)  # none within 5 s from now
+
+    for generation in range(100):
+        shards = [f"shardId-{generation * 10 + index:012d}" for index in range(10)]
+        for shard in shards:
+            subscribed(shard)
+        now[0] += 60.0  # the next reshard: these shards were read to their ends and are never called again
+    assert set(pacer._next) == {("arn", shard) for shard in shards}  # the last generation, before any later call
+    subscribed("a")  # due 5 s from now
+    now[0] += 4.0
+    subscribed("b")  # due 5 s from now
+    now[0] += 2.0  # "a" passed a second ago, "b" still 3 s to go
+    subscribed("c")
+    assert set(pacer._next) == {("arn", "b"), ("arn", "c")}
+
+
 def test_the_stand_in_initial_response_is_what_aws_sends() -> None:
     """botocore reads our constant as an initial-response event, and it equals the proxy's own encoding."""
     buffer = EventStreamBuffer()

@@ -15,9 +15,13 @@ from source_util import drain, next_batch, reader, roundtrip, source_options, wa
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy
 from localaws.streams import put_records, wait_for_stream_active
-from pyspark_aws_kinesis.positions import SHARD_END
-from pyspark_aws_kinesis.shards import list_shards, open_shards
+from pyspark_aws_kinesis.clock import now_ms
+from pyspark_aws_kinesis.fetch.iterators import Handoff
+from pyspark_aws_kinesis.positions import SHARD_END, Position
+from pyspark_aws_kinesis.shards import Shard, list_shards, open_shards
 from pyspark_aws_kinesis.source.offsets import parse_offset
+from pyspark_aws_kinesis.source.planner import BatchPlanner
+from pyspark_aws_kinesis.source.settings import SourceSettings
 
 KEYS = [f"key-{index}" for index in range(6)]
 
@@ -249,3 +253,51 @@ def test_per_shard_state_stays_bounded_over_reshards_and_expiries(
         assert list(planner.catalog._by_key) == [(stream, open_shard.shard_id)]
         assert set(planner.prober._states) <= tracked and set(planner.handoffs) <= tracked
         assert set(planner.health._lag) <= tracked
+
+
+class _Listing:
+    """The planner's shard catalog, as ListShards answers now (set by the test)."""
+
+    def __init__(self) -> None:
+        self.now: list[Shard] = []
+
+    def shards(self, stream: str, fresh: bool = False) -> list[Shard]:
+        return self.now
+
+
+def test_shards_read_to_their_end_leave_the_probers_state_and_handoffs_at_once(tmp_path) -> None:
+    """1,000 shards, 10 a generation: each reshard closes the last generation, which the query reads to its end,
+    and opens 10 children; closed shards stay listed for 5 generations (the retention). The prober's states (a
+    probe's held answer: up to 64 KiB each) and the handed-on iterators keep only the shards still read, not the
+    finished ones ListShards still shows."""
+    settings = SourceSettings.from_options(
+        {"kinesis.streamName": "s", "kinesis.region": "us-east-1", "kinesis.metadataPath": str(tmp_path)}
+    )
+    planner = BatchPlanner(settings)
+    listing = _Listing()
+    planner.catalog = listing  # type: ignore[assignment]
+    positions: dict[str, Position] = {}
+    parents: dict[str, tuple[str, ...]] = {}
+
+    def listed(current: int) -> list[Shard]:
+        """Generation ``current`` open, the 5 before it closed (still within the retention)."""
+        return [
+            Shard(
+                f"shardId-{generation * 10 + index:012d}", None, None, 0, 0, "1", None if generation == current else "9"
+            )
+            for generation in range(max(0, current - 5), current + 1)
+            for index in range(10)
+        ]
+
+    for current in range(100):
+        for key in positions:  # the last generation was read to its end
+            positions[key] = Position(SHARD_END)
+        listing.now = listed(current)
+        planner._track(positions, parents, current)
+        reading = {key for key, position in positions.items() if not position.is_shard_end}
+        for key in reading:  # probed and read: a state and a handed-on iterator each
+            handoff = Handoff(positions[key], f"iterator of {key}", now_ms())
+            planner.prober.observed(key, positions[key], handoff)
+            planner.handoffs[key] = handoff
+    assert len(positions) == 60 and len(reading) == 10  # the offsets track what ListShards shows (the retention)
+    assert set(planner.prober._states) == reading and set(planner.handoffs) == reading
