@@ -8,7 +8,7 @@ expect (a split or merge in between). ``pyspark_aws_kinesis.sink.planning`` rout
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -51,26 +51,44 @@ class ShardRouter:
         return self._by_id.get(shard_id)
 
 
-def shard_buckets(router: ShardRouter) -> Callable[[Entry], str]:
+MAX_REMEMBERED_KEYS = 65_536  # partition keys whose shard is remembered (~100 B each); past that the memo starts over
+
+
+class ShardBuckets:
     """The pacing bucket of each entry (``put_records.put_all``'s ``bucket_of``): the id of the shard it goes to, as
     Kinesis routes it (the planned shard of an aggregate; else ExplicitHashKey, or the MD5 of the partition key,
-    once per key: keys repeat a lot)."""
-    shard_of_key: dict[str, str] = {}
+    once per key: keys repeat a lot). The memo of keys is bounded: the generator routes for as long as it runs, and
+    its default keys are random, one per record."""
 
-    def bucket(entry: Entry) -> str:
+    def __init__(self, router: ShardRouter):
+        self._router = router
+        self._shard_of_key: dict[str, str] = {}
+
+    def __call__(self, entry: Entry) -> str:
         planned = getattr(entry, "shard_id", "")
         if planned:
             return planned
+        router = self._router
         if entry.explicit_hash_key is not None:
             return router.shard_id(router.shard_of(int(entry.explicit_hash_key)))
-        found = shard_of_key.get(entry.partition_key)
+        found = self._shard_of_key.get(entry.partition_key)
         if found is None:
-            found = shard_of_key[entry.partition_key] = router.shard_id(
+            if len(self._shard_of_key) >= MAX_REMEMBERED_KEYS:
+                self._shard_of_key.clear()
+            found = self._shard_of_key[entry.partition_key] = router.shard_id(
                 router.shard_of(hash_key_of(entry.partition_key))
             )
         return found
 
-    return bucket
+    @property
+    def remembered(self) -> int:
+        """How many partition keys' shards are remembered."""
+        return len(self._shard_of_key)
+
+
+def shard_buckets(router: ShardRouter) -> ShardBuckets:
+    """``ShardBuckets`` of ``router``'s shards."""
+    return ShardBuckets(router)
 
 
 def open_shard_router(client: Any, stream: str, settings: SinkSettings) -> ShardRouter:

@@ -16,7 +16,7 @@ from pyspark_aws_kinesis.kpl import hash_key_of
 from pyspark_aws_kinesis.sink.pacing import ANY_SHARD, SHARD_QUOTA, WritePacer
 from pyspark_aws_kinesis.sink.planning import AggregateEntry
 from pyspark_aws_kinesis.sink.put_records import Entry, default_bucket, put_all
-from pyspark_aws_kinesis.sink.routing import plain_shard_router, shard_buckets
+from pyspark_aws_kinesis.sink.routing import MAX_REMEMBERED_KEYS, plain_shard_router, shard_buckets
 
 SHARD_0, SHARD_1 = "shardId-000000000000", "shardId-000000000001"
 MIB = 1024 * 1024
@@ -212,3 +212,16 @@ def test_plain_writes_pace_by_shard_when_the_shards_can_be_listed_and_write_with
     assert plain_shard_router(_DeniedListing(), "s") is None
     listed = plain_shard_router(type("Listing", (), {"list_shards": lambda self, **kw: {"Shards": listing(2)}})(), "s")
     assert listed is not None and shard_buckets(listed)(Entry(b"x", "key-1")) in (SHARD_0, SHARD_1)
+
+
+def test_the_shard_of_each_partition_key_is_remembered_within_a_bound() -> None:
+    """The generator routes for as long as it runs, and its default keys are random (one per record): the memo of
+    each key's shard stays bounded, and every entry still goes to the shard Kinesis would route it to."""
+    shards = router(4)
+    bucket_of = shard_buckets(shards)
+    keys = [f"key-{i}" for i in range(MAX_REMEMBERED_KEYS * 2 + 10)]
+    for key in keys:
+        bucket_of(Entry(b"x", key))
+        assert bucket_of.remembered <= MAX_REMEMBERED_KEYS
+    for key in keys[:: len(keys) // 50]:  # after the memo started over, and before
+        assert bucket_of(Entry(b"x", key)) == shards.shard_id(shards.shard_of(hash_key_of(key)))
