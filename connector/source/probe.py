@@ -33,8 +33,8 @@ of the shard's 5 left to another reader; ``ALONE_CALLS_PER_S``, all 5, when ``ki
 whole interval later). AWS counts a shard's calls in a sliding second the same way, so any second holds at most 4
 of ours and a neighbour polling once a second always finds its call; with a 200 ms trigger 4 of every 5 triggers
 ask a busy shard, instead of every other one with a fixed 250 ms between probes. A shard not due is left to a later
-trigger, except the one whose oldest call leaves its second within ``WINDOW_WAIT_S`` (on a 200 ms grid the 5th
-trigger comes exactly a second after the 1st, give or take a few ms): the trigger waits for that moment.
+trigger, except the one whose oldest call leaves its second within ``window_wait_s`` (60 ms, 30 alone; on a 200 ms
+grid the 5th trigger comes exactly a second after the 1st, give or take a few ms): the trigger waits for that moment.
 
 Throttling: a probe Kinesis refuses for the shard's read quota (shared with every other reader) is not retried:
 the shard keeps its last answer (or has none yet), its interval doubles (up to ``MAX_BACKOFF_INTERVALS`` times
@@ -84,7 +84,7 @@ ALONE_PROBE_INTERVAL_S = 0.2
 # more: a call that took longer to get there than the one a second after it (two shards probed at once, the proxy
 # or the network busy) made that one the 6th of its second beside a neighbour's (bench.quotas: 3 of our 65 calls
 # refused, each followed by a backoff of a second or two). More margin costs latency: 4 calls fit a 200 ms grid
-# only exactly a second apart, so a trigger with a call later by the margin waits (WINDOW_WAIT_S) or is skipped.
+# only exactly a second apart, so a trigger with a call later by the margin waits (``window_wait_s``) or is skipped.
 RATE_WINDOW_S = 1.01
 MIN_CALL_INTERVAL_S = 0.2  # AWS's pace for 5 calls a second: the least fetch interval the busy gap is taken from
 # A busy shard's calls are at least this share of the fetch interval apart: triggers on a grid of that interval come
@@ -93,9 +93,12 @@ BUSY_GAP_SHARE = 0.875
 # Triggers on a 200 ms grid put a busy shard's 5th call exactly a second after its 1st: one that comes a few ms early
 # finds the 1st still in its second. It waits this long at most for that call to leave, instead of a whole trigger.
 # Each such wait makes the call 10 ms (the window's margin) later than the one a second before it, and the lateness
-# adds up over seconds: at 30 ms a shard went unasked at two triggers in a row (a 600 ms gap, the p99's tail) 6 times in
-# a 30 s run of bench.latency; at 60 ms, none in two runs.
-WINDOW_WAIT_S = 0.06
+# adds up until a trigger is skipped. Sharing the shard (4 calls a second), that trigger follows the one skipped
+# every second: at 30 ms a shard went unasked at two triggers in a row (a 600 ms gap, the p99's tail) 6 times in a
+# 30 s run of bench.latency, at 60 ms none. Alone (5 calls a second) every call waits, and a single skip costs one
+# trigger: there 30 ms measured better (bench.latency p50 216-235 ms in 5 runs, 223-278 at 60 ms in 6).
+SHARED_WINDOW_WAIT_S = 0.06
+ALONE_WINDOW_WAIT_S = 0.03
 HELD_BYTES_PER_SHARD = 64 * 1024  # a probe asks for about this much (3 % of a shard's 2 MiB/s at 1 probe/s)
 HELD_BYTES_PER_TRIGGER = 4 * 1024 * 1024  # and all probes of one call together, whatever the shard count
 
@@ -164,6 +167,7 @@ class ShardProber:
         self.calls_per_s: int | None = ALONE_CALLS_PER_S if alone else SHARED_CALLS_PER_S
         if interval_s < ALONE_PROBE_INTERVAL_S:
             self.calls_per_s = None
+        self.window_wait_s = ALONE_WINDOW_WAIT_S if alone else SHARED_WINDOW_WAIT_S  # for room in a shard's second
         self._calls: dict[str, deque[tuple[float, int]]] = {}  # shard key -> (monotonic s, wall ms) of our calls
         self._sleep = time.sleep  # tests replace it
         self.held_bytes = held_bytes  # 0: Limit 1, nothing held (enhanced fan-out reads cannot take a page)
@@ -195,7 +199,7 @@ class ShardProber:
             for key, state in states.items()
             if key not in due and self._held_by_room(state, now)
         ]
-        if (wait := max((w for w in waits if w <= WINDOW_WAIT_S), default=0.0)) > 0:
+        if (wait := max((w for w in waits if w <= self.window_wait_s), default=0.0)) > 0:
             self._sleep(wait)  # a busy shard's oldest call leaves its second in a moment: ask after it
             now = time.monotonic()
             due = [key for key, state in states.items() if self._due(key, state, now)]
