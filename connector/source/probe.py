@@ -95,8 +95,9 @@ BUSY_GAP_SHARE = 0.875
 # Each such wait makes the call 10 ms (the window's margin) later than the one a second before it, and the lateness
 # adds up until a trigger is skipped. Sharing the shard (4 calls a second), that trigger follows the one skipped
 # every second: at 30 ms a shard went unasked at two triggers in a row (a 600 ms gap, the p99's tail) 6 times in a
-# 30 s run of bench.latency, at 60 ms none. Alone (5 calls a second) every call waits, and a single skip costs one
-# trigger: there 30 ms measured better (bench.latency p50 216-235 ms in 5 runs, 223-278 at 60 ms in 6).
+# 30 s run of bench.latency, at 60 ms none in two. Alone (5 calls a second) every call waits, and a single skip
+# costs one trigger: there 30 ms measured no worse (bench.latency p50 216-235 ms in five runs of six, 261 in the
+# sixth; 223-278 ms in six runs at 60 ms).
 SHARED_WINDOW_WAIT_S = 0.06
 ALONE_WINDOW_WAIT_S = 0.03
 HELD_BYTES_PER_SHARD = 64 * 1024  # a probe asks for about this much (3 % of a shard's 2 MiB/s at 1 probe/s)
