@@ -211,6 +211,10 @@ class CallPacer:
         """Another read's answers on the shard are paid back ``seconds`` from now: the next call waits for it."""
         self._paid_at = max(self._paid_at, self.clock() + seconds)
 
+    def not_before(self, when: float) -> None:
+        """The next call starts at ``when`` (this pacer's clock) at the earliest: the shard's second has room then."""
+        self._paid_at = max(self._paid_at, when)
+
     def started_at(self, when: float) -> None:
         """A call on the shard started at ``when`` (this pacer's clock) elsewhere: the next waits from there."""
         self._last_start = when if self._last_start is None else max(self._last_start, when)
@@ -263,6 +267,7 @@ class GetRecordsTransport:
         handoff: Handoff | None = None,
         last_call_ms: int | None = None,
         held: HeldAnswer | None = None,
+        not_before_ms: int | None = None,
     ):
         self.kinesis = kinesis
         self.context = context
@@ -275,6 +280,7 @@ class GetRecordsTransport:
         self.handoff = handoff  # an iterator someone already holds, used when a read starts at its position
         self.earlier_call_ms = last_call_ms  # the shard's last read's last call, wherever it ran (ShardTask)
         self.held = held  # the probe's answer at the read's start (ShardTask.held): the first page, no call
+        self.not_before_ms = not_before_ms  # no call before then: the shard's second has room (ShardTask)
         self.refused_calls = 0  # calls Kinesis refused for the shard's quota (GetRecords, GetShardIterator)
         self.last_call_ms: int | None = None  # when the last GetRecords started (wall clock, for the next batch)
         self._what = context.label
@@ -293,6 +299,8 @@ class GetRecordsTransport:
         if self.earlier_call_ms is not None:  # the last batch's read, maybe in another process: the same
             self.pacer.started_at(monotonic_at(self.earlier_call_ms, self.pacer.clock))
         self._after_earlier_reads()
+        if self.not_before_ms is not None:  # the driver's wall clock; the wait is what is left of it
+            self.pacer.not_before(self.pacer.clock() + (self.not_before_ms - now_ms()) / 1000.0)
         ahead: Future[Page | None] | None = None  # the next page, asked while the caller works on this one
         pool: ThreadPoolExecutor | None = None
         try:

@@ -20,7 +20,9 @@ Stop conditions, in order of precedence:
 - the end of a closed shard;
 - ``max_records`` user records returned (may stop inside a KPL aggregate: the position keeps the sub-sequence);
 - ``stop_after_ms``: the first record that arrived after this time (the batch's planning time: a batch reads
-  what had arrived when it was planned, so a steady producer cannot keep a read going);
+  what had arrived when it was planned, so a steady producer cannot keep a read going); a batch planned without
+  asking a busy shard (``stop_at_first_call``) reads what had arrived by its read's first call instead: that
+  page whole, later pages up to the arrival time of its last record or the call's start, whichever is later;
 - caught up: an empty answer with MillisBehindLatest 0, or (without a fixed end) a page the transport marks
   ``at_tip``: records, but nothing after them, so the read stops without asking again (a pause earlier);
 - ``max_time_s`` spent (not during a replay, and never when the driver completes a read).
@@ -73,6 +75,7 @@ class ShardTask:
     handoff: Handoff | None = None  # a GetRecords iterator at ``start`` from the shard's last read or probe
     last_call_ms: int | None = None  # when the shard's last read made its last GetRecords (wall ms), if known
     held: HeldAnswer | None = None  # the probe's GetRecords answer at ``start``: the read's first page
+    not_before_ms: int | None = None  # the shard's second has room for the read's first call from then (wall ms)
 
     @property
     def label(self) -> str:
@@ -86,6 +89,7 @@ class FetchLimits:
     max_records: int | None = None
     max_time_s: float | None = None
     stop_after_ms: int | None = None
+    stop_at_first_call: bool = False  # without ``stop_after_ms``: bound by the first page (see the module doc)
 
 
 class ShardTransport(Protocol):
@@ -157,6 +161,7 @@ class ShardRange:
         self._aligned = True  # the last page's next_iterator points at next_start() (see the module doc)
         self._tail: tuple[str, int] | None = None  # that iterator and when it came (wall ms), while aligned
         self._transport: ShardTransport | None = None
+        self._stop_after_ms = limits.stop_after_ms  # the arrival bound, once known (``_arrival_bound``)
 
     def batches(self, transport: ShardTransport) -> Iterator[pa.RecordBatch]:
         """RecordBatches of the shard's records from the start position to the first stop condition."""
@@ -240,8 +245,9 @@ class ShardRange:
             if after < len(page) or (after > start and (page.sequences[after - 1], page.subs[after - 1]) == until):
                 return start, after, STOP_END
             return start, after, None
-        if self.limits.stop_after_ms is not None:
-            late = page.first_arrival_after(self.limits.stop_after_ms, start)
+        bound_ms = self._arrival_bound(page)
+        if bound_ms is not None:
+            late = page.first_arrival_after(bound_ms, start)
             if late < stop_at:
                 stop_at, stop = late, STOP_BOUND
         cap = self._max_records
@@ -250,6 +256,16 @@ class ShardRange:
             if limit_at < stop_at or (limit_at == stop_at and stop is None):
                 stop_at, stop = limit_at, STOP_LIMIT
         return start, stop_at, stop
+
+    def _arrival_bound(self, page: Page) -> int | None:
+        """The arrival time after which records are left to later batches (None: no bound). With
+        ``stop_at_first_call``, fixed by the first page: when its call started, or its last record's arrival if
+        later (the server's clock may run ahead of this host's), so that page is always taken whole."""
+        if self._stop_after_ms is None and self.limits.stop_at_first_call:
+            last_arrival_us = max((at for at in page.arrivals_us if at is not None), default=0)
+            called_ms = page.called_ms if page.called_ms is not None else now_ms()
+            self._stop_after_ms = max(called_ms, last_arrival_us // 1000)
+        return self._stop_after_ms
 
     def _took(self, page: Page, start: int, stop_at: int) -> None:
         self._count += stop_at - start

@@ -53,7 +53,8 @@ class KinesisOffset:
     - ``reads``: the readable shards this batch reads (those with records waiting); None means all of them.
     - ``max_records``: per-shard caps from ``kinesis.maxRecordsPerTrigger`` / Spark's ReadMaxRows.
     - ``until_ms``: records that arrived after this instant are left for later batches (planning time, or the
-      start of an AvailableNow run).
+      start of an AvailableNow run); None when the batch reads a steady shard without a probe: each read then takes
+      what had arrived by its first call (``FetchLimits.stop_at_first_call``).
     - ``source_document``: the driver wrote the source's document into the metadata store when the query started
       (queries started before it existed have none), so executors and planner expect to find it there.
     - ``pinned``: the options that decide which rows exist, as the query started with them (None in checkpoints

@@ -8,13 +8,15 @@ Who calls it: ``query_offsets.QueryOffsets`` (for the reader's ``initialOffset``
 2. ``catalog.ShardCatalog``: which shards exist now; ``catalog.track_listing`` adds children of a reshard (read
    only once their parents are read to their end), forgets finished shards that expired, and reports vanished
    ones;
-3. ``probe.ShardProber``: whether the readable shards whose last read caught up have records waiting.
+3. ``probe.ShardProber``: whether the readable shards whose last read caught up have records waiting; a steady
+   shard is planned without asking (``ShardProber.deferred``), and its read makes the call.
 
-A batch is planned only when some shard has records waiting, so an idle stream runs no empty micro-batches.
-The plan (a ``KinesisOffset``) names the shards to read, their starting positions, their share of
-``kinesis.maxRecordsPerTrigger`` and the arrival time after which records wait for a later batch. What reads and
-probes say about lag and lost data goes to ``health``; the checks that the store and the pinned options are still
-the query's are ``guards``. When the query starts, the planner writes the source document (``guards``).
+A batch is planned only when some shard has records waiting (or is steady), so an idle stream runs no empty
+micro-batches; a steady stream that stops runs one. The plan (a ``KinesisOffset``) names the shards to read, their
+starting positions, their share of ``kinesis.maxRecordsPerTrigger`` and the arrival time after which records wait
+for a later batch (none when a steady shard is read: each read takes what had arrived by its first call). What
+reads and probes say about lag and lost data goes to ``health``; the checks that the store and the pinned options
+are still the query's are ``guards``. When the query starts, the planner writes the source document (``guards``).
 """
 
 from __future__ import annotations
@@ -85,6 +87,8 @@ class BatchPlanner:
         self._ends: tuple[tuple[str, int], dict[str, Position], set[str]] | None = None
         self.handoffs: dict[str, Handoff] = {}  # the iterators the last reads ended with (ShardRead.next_iterator)
         self._last_calls: dict[str, int] = {}  # when the last batch's reads made their last GetRecords (wall ms)
+        # The batch last planned, and its shards read without a probe first: no call before when (wall ms)
+        self._not_before: tuple[int, dict[str, int]] = (INITIAL_BATCH, {})
         efo = settings.efo
         self.consumers = (
             None
@@ -138,7 +142,8 @@ class BatchPlanner:
             last_call = max(calls, default=None)  # the shard's last read's or last probe's, whichever came later
             cap = offset.max_records.get(key)
             held = self.prober.held(key, position)  # the probe's answer: the read's first page
-            tasks.append(ShardTask(stream, shard_id, low, high, position, cap, handoff, last_call, held))
+            not_before = self._not_before[1].get(key) if self._not_before[0] == offset.batch_id else None
+            tasks.append(ShardTask(stream, shard_id, low, high, position, cap, handoff, last_call, held, not_before))
         return tasks
 
     def _handoff(self, key: str, position: Position) -> Handoff | None:
@@ -160,11 +165,13 @@ class BatchPlanner:
         parents = dict(base.parents)
         batch_id = base.batch_id + 1
         self._track(positions, parents, batch_id)
+        self._not_before = (batch_id, {})
         with_data, arrivals = self._find_waiting(positions, parents, waiting, bound_ms, batch_id)
         if not with_data and not force:
             return None
         caps, reads = fair_shares(sorted(with_data), max_rows, batch_id)
-        until = bound_ms if bound_ms is not None else max([now_ms(), *arrivals])
+        # A shard read without a probe takes what arrived by its read's first call: no bound set here
+        until = bound_ms if bound_ms is not None else None if self._not_before[1] else max([now_ms(), *arrivals])
         offset = KinesisOffset(
             base.source_id,
             base.metadata_path,
@@ -208,6 +215,7 @@ class BatchPlanner:
                 self.handoffs[key] = Handoff(positions[key], read.next_iterator, read.iterator_ms)
                 if read.stop == STOP_CAUGHT_UP:  # the read's last call said "nothing more": it counts as a probe
                     self.prober.observed(key, positions[key], self.handoffs[key])
+            self.prober.read_ended(key, positions[key], took_records=read.records > 0)
             if read.stop in MORE_WAITING:
                 waiting.add(key)
             if read.last_call_ms is not None:  # the next read's first call keeps the fetch interval after it
@@ -254,6 +262,12 @@ class BatchPlanner:
             known = {key for key in readable if key in waiting and bound_ms is None}
             with_data |= known  # planned at once: the read itself keeps the interval after the last call
             to_probe = {key: positions[key] for key in readable if key not in known and key not in answered}
+            if bound_ms is None:  # busy shards: the batch's read asks them (``ShardProber.deferred``)
+                deferred = self.prober.deferred(to_probe, self.handoffs)
+                self._not_before[1].update(deferred)
+                with_data |= set(deferred)
+                answered |= set(deferred)
+                to_probe = {key: position for key, position in to_probe.items() if key not in deferred}
             if not to_probe:
                 return with_data, arrivals
             results = self.prober.probe(to_probe, bound_ms, self.handoffs)

@@ -36,6 +36,15 @@ ask a busy shard, instead of every other one with a fixed 250 ms between probes.
 trigger, except the one whose oldest call leaves its second within ``window_wait_s`` (60 ms, 30 alone; on a 200 ms
 grid the 5th trigger comes exactly a second after the 1st, give or take a few ms): the trigger waits for that moment.
 
+Steady shards are not probed (``deferred``): a shard whose probes and reads found records ``STEADY_ANSWERS`` times
+in a row is planned at once, and the batch's read makes the one call a probe would have made, ``READ_LEAD_S`` or
+more after the trigger (once Spark has written the offset log and started the task), taking what had arrived by
+then. The trigger neither calls nor waits for room in the shard's second (the read waits, if it comes early: the
+task's ``not_before_ms``), and records put while Spark prepares the batch are in it instead of the next one
+(bench.latency: p50 below the empty source's, whose batch ends at its trigger). The same rate rule decides which
+trigger plans the shard. The price: when the producer stops, the next read finds nothing, one empty micro-batch;
+that read makes the shard quiet, and it is probed again.
+
 Throttling: a probe Kinesis refuses for the shard's read quota (shared with every other reader) is not retried:
 the shard keeps its last answer (or has none yet), its interval doubles (up to ``MAX_BACKOFF_INTERVALS`` times
 the probe interval) until a probe gets through, and the refusal is counted (``refused``, for the query's health).
@@ -45,6 +54,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -100,6 +110,14 @@ BUSY_GAP_SHARE = 0.875
 # sixth; 223-278 ms in six runs at 60 ms).
 SHARED_WINDOW_WAIT_S = 0.06
 ALONE_WINDOW_WAIT_S = 0.03
+# A batch's read makes its first call about this long after the trigger that planned it, at the earliest (Spark writes
+# the offset log and plans the batch, the task starts: 35-60 ms in bench.latency): a shard read without a probe
+# (``ShardProber.deferred``) whose second has room by then costs the trigger no wait.
+READ_LEAD_S = 0.04
+# A shard whose probes and reads found records this many times in a row (a probe and the read that took its answer
+# count two) is read without a probe (``ShardProber.deferred``): a steady stream (records at five triggers in a row
+# or more), whose stop then costs one empty micro-batch. A burst read in a few batches never does.
+STEADY_ANSWERS = 10
 HELD_BYTES_PER_SHARD = 64 * 1024  # a probe asks for about this much (3 % of a shard's 2 MiB/s at 1 probe/s)
 HELD_BYTES_PER_TRIGGER = 4 * 1024 * 1024  # and all probes of one call together, whatever the shard count
 
@@ -138,6 +156,7 @@ class _ShardState:
     held: HeldAnswer | None = None  # the last probe's answer when it had records (the read's first page)
     busy: bool = False  # the last probe or read found records: asked by the rate rule (``ShardProber._due``)
     quiet: int = 0  # probes in a row that found nothing since the shard was busy (``ShardProber._interval``)
+    found_in_row: int = 0  # probes and reads in a row that found records (``ShardProber.deferred``)
 
 
 class ShardProber:
@@ -226,6 +245,41 @@ class ShardProber:
         state.result = ProbeResult(Found.NOTHING, 0)
         state.probed_at = monotonic_at(handoff.at_ms)
 
+    def read_ended(self, key: str, position: Position, took_records: bool) -> None:
+        """A batch's read of ``key`` ended at ``position``, having found records or not: like a probe's answer, it
+        makes the shard busy (and, in a row, steady: ``deferred``) or quiet."""
+        self._found(self._state(key, position, None), took_records)
+
+    def deferred(self, positions: Mapping[str, Position], handoffs: Mapping[str, Handoff]) -> dict[str, int]:
+        """The steady shards among ``positions`` that a batch reads without a probe first, each with the wall-clock
+        ms from which its second has room for the read's first call (``ShardTask.not_before_ms``).
+
+        A shard is steady when its probes and reads found records ``STEADY_ANSWERS`` times in a row, the last
+        just now. Asking it again at the trigger only to hear "yes" would cost the trigger a call and, when its
+        second is full, a wait: the batch's read makes that call instead, after Spark's own work between the trigger
+        and the task (the offset log, planning: ~40 ms), and takes what had arrived by then
+        (``FetchLimits.stop_at_first_call``). Only with GetRecords reads that can start at once (an iterator at the
+        position is known) and whose second has room within ``window_wait_s`` of the read's first call
+        (``READ_LEAD_S`` from now); a read that then finds nothing makes the shard quiet (``read_ended``): one empty
+        batch when a producer stops.
+        """
+        if self.held_bytes == 0:  # enhanced fan-out: probes are the query's only GetRecords
+            return {}
+        now, wall_ms = time.monotonic(), now_ms()
+        chosen: dict[str, int] = {}
+        for key, position in positions.items():
+            state = self._states.get(key)
+            if state is None or state.position != position or not state.busy or state.backoff_s:
+                continue
+            if state.found_in_row < STEADY_ANSWERS:
+                continue
+            if freshest(position, state.iterator, handoffs.get(key)) is None:
+                continue
+            room_s = self._room_in(key, now)  # the read calls READ_LEAD_S from now or later, and not before this
+            if room_s - READ_LEAD_S <= self.window_wait_s:
+                chosen[key] = wall_ms + math.ceil(room_s * 1000)
+        return chosen
+
     def read_called(self, key: str, called_ms: int) -> None:
         """A batch's read of ``key`` made its last GetRecords at ``called_ms`` (wall ms): one of the query's calls on
         the shard in its second (a read made only of a probe's held answer names the probe's call: not counted
@@ -286,7 +340,8 @@ class ShardProber:
         state = self._states.get(key)
         if state is None or state.position != position:
             # A known shard at a new position: a read took records from it, so it is busy until a probe finds none.
-            state = self._states[key] = _ShardState(position, busy=state is not None)
+            kept = state.found_in_row if state is not None else 0
+            state = self._states[key] = _ShardState(position, busy=state is not None, found_in_row=kept)
         state.iterator = freshest(position, state.iterator, handoff)  # the one kept, or a fresher one handed over
         return state
 
@@ -392,11 +447,16 @@ class ShardProber:
             result = self._judge(state, page, bound_ms)
             keep = result.found is Found.DATA and page.kinesis_records and self.held_bytes > 0
             state.held = HeldAnswer(state.position, bytes(body), limit, state.called_ms) if keep else None
-            found = result.found is Found.DATA
-            state.quiet = 0 if found else state.quiet + 1 if state.busy or state.quiet else 0
-            state.busy = found
+            self._found(state, result.found is Found.DATA)
             return result
         raise RuntimeError(f"GetRecords (probe) on {what}: a fresh shard iterator expired at once")
+
+    @staticmethod
+    def _found(state: _ShardState, found: bool) -> None:
+        """A probe or read of the shard found records, or not: busy, or one more quiet answer since it was."""
+        state.quiet = 0 if found else state.quiet + 1 if state.busy or state.quiet else 0
+        state.busy = found
+        state.found_in_row = state.found_in_row + 1 if found else 0
 
     @staticmethod
     def _judge(state: _ShardState, page: Page, bound_ms: int | None) -> ProbeResult:

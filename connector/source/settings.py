@@ -256,7 +256,7 @@ class SourceSettings:
         first = None if self.records_per_fetch_given else FIRST_CALL_LIMIT  # see PollingSettings
         polling = PollingSettings(self.records_per_fetch, self.fetch_interval_s, first)
         return GetRecordsTransport(
-            kinesis, context, self.client.retry, polling, task.handoff, task.last_call_ms, task.held
+            kinesis, context, self.client.retry, polling, task.handoff, task.last_call_ms, task.held, task.not_before_ms
         )
 
     def shard_reader(

@@ -104,15 +104,20 @@ def payloads(rows: list[dict[str, Any]]) -> list[bytes]:
     return [bytes(row["data"]) for row in rows]
 
 
-def next_batch(source: KinesisStreamReader, start: dict, timeout_s: float = 30.0) -> tuple[dict, list[dict[str, Any]]]:
-    """The next micro-batch that Spark would run: trigger until ``latestOffset`` plans one (idle triggers plan
-    none), then read and commit it. Fails after ``timeout_s`` without a batch."""
-    end = wait_for(
+def next_planned(source: KinesisStreamReader, start: dict, timeout_s: float = 30.0) -> dict:
+    """Trigger until ``latestOffset`` plans a micro-batch after ``start`` (idle triggers plan none); its end offset.
+    Fails after ``timeout_s`` without a batch."""
+    return wait_for(
         lambda: (lambda e: e if e != start else None)(roundtrip(source.latestOffset(start, None))),
         timeout_s,
         interval_s=0.05,
         what="a micro-batch to be planned",
     )
+
+
+def next_batch(source: KinesisStreamReader, start: dict, timeout_s: float = 30.0) -> tuple[dict, list[dict[str, Any]]]:
+    """The next micro-batch that Spark would run: ``next_planned``, then read and commit it."""
+    end = next_planned(source, start, timeout_s)
     rows = read_all(source, list(source.partitions(start, end)))
     source.commit(end)
     return end, rows

@@ -21,6 +21,7 @@ from source_util import client_settings
 from localaws import LocalServer
 from localaws.streams import put_records
 from pyspark_aws_kinesis.aws.clients import kinesis_reader_client
+from pyspark_aws_kinesis.clock import now_ms
 from pyspark_aws_kinesis.fetch.decode import ShardContext
 from pyspark_aws_kinesis.fetch.polling import (
     MAX_CHARGE_LAG_S,
@@ -159,6 +160,27 @@ def test_calls_on_a_shard_start_an_interval_apart_counting_the_calls_own_time(
     assert all(gap >= interval_s - 1e-9 for gap in gaps), gaps  # never faster than Kinesis allows
     expected = [] if expected_sleep_s is None else [pytest.approx(expected_sleep_s)] * 2
     assert clock.sleeps == expected  # ... and no slower: the call's own time counts
+
+
+@pytest.mark.parametrize(("ahead_ms", "waits"), [(5000, True), (-5000, False)])
+def test_a_read_planned_without_a_probe_makes_no_call_before_the_shards_second_has_room(
+    kinesalite: LocalServer, lite_stream, ahead_ms: int, waits: bool
+) -> None:
+    """``ShardTask.not_before_ms`` (the driver's wall clock): the first call waits for it, a time passed costs none."""
+    stream = lite_stream(shards=1)
+    shard = list_shards(kinesalite.client("kinesis"), stream)[0]
+    clock = SimulatedClock()
+    context = ShardContext(stream, shard.shard_id, shard.starting_hash_key, shard.ending_hash_key)
+    transport = GetRecordsTransport(
+        _reader_client(kinesalite), context, RetryPolicy(), PollingSettings(3, 0.2), not_before_ms=now_ms() + ahead_ms
+    )
+    transport.pacer = CallPacer(0.2, clock, clock.sleep)
+    page = next(transport.pages(Position(TRIM_HORIZON), lambda: None))
+    assert page.caught_up
+    if waits:  # what was left of the 5 s when the read started (a real clock ran meanwhile)
+        assert len(clock.sleeps) == 1 and 4.0 < clock.sleeps[0] <= 5.0
+    else:
+        assert clock.sleeps == []
 
 
 def _read_range(

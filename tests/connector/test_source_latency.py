@@ -12,7 +12,17 @@ from contextlib import contextmanager
 
 import pytest
 from efo_util import efo_options
-from source_util import payloads, plan_first_batch, put_numbered, read_all, reader, roundtrip, source_options
+from source_util import (
+    next_batch,
+    next_planned,
+    payloads,
+    plan_first_batch,
+    put_numbered,
+    read_all,
+    reader,
+    roundtrip,
+    source_options,
+)
 from test_source_range import ListTransport, _page, _read
 
 from localaws import LocalServer
@@ -220,6 +230,38 @@ def test_a_probe_that_found_a_few_records_is_the_read_itself(kinesalite: LocalSe
         source.commit(following)
         assert roundtrip(source.latestOffset(following, None)) == following  # the next probe: nothing new
         assert calls == ["GetRecords", "GetRecords"]  # with the probe's own NextShardIterator: no GetShardIterator
+
+
+def test_a_steady_shard_is_read_without_a_probe_and_its_stop_costs_one_empty_batch(
+    kinesalite: LocalServer, lite_stream, tmp_path
+) -> None:
+    """Records at five triggers in a row make a shard steady: the next trigger plans it without a call, and its
+    read's one GetRecords takes what had arrived by then, records put after the planning too. When the records
+    stop, that read finds none: one empty batch; then the shard is probed as a quiet one, and no batch runs."""
+    stream = lite_stream(shards=1)
+    source = reader(source_options(kinesalite, stream, tmp_path))
+    client = kinesis_reader_client(source.settings.client)
+    start = roundtrip(source.initialOffset())
+    for batch in range(5):
+        produced = put_numbered(kinesalite, stream, f"s{batch}-", 2)
+        start, rows = next_batch(source, start)
+        assert payloads(rows) == produced
+    before = put_numbered(kinesalite, stream, "before", 2)
+    with counted_calls(client, "GetRecords", "GetShardIterator") as calls:
+        end = next_planned(source, start)
+        assert calls == []  # planned without asking the shard
+        (partition,) = source.partitions(start, end)
+        (task,) = partition.tasks
+        assert task.held is None and task.handoff is not None and task.not_before_ms is not None
+        after = put_numbered(kinesalite, stream, "after", 3)  # put after the planning, before the read
+        assert payloads(read_all(source, [partition])) == before + after
+        assert calls == ["GetRecords"]  # the read's one call, with the last read's iterator
+    source.commit(end)
+    empty, rows = next_batch(source, end)  # the records stopped: the steady shard's read finds none, once
+    assert rows == [] and empty != end
+    for _ in range(4):  # then nothing is planned (a quiet shard is probed; its answers say "nothing")
+        time.sleep(source.offsets.planner.prober.interval_s)
+        assert roundtrip(source.latestOffset(empty, None)) == empty
 
 
 def test_a_held_answer_that_was_full_is_read_on_from_its_iterator(

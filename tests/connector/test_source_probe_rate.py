@@ -56,6 +56,7 @@ class BusyStream:
     refused: int = 0
     empty: bool = False  # the producer paused: answers without records
     limits: list[int] = field(default_factory=list)  # each call's Limit
+    reads: int = 0  # calls made by batches' reads, not by the prober (``run_triggers(defer=True)``)
 
     def get_records(self, ShardIterator: str, Limit: int) -> dict:
         self.limits.append(Limit)
@@ -90,36 +91,59 @@ def sim(monkeypatch: pytest.MonkeyPatch) -> SimTime:
     return time
 
 
+READ_LEAD_S = 0.045  # from a trigger to its batch's first read: Spark's offset log, planning, the task's start
+BATCH_S = 0.15  # from a trigger to its batch's end
+
+
 def run_triggers(
-    sim: SimTime, interval_s: float, trigger_s: float, seconds: float, neighbour_phase: float | None = None
+    sim: SimTime,
+    interval_s: float,
+    trigger_s: float,
+    seconds: float,
+    neighbour_phase: float | None = None,
+    defer: bool = False,
 ) -> tuple[BusyStream, int, int]:
     """Triggers every ``trigger_s`` (each 0-20 ms late) for ``seconds``, planned as the planner does: a probe that
     finds records plans a batch, whose read is the probe's held answer (no call) and ends at the tip, handing on the
-    answer's iterator. A neighbour calls GetRecords on the first shard once a second at ``neighbour_phase``.
-    Returns the stream, the triggers and the neighbour's refused calls."""
+    answer's iterator. ``defer``: a steady shard is planned without a probe (``ShardProber.deferred``) and its read
+    makes the call, ``READ_LEAD_S`` after the trigger or once the shard's second has room, and a whole fetch interval
+    after the shard's last call (the read's pacer). A neighbour calls GetRecords on the first shard once a second at
+    ``neighbour_phase``. Returns the stream, the triggers and the neighbour's refused calls."""
     stream = BusyStream(sim, sim.book)
     prober = ShardProber(lambda: stream, RetryPolicy(max_retries=0), interval_s, busy_interval_s=0.2)
     keys = {shard_key(STREAM, shard_id): shard_id for shard_id in SHARDS}
     positions = {key: Position(AFTER_SEQUENCE_NUMBER, "0") for key in keys}
     handoffs = {key: Handoff(positions[key], f"{shard_id}:0", sim.now_ms()) for key, shard_id in keys.items()}
+    last_calls: dict[str, int] = {}
     jitter = random.Random(7)
     start, triggers = sim.t, round(seconds / trigger_s)
     if neighbour_phase is not None:
         sim.neighbour_from(neighbour_phase)
     for index in range(triggers):
-        sim.advance_to(start + index * trigger_s + jitter.uniform(0.0, 0.02))
+        trigger = start + index * trigger_s + jitter.uniform(0.0, 0.02)
+        sim.advance_to(trigger)
+        deferred = prober.deferred(positions, handoffs) if defer else {}
         before = {key: prober.last_call_ms(key) for key in keys}
-        results = prober.probe(positions, None, handoffs)
-        read = [key for key in keys if prober.last_call_ms(key) != before[key] and results[key].found is Found.DATA]
-        if read:
-            sim.advance_to(sim.t + 0.15)  # the batch: its reads take the held answers and hand on their iterators
-        for key in read:
-            shard_id, called = keys[key], prober.last_call_ms(key)
+        results = prober.probe({key: at for key, at in positions.items() if key not in deferred}, None, handoffs)
+        probed = [key for key in results if prober.last_call_ms(key) != before[key]]
+        calls = {key: prober.last_call_ms(key) for key in probed if results[key].found is Found.DATA}
+        for key, not_before_ms in sorted(deferred.items(), key=lambda item: item[1]):
+            last_s = sim.t - (sim.now_ms() - max(last_calls.get(key, 0), before[key] or 0)) / 1000
+            sim.advance_to(max(trigger + READ_LEAD_S, sim.t + (not_before_ms - sim.now_ms()) / 1000, last_s + 0.2))
+            stream.get_records(ShardIterator=handoffs[key].iterator, Limit=100)
+            stream.reads += 1
+            calls[key] = sim.now_ms()
+        if calls:
+            sim.advance_to(max(sim.t, trigger + BATCH_S))  # the batch: its reads hand on their iterators
+        for key, called in calls.items():
             assert called is not None
+            shard_id = keys[key]
             positions[key] = Position(AFTER_SEQUENCE_NUMBER, str(len(stream.calls[shard_id])))
             handoffs[key] = Handoff(positions[key], f"{shard_id}:{positions[key].sequence_number}", called)
             prober.observed(key, positions[key], handoffs[key])
+            prober.read_ended(key, positions[key], took_records=True)
             prober.read_called(key, called)
+            last_calls[key] = called
     return stream, triggers, sim.neighbour_refused
 
 
@@ -161,6 +185,28 @@ def test_a_stream_read_alone_is_asked_at_every_200_ms_trigger_5_calls_a_second(s
     for calls in stream.calls.values():
         assert most_in_a_second(calls) == 5
         assert len(calls) >= 0.85 * triggers  # all but a few, for the margin on the window
+
+
+@pytest.mark.parametrize("neighbour_phase", [0.0, 0.1, 0.41, 0.99])
+def test_a_steady_shard_read_without_probes_keeps_to_4_calls_a_second_beside_a_neighbour(
+    sim: SimTime, neighbour_phase: float
+) -> None:
+    """Once steady, a shard is planned without a probe and its read makes the call, after Spark's own work or once
+    the shard's second has room: the same 4 calls a second, the neighbour never refused."""
+    stream, triggers, neighbour_refused = run_triggers(sim, 1.0, 0.2, 10.0, neighbour_phase, defer=True)
+    assert neighbour_refused == 0 and stream.refused == 0 and sim.neighbour_calls >= 9
+    assert stream.reads >= 2 * 0.65 * triggers  # the reads made the calls: the probes stopped after the first
+    for calls in stream.calls.values():
+        assert most_in_a_second(calls) == 4 and len(calls) >= 0.74 * triggers
+        gaps = [later - earlier for earlier, later in itertools.pairwise(calls)]
+        assert max(gaps) < 0.45  # never two triggers in a row without a call
+
+
+def test_a_steady_shard_read_alone_without_probes_is_read_at_every_trigger(sim: SimTime) -> None:
+    stream, triggers, _neighbour_refused = run_triggers(sim, 0.2, 0.2, 60.0, defer=True)
+    assert stream.refused == 0 and stream.reads >= 2 * 0.85 * triggers
+    for calls in stream.calls.values():
+        assert most_in_a_second(calls) == 5 and len(calls) >= 0.9 * triggers
 
 
 def test_short_triggers_do_not_bunch_a_busy_shards_calls(sim: SimTime) -> None:

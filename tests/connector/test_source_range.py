@@ -10,7 +10,14 @@ import pytest
 from pyspark_aws_kinesis.fetch.decode import Page, ShardContext
 from pyspark_aws_kinesis.fetch.iterators import PositionGoneError
 from pyspark_aws_kinesis.fetch.range import FetchLimits, ReplayError, ShardRange, ShardTask
-from pyspark_aws_kinesis.fetch.reads import STOP_CAUGHT_UP, STOP_LIMIT, STOP_SHARD_END, DataLossEvent, ShardRead
+from pyspark_aws_kinesis.fetch.reads import (
+    STOP_BOUND,
+    STOP_CAUGHT_UP,
+    STOP_LIMIT,
+    STOP_SHARD_END,
+    DataLossEvent,
+    ShardRead,
+)
 from pyspark_aws_kinesis.positions import AFTER_SEQUENCE_NUMBER, TRIM_HORIZON, WHOLE_RECORD, Position
 
 CONTEXT = ShardContext("s", "shardId-0", 0, 2**128 - 1)
@@ -82,6 +89,29 @@ def test_the_arrival_bound_and_a_replay_ignore_the_cap_only_where_they_should() 
     assert rows == ["1", "2", "3"] and result == recorded
     with pytest.raises(ReplayError, match="without meeting record 3/0"):
         _read(ListTransport([_page([1, 2], next_=None)]), replay=recorded)
+
+
+def _called(page: Page, called_ms: int) -> Page:
+    page.called_ms = called_ms
+    return page
+
+
+def test_a_read_planned_without_a_bound_takes_what_arrived_by_its_first_call() -> None:
+    """``stop_at_first_call`` (a shard the driver did not probe): the first page whole, later pages up to when its
+    call started (arrivals are sequence x 1 ms here)."""
+    first_call = FetchLimits(stop_at_first_call=True)
+    rows, result = _read(ListTransport([_called(_page([1, 2]), 4), _page([3, 4, 5, 6])]), first_call)
+    assert rows == ["1", "2", "3", "4"] and result.stop == STOP_BOUND
+    # the server's clock ahead of this host's: the first page's records "arrived" after its call, all taken
+    rows, result = _read(ListTransport([_called(_page([1, 2, 3]), 2), _page([4, 5])]), first_call)
+    assert rows == ["1", "2", "3"] and result.stop == STOP_BOUND
+    # a bound planned wins, and without either a read goes on to the tip
+    rows, _result = _read(
+        ListTransport([_called(_page([1, 2, 3]), 9)]), FetchLimits(stop_after_ms=2, stop_at_first_call=True)
+    )
+    assert rows == ["1", "2"]
+    rows, result = _read(ListTransport([_called(_page([1, 2]), 1), _page([3]), _page([], behind=0)]))
+    assert rows == ["1", "2", "3"] and result.stop == STOP_CAUGHT_UP
 
 
 def test_a_gone_start_goes_on_from_the_oldest_record_and_says_so() -> None:
