@@ -144,3 +144,42 @@ def test_an_idle_query_runs_no_empty_batches_and_reports_lag(
         report = json.loads(latest) if isinstance(latest, str) else latest
         assert report["maxMillisBehindLatest"] >= 0
         assert set(report["millisBehindLatest"]) == {f"{stream}/shardId-00000000000{i}" for i in range(2)}
+
+
+@pytest.mark.slow
+def test_a_steady_stream_that_stops_costs_at_most_one_empty_batch_a_shard(
+    spark, kinesalite: LocalServer, lite_stream, tmp_path
+) -> None:
+    """Records every 50 ms for 3 s make both shards steady: batches read them without probes (their offsets have
+    no arrival bound). When the producer stops, a steady shard's next read finds nothing: an empty micro-batch, at
+    most one a shard, and none once the shards are probed again. Every record arrives once. (A pause of a trigger
+    or more while records flow costs one too: the producer here never pauses that long.)"""
+    stream = lite_stream(shards=2)
+    frame = spark.readStream.format(FORMAT).options(**source_options(kinesalite, stream, tmp_path / "meta")).load()
+    query = (
+        frame.writeStream.format("memory")
+        .queryName("steady_rows")
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    kinesis, produced = kinesalite.client("kinesis"), _produce(kinesalite, stream, 4, "warm")
+    try:
+        wait_for(lambda: spark.table("steady_rows").count() >= 4, what="the first batch")  # workers started
+        for tick in range(60):
+            records = [(f"t{tick:02d}-{i}".encode(), f"key-{i}") for i in range(4)]
+            put_records(kinesis, stream, records)
+            produced += [data for data, _key in records]
+            time.sleep(0.05)
+        wait_for(lambda: spark.table("steady_rows").count() >= len(produced), what="every record")
+        time.sleep(3.0)  # idle: 15 triggers
+        progress = list(query.recentProgress)
+    finally:
+        query.stop()
+    assert sorted(bytes(row.data) for row in spark.table("steady_rows").collect()) == sorted(produced)
+    ends = [p["sources"][0]["endOffset"] for p in progress]
+    unbounded = [end for end in ends if "untilMs" not in (json.loads(end) if isinstance(end, str) else end)]
+    assert unbounded, f"no batch read a steady shard without a probe: {ends[-3:]}"
+    empty = [p["batchId"] for p in progress if p["numInputRows"] == 0]
+    last_rows = max(p["batchId"] for p in progress if p["numInputRows"] > 0)
+    assert len(empty) <= 2 and all(last_rows < batch <= last_rows + 2 for batch in empty), (empty, last_rows)
