@@ -201,6 +201,22 @@ def test_a_joined_binary_columns_lengths_reach_arrow_as_a_buffer(monkeypatch: py
     assert column.equals(pa.array(large, pa.binary()))
 
 
+def test_a_batch_of_a_decoded_page_takes_its_string_columns_from_the_decode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decode builds the partition key and sequence number columns right after their lists (while the strings
+    are in cache), and ``to_batch`` slices them; a list changed since is built again."""
+    shard = ShardContext("s", "shardId-0", 0, MAX_HASH_KEY)
+    page = decode_get_records(_body([(b"x", "k0", 1.0), (b"y", "ключ", 2.0), (b"z", "k2", None)]), shard)
+    built: list[list[str]] = []
+    monkeypatch.setattr(decode, "_string_array", lambda values: built.append(values) or pa.array(values, pa.string()))
+    batch = page.to_batch(shard, 1, 3)
+    assert built == [] and batch.column("partitionKey").to_pylist() == ["ключ", "k2"]
+    assert batch.column("sequenceNumber").to_pylist() == ["101", "102"]
+    page.keys = ["a", "b", "c"]
+    assert page.to_batch(shard, 0, 3).column("partitionKey").to_pylist() == ["a", "b", "c"] and built == [
+        ["a", "b", "c"]
+    ]
+
+
 def test_a_batch_of_a_plain_page_holds_the_rows_asked_for() -> None:
     """Rows ``start:stop`` of a decoded page (the columns the decode kept are sliced), arrival None included."""
     rows = [(b"a" * 300, "k0", 1700000000.001), (b"", "ключ", None), (b"c" * 5, "k2", 1700000000.5), (b"d", "k3", 1.0)]
