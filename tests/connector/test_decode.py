@@ -217,6 +217,28 @@ def test_a_batch_of_a_decoded_page_takes_its_string_columns_from_the_decode(monk
     ]
 
 
+def test_constant_columns_are_slices_of_one_kept_per_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch's stream name, shard id and sub-sequence columns are slices of one column kept per value (built again
+    only when a longer one is asked for), and the kept columns are bounded."""
+    monkeypatch.setattr(decode, "_constant_columns", {})
+    first = decode.constant_column("shardId-7", pa.string(), 5)
+    shorter = decode.constant_column("shardId-7", pa.string(), 3)
+    assert shorter.to_pylist() == ["shardId-7"] * 3 and shorter.buffers()[2].address == first.buffers()[2].address
+    longer = decode.constant_column("shardId-7", pa.string(), 8)
+    assert longer.to_pylist() == ["shardId-7"] * 8 and len(decode.constant_column("shardId-7", pa.string(), 0)) == 0
+    zeros = decode.constant_column(0, pa.int64(), 4)
+    assert zeros.type == pa.int64() and zeros.to_pylist() == [0] * 4
+    shard = ShardContext("s", "shardId-7", 0, MAX_HASH_KEY)
+    batches = [decode_get_records(_body([(b"x", "k", 1.0)] * n), shard).to_batch(shard, 0, n) for n in (2, 1)]
+    for name in ("streamName", "shardId", "subSequenceNumber"):
+        buffers = [batch.column(name).buffers()[-1].address for batch in batches]
+        assert buffers[0] == buffers[1], name
+    assert batches[1].column("shardId").to_pylist() == ["shardId-7"]
+    for index in range(2 * decode._CONSTANTS_KEPT):
+        decode.constant_column(f"shardId-{index}", pa.string(), 1)
+    assert len(decode._constant_columns) <= decode._CONSTANTS_KEPT
+
+
 def test_a_batch_of_a_plain_page_holds_the_rows_asked_for() -> None:
     """Rows ``start:stop`` of a decoded page (the columns the decode kept are sliced), arrival None included."""
     rows = [(b"a" * 300, "k0", 1700000000.001), (b"", "ключ", None), (b"c" * 5, "k2", 1700000000.5), (b"d", "k3", 1.0)]
