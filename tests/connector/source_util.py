@@ -104,6 +104,18 @@ def payloads(rows: list[dict[str, Any]]) -> list[bytes]:
     return [bytes(row["data"]) for row in rows]
 
 
+def memory_query(frame: Any, name: str, checkpoint: Any, trigger_ms: int = 200) -> Any:
+    """``frame`` streamed into the memory sink table ``name`` (checkpoint at ``checkpoint``), a processing-time
+    trigger of ``trigger_ms``; the started query."""
+    return (
+        frame.writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime=f"{trigger_ms} milliseconds")
+        .start()
+    )
+
+
 def next_planned(source: KinesisStreamReader, start: dict, timeout_s: float = 30.0) -> dict:
     """Trigger until ``latestOffset`` plans a micro-batch after ``start`` (idle triggers plan none); its end offset.
     Fails after ``timeout_s`` without a batch."""

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from source_util import FORMAT, source_options, wait_for
+from source_util import FORMAT, memory_query, source_options, wait_for
 
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy, Faults
@@ -50,13 +50,7 @@ def _put(server: LocalServer, stream: str, count: int) -> None:
 
 def _start(spark: Any, server: LocalServer, stream: str, tmp_path: Any, name: str):
     frame = spark.readStream.format(FORMAT).options(**source_options(server, stream, tmp_path / "meta")).load()
-    return (
-        frame.writeStream.format("memory")
-        .queryName(name)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(processingTime="200 milliseconds")
-        .start()
-    )
+    return memory_query(frame, name, tmp_path / "checkpoint")
 
 
 @pytest.fixture

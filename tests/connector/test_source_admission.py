@@ -11,7 +11,7 @@ from collections import Counter
 
 import pyarrow.parquet as pq
 import pytest
-from source_util import FORMAT, drain, payloads, reader, roundtrip, source_options, wait_for
+from source_util import FORMAT, drain, memory_query, payloads, reader, roundtrip, source_options, wait_for
 
 from localaws import LocalServer
 from localaws.streams import put_records
@@ -123,13 +123,7 @@ def test_an_idle_query_runs_no_empty_batches_and_reports_lag(
     stream = lite_stream(shards=2)
     produced = _produce(kinesalite, stream, 20)
     frame = spark.readStream.format(FORMAT).options(**source_options(kinesalite, stream, tmp_path / "meta")).load()
-    query = (
-        frame.writeStream.format("memory")
-        .queryName("idle_rows")
-        .option("checkpointLocation", str(tmp_path / "cp"))
-        .trigger(processingTime="100 milliseconds")
-        .start()
-    )
+    query = memory_query(frame, "idle_rows", tmp_path / "cp", trigger_ms=100)
     try:
         wait_for(lambda: spark.table("idle_rows").count() >= 20, what="the 20 records")
         time.sleep(3.0)  # idle: 30 triggers
@@ -156,13 +150,7 @@ def test_a_steady_stream_that_stops_costs_at_most_one_empty_batch_a_shard(
     or more while records flow costs one too: the producer here never pauses that long.)"""
     stream = lite_stream(shards=2)
     frame = spark.readStream.format(FORMAT).options(**source_options(kinesalite, stream, tmp_path / "meta")).load()
-    query = (
-        frame.writeStream.format("memory")
-        .queryName("steady_rows")
-        .option("checkpointLocation", str(tmp_path / "cp"))
-        .trigger(processingTime="200 milliseconds")
-        .start()
-    )
+    query = memory_query(frame, "steady_rows", tmp_path / "cp")
     kinesis, produced = kinesalite.client("kinesis"), _produce(kinesalite, stream, 4, "warm")
     try:
         wait_for(lambda: spark.table("steady_rows").count() >= 4, what="the first batch")  # workers started

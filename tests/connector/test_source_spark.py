@@ -24,7 +24,15 @@ from urllib.parse import urlparse
 import pyarrow.parquet as pq
 import pytest
 from efo_util import efo_options
-from source_util import FORMAT, format_1_json, records_and_a_cut, source_options, start_parquet_query, wait_for
+from source_util import (
+    FORMAT,
+    format_1_json,
+    memory_query,
+    records_and_a_cut,
+    source_options,
+    start_parquet_query,
+    wait_for,
+)
 
 from localaws import KINESALITE, LocalServer
 from localaws.gate import gate, held_calls
@@ -64,13 +72,7 @@ def test_stream_rows_schema_and_multiple_streams(spark, kinesalite: LocalServer,
     produced = {first: _put(kinesalite, first, "one", 25), second: _put(kinesalite, second, "two", 5)}
     frame = spark.readStream.format(FORMAT).options(**source_options(kinesalite, f"{first}, {second}", tmp_path)).load()
     assert frame.schema.simpleString() == EXPECTED_SCHEMA
-    query = (
-        frame.writeStream.format("memory")
-        .queryName("source_rows")
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(processingTime="200 milliseconds")
-        .start()
-    )
+    query = memory_query(frame, "source_rows", tmp_path / "checkpoint")
     try:
         wait_for(lambda: spark.table("source_rows").count() >= 30, what="30 rows in the memory sink")
         rows = spark.table("source_rows").collect()
