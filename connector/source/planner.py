@@ -170,8 +170,7 @@ class BatchPlanner:
         if not with_data and not force:
             return None
         caps, reads = fair_shares(sorted(with_data), max_rows, batch_id)
-        # A shard read without a probe takes what arrived by its read's first call: no bound set here
-        until = bound_ms if bound_ms is not None else None if self._not_before[1] else max([now_ms(), *arrivals])
+        until = self._arrival_bound(bound_ms, arrivals)
         offset = KinesisOffset(
             base.source_id,
             base.metadata_path,
@@ -186,6 +185,15 @@ class BatchPlanner:
         )
         self._log_plan(offset)
         return offset
+
+    def _arrival_bound(self, bound_ms: int | None, arrivals: list[int]) -> int | None:
+        """The planned batch's ``until_ms``: AvailableNow's bound; none when it reads a steady shard without a probe
+        (each read takes what arrived by its first call); else now, or the latest arrival a probe saw if later."""
+        if bound_ms is not None:
+            return bound_ms
+        if self._not_before[1]:
+            return None
+        return max([now_ms(), *arrivals])
 
     def _after(self, base: KinesisOffset) -> tuple[dict[str, Position], set[str]]:
         """Where each shard continues after batch ``base``, and which shards are known to have more records."""
