@@ -209,7 +209,7 @@ class CallPacer:
 
     def paid_in(self, seconds: float) -> None:
         """Another read's answers on the shard are paid back ``seconds`` from now: the next call waits for it."""
-        self._paid_at = max(self._paid_at, self.clock() + seconds)
+        self.not_before(self.clock() + seconds)
 
     def not_before(self, when: float) -> None:
         """The next call starts at ``when`` (this pacer's clock) at the earliest: the shard's second has room then."""

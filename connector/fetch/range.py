@@ -91,6 +91,12 @@ class FetchLimits:
     stop_after_ms: int | None = None
     stop_at_first_call: bool = False  # without ``stop_after_ms``: bound by the first page (see the module doc)
 
+    @classmethod
+    def of_batch(cls, max_records: int | None, max_time_s: float | None, until_ms: int | None) -> FetchLimits:
+        """A micro-batch's read of a shard: bound by the batch's planned arrival time, or, where it has none (a
+        steady shard planned without a probe, an older checkpoint), by what had arrived by the read's first call."""
+        return cls(max_records, max_time_s, until_ms, stop_at_first_call=until_ms is None)
+
 
 class ShardTransport(Protocol):
     """Delivers one shard's records as decoded Pages (see the module doc); GetRecords or SubscribeToShard."""

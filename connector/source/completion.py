@@ -43,7 +43,7 @@ def complete_reads(
 def _complete(
     settings: SourceSettings, base: KinesisOffset, store: MetadataStore, task: ShardTask, arn: str | None
 ) -> ShardRead:
-    limits = FetchLimits(settings.max_fetch_records, None, base.until_ms, stop_at_first_call=base.until_ms is None)
+    limits = FetchLimits.of_batch(settings.max_fetch_records, None, base.until_ms)
     shard_range, transport = settings.shard_reader(task, limits, arn)
     skipped = sum(stop - start for _page, start, stop in shard_range.slices(transport))
     assert shard_range.result is not None

@@ -183,9 +183,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             yield shard_range.result
 
     def _limits(self, until_ms: int | None) -> FetchLimits:
-        # no bound planned: what had arrived by the first call (shards read without a probe, older checkpoints)
-        first_call = until_ms is None
-        return FetchLimits(self.settings.max_fetch_records, self.settings.max_fetch_time_s, until_ms, first_call)
+        return FetchLimits.of_batch(self.settings.max_fetch_records, self.settings.max_fetch_time_s, until_ms)
 
     def stop(self) -> None:
         """Deregister the query's enhanced fan-out consumers when ``kinesis.requireConsumerDeregistration`` is
