@@ -147,11 +147,13 @@ def test_a_steady_stream_that_stops_costs_at_most_one_empty_batch_a_shard(
     """Records every 50 ms for 3 s make both shards steady: batches read them without probes (their offsets have
     no arrival bound). When the producer stops, a steady shard's next read finds nothing: an empty micro-batch, at
     most one a shard, and none once the shards are probed again. Every record arrives once. (A pause of a trigger
-    or more while records flow costs one too: the producer here never pauses that long.)"""
+    or more while records flow costs one too: the producer here never pauses that long.) The first records are put
+    before the query starts: Spark runs a new query's batch 0 even when its source has nothing, and a first trigger
+    that beats the put would be that empty batch."""
     stream = lite_stream(shards=2)
+    kinesis, produced = kinesalite.client("kinesis"), _produce(kinesalite, stream, 4, "warm")
     frame = spark.readStream.format(FORMAT).options(**source_options(kinesalite, stream, tmp_path / "meta")).load()
     query = memory_query(frame, "steady_rows", tmp_path / "cp")
-    kinesis, produced = kinesalite.client("kinesis"), _produce(kinesalite, stream, 4, "warm")
     try:
         wait_for(lambda: spark.table("steady_rows").count() >= 4, what="the first batch")  # workers started
         for tick in range(60):
