@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from collections.abc import Callable, Container, Hashable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ from ..positions import AFTER_SEQUENCE_NUMBER, WHOLE_RECORD, Position
 from ..retry import RetriesExhaustedError, RetryPolicy, is_throttled, quota_backoff
 from .decode import Page, ShardContext, decode_get_records
 from .iterators import Handoff, HeldAnswer, open_iterator, refused_iterator
+from .reads import CALLS_KEPT
 
 ShardT = TypeVar("ShardT", bound=Hashable)  # how a shard is named: (stream, shard id), or a shard key
 SHARD_READ_BYTES_PER_S = 2 * 1024 * 1024  # GetRecords bytes per second per shard, shared by its readers (AWS)
@@ -282,7 +284,8 @@ class GetRecordsTransport:
         self.held = held  # the probe's answer at the read's start (ShardTask.held): the first page, no call
         self.not_before_ms = not_before_ms  # no call before then: the shard's second has room (ShardTask)
         self.refused_calls = 0  # calls Kinesis refused for the shard's quota (GetRecords, GetShardIterator)
-        self.last_call_ms: int | None = None  # when the last GetRecords started (wall clock, for the next batch)
+        # when the last GetRecords calls started (wall clock: the driver counts them in the shard's second)
+        self.call_starts_ms: deque[int] = deque(maxlen=CALLS_KEPT)
         self._what = context.label
 
     def pages(self, start: Position, wanted: Callable[[], int | None]) -> Iterator[Page]:
@@ -338,7 +341,7 @@ class GetRecordsTransport:
         page.at_tip = not page.millis_behind_latest and page.kinesis_records < held.limit
         started = monotonic_at(held.called_ms, self.pacer.clock)
         self.pacer.started_at(started)
-        self.last_call_ms = held.called_ms
+        self.call_starts_ms.append(held.called_ms)
         self.memory.called(self._shard, held.called_ms)
         self._answered(page, held.called_ms, started)
         self._pace_after(page)
@@ -369,7 +372,8 @@ class GetRecordsTransport:
         while True:
             self.pacer.wait()
             started = self.pacer.last_start
-            called_ms = self.last_call_ms = now_ms()
+            called_ms = now_ms()
+            self.call_starts_ms.append(called_ms)
             self.memory.called(self._shard, called_ms)
             try:
                 page = self._get_records(iterator, wanted, handed)

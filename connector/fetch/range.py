@@ -108,8 +108,8 @@ class ShardTransport(Protocol):
         Raises PositionGoneError / ShardGoneError when ``start`` cannot be opened. A transport whose
         ``next_iterator`` is a GetRecords shard iterator (not a subscription's continuation) says so with a true
         class attribute ``hands_off_iterators``: only then does a read hand its last one on. A transport that
-        counts the calls Kinesis refused for a quota has them in ``refused_calls``, and the wall-clock start of its last
-        call in ``last_call_ms`` (the read's result keeps both).
+        counts the calls Kinesis refused for a quota has them in ``refused_calls``, and the wall-clock starts of its
+        last calls in ``call_starts_ms`` (the read's result keeps both).
         """
         ...
 
@@ -322,7 +322,7 @@ class ShardRange:
             next_iterator=self._tail[0] if self._tail else None,
             iterator_ms=self._tail[1] if self._tail else None,
             refused_calls=int(getattr(self._transport, "refused_calls", 0)),
-            last_call_ms=getattr(self._transport, "last_call_ms", None),
+            call_starts_ms=tuple(getattr(self._transport, "call_starts_ms", ())),
         )
         if self.replay is not None:
             if self._count != self.replay.records:

@@ -23,6 +23,9 @@ STOP_END = "end"  # a fixed end reached: a replay's recorded last record, a batc
 # Stops after which the shard has records waiting, so the next plan reads it without probing first (a bound stop
 # saw the next record; AvailableNow's own bound probes anyway: see source.planner._find_waiting).
 MORE_WAITING = frozenset({STOP_LIMIT, STOP_TIME, STOP_BOUND})
+# A read's last call starts kept (``ShardRead.call_starts_ms``): AWS admits 5 GetRecords a second per shard, and a
+# read's calls start at least 200 ms apart, so older ones are out of the second of any call after its last.
+CALLS_KEPT = 5
 
 
 @dataclass(frozen=True)
@@ -55,9 +58,10 @@ class ShardRead:
     received at ``iterator_ms`` (wall clock): the next read or probe of the shard starts with it instead of
     GetShardIterator while it is fresh. It is a hint, not part of the range: two attempts may hold different ones.
     ``refused_calls`` counts the read's calls Kinesis refused for the shard's quota (the read backed off and
-    went on); the driver reports them. ``last_call_ms``: when the read's last GetRecords started (wall clock): the
-    driver hands it to the next batch's read of the shard (``ShardTask.last_call_ms``), whose first call keeps
-    ``kinesis.getRecords.fetchIntervalMs`` after it.
+    went on); the driver reports them. ``call_starts_ms``: when the read's last GetRecords calls started (wall
+    clock, oldest first, at most ``CALLS_KEPT``): the driver counts them in the shard's second before it probes the
+    shard again, and hands the last (``last_call_ms``) to the next batch's read of the shard
+    (``ShardTask.last_call_ms``), whose first call keeps ``kinesis.getRecords.fetchIntervalMs`` after it.
     """
 
     stream: str
@@ -75,7 +79,12 @@ class ShardRead:
     next_iterator: str | None = None
     iterator_ms: int | None = None
     refused_calls: int = 0
-    last_call_ms: int | None = None
+    call_starts_ms: tuple[int, ...] = ()
+
+    @property
+    def last_call_ms(self) -> int | None:
+        """When the read's last GetRecords started (wall ms), if it made one."""
+        return self.call_starts_ms[-1] if self.call_starts_ms else None
 
     def same_range(self, other: ShardRead) -> bool:
         """Both name the same records: same start, count and end (bookkeeping such as lag or why the read
@@ -113,8 +122,8 @@ class ShardRead:
             body["iteratorMs"] = self.iterator_ms
         if self.refused_calls:
             body["refusedCalls"] = self.refused_calls
-        if self.last_call_ms is not None:
-            body["lastCallMs"] = self.last_call_ms
+        if self.call_starts_ms:
+            body["callStartsMs"] = list(self.call_starts_ms)
         return body
 
     @classmethod
@@ -135,5 +144,12 @@ class ShardRead:
             next_iterator=body.get("nextShardIterator"),
             iterator_ms=body.get("iteratorMs"),
             refused_calls=int(body.get("refusedCalls", 0)),
-            last_call_ms=body.get("lastCallMs"),
+            call_starts_ms=_call_starts(body),
         )
+
+
+def _call_starts(body: dict[str, Any]) -> tuple[int, ...]:
+    """A recorded read's call starts; a read recorded before they were kept has its last call's alone."""
+    if "callStartsMs" in body:
+        return tuple(int(called) for called in body["callStartsMs"])
+    return (int(body["lastCallMs"]),) if body.get("lastCallMs") is not None else ()

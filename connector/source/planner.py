@@ -228,7 +228,8 @@ class BatchPlanner:
                 waiting.add(key)
             if read.last_call_ms is not None:  # the next read's first call keeps the fetch interval after it
                 self._last_calls[key] = read.last_call_ms
-                self.prober.read_called(key, read.last_call_ms)  # and it counts in the shard's second
+            for called_ms in read.call_starts_ms:  # and the read's calls count in the shard's second
+                self.prober.read_called(key, called_ms)
             self.health.read(base.batch_id, key, read)
         return positions, waiting
 

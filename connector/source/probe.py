@@ -25,8 +25,8 @@ next probe needs no GetShardIterator either: one call per shard per batch instea
 
 Busy and idle: an idle shard (a probe found nothing) is asked again after ``kinesis.probeIntervalMs`` (one that
 was busy just before: after twice the busy interval, then four times, ... up to that). A busy one (its last probe
-or read found records) is asked at a trigger when the query's calls on it (probes, and the reads' last calls the
-driver hears of) that started within the last second (and 10 ms) are fewer than ``SHARED_CALLS_PER_S`` (4: one
+or read found records) is asked at a trigger when the query's calls on it (probes, and each read's calls, which
+its result lists) that started within the last second (and 10 ms) are fewer than ``SHARED_CALLS_PER_S`` (4: one
 of the shard's 5 left to another reader; ``ALONE_CALLS_PER_S``, all 5, when ``kinesis.probeIntervalMs`` is at most
 200 ms, which declares the stream read by this query alone) and the last started at least ``busy_interval_s`` ago
 (7/8 of ``kinesis.getRecords.fetchIntervalMs``, at least of 200 ms: a trigger a few ms early still counts as a
@@ -281,9 +281,9 @@ class ShardProber:
         return chosen
 
     def read_called(self, key: str, called_ms: int) -> None:
-        """A batch's read of ``key`` made its last GetRecords at ``called_ms`` (wall ms): one of the query's calls on
-        the shard in its second (a read made only of a probe's held answer names the probe's call: not counted
-        twice). Earlier calls of a read are not known here."""
+        """A batch's read of ``key`` made a GetRecords at ``called_ms`` (wall ms; the planner passes each of the
+        read's last calls, ``ShardRead.call_starts_ms``): one of the query's calls on the shard in its second (a
+        read's first page that was a probe's held answer names the probe's call: not counted twice)."""
         calls = self._calls.setdefault(key, deque())
         if all(wall_ms != called_ms for _at, wall_ms in calls):
             calls.append((monotonic_at(called_ms), called_ms))

@@ -235,3 +235,7 @@ def test_old_records_parse_and_new_fields_round_trip() -> None:
     assert ShardRead.from_json(old) == ShardRead("s", "shardId-1", Position(TRIM_HORIZON), 0)
     lossy = replace(_read(), dropped_out_of_range=3, data_loss=DataLossEvent(Position(AFTER_SEQUENCE_NUMBER, "7"), "x"))
     assert ShardRead.from_json(lossy.to_json()) == lossy
+    called = replace(_read(), call_starts_ms=(1_000, 1_250, 1_500))
+    assert ShardRead.from_json(called.to_json()) == called and called.last_call_ms == 1_500
+    recorded_before = {**old, "lastCallMs": 1_500}  # a read recorded when only its last call was kept
+    assert ShardRead.from_json(recorded_before).call_starts_ms == (1_500,)

@@ -350,3 +350,26 @@ def test_a_probes_answer_taken_as_the_first_page_is_paid_back_from_the_probes_ca
     rows = sum(stop - first for _page, first, stop in ShardRange(task, FetchLimits(), context).slices(transport))
     assert shard.ours[0][0] - taken_at < 0.05  # at once (the wall clock moved a few ms meanwhile)
     assert rows == 2 * records and shard.refused == 0
+
+
+def test_every_call_of_a_read_counts_in_the_shards_second_not_only_its_last(
+    kinesalite: LocalServer, lite_stream, quota_proxy: QuotaProxy, tmp_path
+) -> None:
+    """A read that took a few records a call made several GetRecords before it reached the shard's tip. The driver
+    counts each of them in the shard's second before it probes the shard again, as AWS counts the shard's calls:
+    hearing only of the last, a probe right after such a read would be the shard's fifth or sixth call of that
+    second, and a neighbour's call (or ours) refused."""
+    stream = lite_stream(shards=1)
+    produced = put_numbered(kinesalite, stream, "a", 5)  # the probe holds 1, the read takes 2 + 2, then finds 0
+    options = source_options(quota_proxy, stream, tmp_path, **{"kinesis.getRecords.numberOfRecordsPerFetch": "2"})
+    source = reader(options)
+    start = roundtrip(source.initialOffset())
+    end = roundtrip(source.latestOffset(start, None))
+    assert payloads(read_all(source, list(source.partitions(start, end)))) == produced
+    source.commit(end)
+    source.latestOffset(end, None)  # the driver hears of the read (and may probe the shard)
+    now = time.monotonic()
+    made = quota_proxy.report().tally(stream=stream, action="GetRecords").calls  # the probes' and the read's
+    assert made >= 4, f"{made} GetRecords in all: the read did not take its records in several calls"
+    counted = source.offsets.planner.prober.calls_within_window(shard_key(stream, "shardId-000000000000"), now)
+    assert counted == made  # all started within the last second (~0.6 s from the first to the last)
