@@ -108,9 +108,11 @@ class QueryHealth:
         self.lost(batch_id, key, position, "shard gone")
         self._reported_vanished.add(key)
 
-    def forget(self, tracked: Collection[str]) -> None:
-        """Keep the lag, refusals and vanished warnings of the shards still ``tracked`` only."""
-        self._lag = {key: lag for key, lag in self._lag.items() if key in tracked}
+    def forget(self, tracked: Collection[str], unfinished: Collection[str]) -> None:
+        """Keep the refusals and vanished warnings of the shards still ``tracked`` only, and the lag of the
+        ``unfinished`` ones: a shard read to its end has nothing left to be behind on, and its last lag would
+        otherwise stay in the report (and its maximum) until ListShards stops showing it (the retention)."""
+        self._lag = {key: lag for key, lag in self._lag.items() if key in unfinished}
         self.refused = {key: count for key, count in self.refused.items() if key in tracked}
         self._reported_vanished = {key for key in self._reported_vanished if key in tracked}
 

@@ -235,8 +235,9 @@ class BatchPlanner:
 
     def _track(self, positions: dict[str, Position], parents: dict[str, tuple[str, ...]], batch_id: int) -> None:
         """Fold the current listings in (planning batch ``batch_id``); an unfinished shard that vanished is lost
-        data. A shard read to its end is never probed or read again: the prober and the handed-on iterators forget
-        it at once (a probe's held answer is up to 64 KiB), not once ListShards stops showing it (the retention)."""
+        data. A shard read to its end is never probed or read again: the prober, the handed-on iterators and the lag
+        report forget it at once (a probe's held answer is up to 64 KiB), not once ListShards stops showing it (the
+        retention)."""
         for stream in self.settings.streams:
             listing = self.catalog.shards(stream)
             vanished = track_listing(positions, parents, stream, listing, lambda _shard: Position(TRIM_HORIZON))
@@ -245,7 +246,7 @@ class BatchPlanner:
         unfinished = {key for key, position in positions.items() if not position.is_shard_end}
         self.prober.forget(unfinished)
         self.handoffs = {key: handoff for key, handoff in self.handoffs.items() if key in unfinished}
-        self.health.forget(positions)
+        self.health.forget(positions, unfinished)
 
     def _find_waiting(
         self,

@@ -265,11 +265,11 @@ class _Listing:
         return self.now
 
 
-def test_shards_read_to_their_end_leave_the_probers_state_and_handoffs_at_once(tmp_path) -> None:
+def test_shards_read_to_their_end_leave_the_probers_state_handoffs_and_lag_at_once(tmp_path) -> None:
     """1,000 shards, 10 a generation: each reshard closes the last generation, which the query reads to its end,
     and opens 10 children; closed shards stay listed for 5 generations (the retention). The prober's states (a
-    probe's held answer: up to 64 KiB each) and the handed-on iterators keep only the shards still read, not the
-    finished ones ListShards still shows."""
+    probe's held answer: up to 64 KiB each), the handed-on iterators and the lag in the progress report keep only
+    the shards still read, not the finished ones ListShards still shows (whose last lag is no longer true)."""
     settings = SourceSettings.from_options(
         {"kinesis.streamName": "s", "kinesis.region": "us-east-1", "kinesis.metadataPath": str(tmp_path)}
     )
@@ -299,5 +299,8 @@ def test_shards_read_to_their_end_leave_the_probers_state_and_handoffs_at_once(t
             handoff = Handoff(positions[key], f"iterator of {key}", now_ms())
             planner.prober.observed(key, positions[key], handoff)
             planner.handoffs[key] = handoff
+            planner.health.probed(key, 5_000 + current)
     assert len(positions) == 60 and len(reading) == 10  # the offsets track what ListShards shows (the retention)
     assert set(planner.prober._states) == reading and set(planner.handoffs) == reading
+    report = planner.health.lag_report()  # every generation's lag was heard of; the closed ones' is gone
+    assert report is not None and set(report["millisBehindLatest"]) == reading
