@@ -215,15 +215,18 @@ PROBE_INTERVAL_MS = add(
         "kinesis.probeIntervalMs",
         integer(0),
         1000,
-        "Least time between two of the driver's probes of an idle shard (one GetRecords: is anything new?), "
-        "whatever the trigger; a busy shard (its last probe or read found records) is probed at a trigger when "
-        "the query made fewer than 4 calls on it in the last second (5 with 200 ms or less here, which says "
-        "the query reads the stream alone), the last at least 7/8 of kinesis.getRecords.fetchIntervalMs ago, "
-        "and a probe that finds records is the batch's read. A read that ended at the shard's tip counts as a "
-        "probe. The default costs an idle shard 1 of its 5 GetRecords per second, like AWS Lambda's polling; "
-        "lower values see new records sooner and take that much more of the budget every reader of the shard "
-        'shares; below 200 ms a busy shard is asked as often as an idle one (docs/source.md, "What the source costs '
-        'a shard").',
+        "How often the driver probes an idle shard (one GetRecords: is anything new?), whatever the trigger: "
+        "once per interval, at the shard's own turn of it (a stream's shards take evenly spread turns; never two "
+        "probes of a shard within half an interval), and at once when a probe finds records on another shard of "
+        "a stream that had none (at most once per interval): the first records after a quiet spell are seen "
+        "within the interval divided by the stream's shards. A busy shard (its last probe or read found records) "
+        "is probed at a trigger when the query made fewer than 4 calls on it in the last second (5 with 200 ms "
+        "or less here, which says the query reads the stream alone), the last at least 7/8 of "
+        "kinesis.getRecords.fetchIntervalMs ago, and a probe that finds records is the batch's read. A read that "
+        "ended at the shard's tip counts as a probe. The default costs an idle shard 1 of its 5 GetRecords per "
+        "second, like AWS Lambda's polling; lower values see new records sooner and take that much more of the "
+        "budget every reader of the shard shares; below 200 ms a busy shard is asked as often as an idle one "
+        '(docs/source.md, "What the source costs a shard").',
         Side.SOURCE,
         unit="ms",
     )

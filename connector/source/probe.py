@@ -23,8 +23,11 @@ it to the batch's task (``held``; GetRecords reads only), whose read takes it as
 and asks only for what follows it. The probe's NextShardIterator then points where the next batch starts, so the
 next probe needs no GetShardIterator either: one call per shard per batch instead of three.
 
-Busy and idle: an idle shard (a probe found nothing) is asked again after ``kinesis.probeIntervalMs`` (one that
-was busy just before: after twice the busy interval, then four times, ... up to that). A busy one (its last probe
+Busy and idle: an idle shard (a probe found nothing) is asked once per ``kinesis.probeIntervalMs``, at its own turn
+of the interval (``_turn_came``): a stream's shards take evenly spread turns, so that new records on any of its N
+shards are seen within 1/N of the interval, and the probe that finds them has the stream's other idle shards asked at
+once (``_woken``: a producer that starts puts records on every shard its keys hash to). One that was busy just
+before is asked after twice the busy interval, then four times, ... up to the probe interval. A busy one (its last probe
 or read found records) is asked at a trigger when the query's calls on it (probes, and each read's calls, which
 its result lists) that started within the last second (and 10 ms) are fewer than ``SHARED_CALLS_PER_S`` (4: one
 of the shard's 5 left to another reader; ``ALONE_CALLS_PER_S``, all 5, when ``kinesis.probeIntervalMs`` is at most
@@ -157,6 +160,7 @@ class _ShardState:
     busy: bool = False  # the last probe or read found records: asked by the rate rule (``ShardProber._due``)
     quiet: int = 0  # probes in a row that found nothing since the shard was busy (``ShardProber._interval``)
     found_in_row: int = 0  # probes and reads in a row that found records (``ShardProber.deferred``)
+    woken_at: float = -math.inf  # when a sibling's records last had it asked out of turn (``ShardProber._woken``)
 
 
 class ShardProber:
@@ -194,6 +198,8 @@ class ShardProber:
         self.max_limit = max_limit  # kinesis.getRecords.numberOfRecordsPerFetch: no call asks for more
         self._record_bytes: RecordSizes[str] = RecordSizes()  # of the records each shard's probes saw
         self._states: dict[str, _ShardState] = {}
+        self._phases: dict[str, float] = {}  # shard key -> its moment of the probe interval (``_spread``)
+        self._phased: frozenset[str] = frozenset()  # the shards the phases were spread over
         self._lock = threading.Lock()
         self.calls = 0  # GetRecords calls made (probes run on several threads), for tests and logs
         self.refused: dict[str, int] = {}  # shard key -> probes refused for a quota, since the last take_refused
@@ -212,12 +218,14 @@ class ShardProber:
         has none yet (it is left out, and asked first next time).
         """
         states = {key: self._state(key, position, (handoffs or {}).get(key)) for key, position in positions.items()}
+        self._spread()
         now = time.monotonic()
+        busy_streams = {split_shard_key(key)[0] for key, state in self._states.items() if state.busy}
         due = [key for key, state in states.items() if self._due(key, state, now)]
         waits = [
             self._room_in(key, now)
             for key, state in states.items()
-            if key not in due and self._held_by_room(state, now)
+            if key not in due and self._held_by_room(key, state, now)
         ]
         if (wait := max((w for w in waits if w <= self.window_wait_s), default=0.0)) > 0:
             self._sleep(wait)  # a busy shard's oldest call leaves its second in a moment: ask after it
@@ -233,6 +241,8 @@ class ShardProber:
         asked = due[: self.max_asks]
         budget = min(self.held_bytes, HELD_BYTES_PER_TRIGGER // max(1, len(asked)))
         parallel_map(lambda key: self._refresh(key, states[key], bound_ms, budget), asked, self.workers)
+        woken = self._woken(states, asked, busy_streams, time.monotonic())[: self.max_asks - len(asked)]
+        parallel_map(lambda key: self._refresh(key, states[key], bound_ms, budget), woken, self.workers)
         return {key: result for key in sorted(states) if (result := states[key].result) is not None}
 
     def observed(self, key: str, position: Position, handoff: Handoff) -> None:
@@ -349,19 +359,76 @@ class ShardProber:
         """Never asked at its position (and not backed off), or its interval has passed and its second has room."""
         if state.result is None and state.backoff_s == 0:
             return True
-        return self._interval_passed(state, now) and self._room_in(key, now) == 0
+        return self._interval_passed(key, state, now) and self._room_in(key, now) == 0
 
-    def _interval_passed(self, state: _ShardState, now: float) -> bool:
-        """The shard's answer is at least an interval old (the shard's own after refusals; a shard's end is final).
-        The interval is a floor, not a target: a trigger that comes a little early reuses the answer, so no
-        trigger period makes an idle shard cost more than one call per interval."""
+    def _interval_passed(self, key: str, state: _ShardState, now: float) -> bool:
+        """The shard's answer is at least an interval old (the shard's own after refusals; a shard's end is final),
+        or an idle shard's turn of the probe interval came (``_turn_came``). Neither is a target a trigger aims
+        at: a trigger that comes a little early reuses the answer, so no trigger period makes a shard cost more
+        than one call per interval."""
         if state.result is not None and state.result.found is Found.SHARD_END:
             return False
-        return now - state.probed_at >= max(self._interval(state), state.backoff_s)
+        interval = self._interval(state)
+        if state.backoff_s or interval < self.interval_s or self.interval_s <= 0:
+            return now - state.probed_at >= max(interval, state.backoff_s)
+        return self._turn_came(key, state, now)
 
-    def _held_by_room(self, state: _ShardState, now: float) -> bool:
+    def _turn_came(self, key: str, state: _ShardState, now: float) -> bool:
+        """An idle shard is asked once a probe interval, at its own moment of it (its phase, ``_spread``): when one
+        of those moments passed since half an interval after its last probe. Probes are then 0.5 to 1.5 intervals
+        apart, one an interval over time, and a stream's idle shards take turns instead of being asked together:
+        new records on any of N shards are seen within 1/N of the interval, when ``_woken`` asks the others."""
+        phase, interval = self._phases.get(key, 0.0), self.interval_s
+        turns_since = math.floor((now - phase) / interval) - math.floor(
+            (state.probed_at + interval / 2 - phase) / interval
+        )
+        return turns_since > 0
+
+    def _spread(self) -> None:
+        """Each stream's shards known here get their phases spread evenly over the probe interval, in shard order
+        (again only when the shards change)."""
+        keys = frozenset(self._states)
+        if keys == self._phased:
+            return
+        by_stream: dict[str, list[str]] = {}
+        for key in sorted(keys):
+            by_stream.setdefault(split_shard_key(key)[0], []).append(key)
+        self._phases = {
+            key: index * self.interval_s / len(group) for group in by_stream.values() for index, key in enumerate(group)
+        }
+        self._phased = keys
+
+    def _woken(
+        self, states: Mapping[str, _ShardState], asked: list[str], busy_streams: set[str], now: float
+    ) -> list[str]:
+        """The idle shards to ask at once because a probe just found records on another shard of their stream, on
+        which no shard had records before (a producer starting: its records are on every shard its keys hash to,
+        and each idle shard would be asked only at its own turn, up to a probe interval later). Each is woken at
+        most once a probe interval, and only with room in its second: a stream whose shards take turns at finding
+        a record now and then costs each idle shard two calls an interval at the most."""
+        started = {split_shard_key(key)[0] for key in asked if states[key].busy} - busy_streams
+        if not started:
+            return []
+        were_asked = set(asked)
+        woken = [
+            key
+            for key, state in sorted(states.items())
+            if key not in were_asked
+            and split_shard_key(key)[0] in started
+            and not state.busy
+            and not state.backoff_s
+            and state.result is not None
+            and state.result.found is Found.NOTHING
+            and now - state.woken_at >= self.interval_s
+            and self._room_in(key, now) == 0
+        ]
+        for key in woken:
+            states[key].woken_at = now
+        return woken
+
+    def _held_by_room(self, key: str, state: _ShardState, now: float) -> bool:
         """A busy shard, asked before at its position, that is due but for the calls in its second."""
-        return state.busy and state.result is not None and self._interval_passed(state, now)
+        return state.busy and state.result is not None and self._interval_passed(key, state, now)
 
     def _interval(self, state: _ShardState) -> float:
         """How long after its last call a shard is due: a busy one after the busy interval, an idle one after the

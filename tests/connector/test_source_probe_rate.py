@@ -74,11 +74,15 @@ class BusyStream:
             "ApproximateArrivalTimestamp": self.time.now_ms() / 1000,
         }
         body = {
-            "Records": [] if self.empty else [record],
+            "Records": [record] if self.has_record(shard_id) else [],
             "NextShardIterator": f"{shard_id}:{sequence}",
             "MillisBehindLatest": 0,
         }
         return {RAW_BODY: json.dumps(body).encode()}
+
+    def has_record(self, shard_id: str) -> bool:
+        """Whether this call's answer holds a record (subclasses decide per shard and time)."""
+        return not self.empty
 
 
 @pytest.fixture
@@ -102,16 +106,19 @@ def run_triggers(
     seconds: float,
     neighbour_phase: float | None = None,
     defer: bool = False,
+    stream: BusyStream | None = None,
+    shards: tuple[str, ...] = SHARDS,
 ) -> tuple[BusyStream, int, int]:
     """Triggers every ``trigger_s`` (each 0-20 ms late) for ``seconds``, planned as the planner does: a probe that
     finds records plans a batch, whose read is the probe's held answer (no call) and ends at the tip, handing on the
     answer's iterator. ``defer``: a steady shard is planned without a probe (``ShardProber.deferred``) and its read
     makes the call, ``READ_LEAD_S`` after the trigger or once the shard's second has room, and a whole fetch interval
     after the shard's last call (the read's pacer). A neighbour calls GetRecords on the first shard once a second at
-    ``neighbour_phase``. Returns the stream, the triggers and the neighbour's refused calls."""
-    stream = BusyStream(sim, sim.book)
+    ``neighbour_phase``. ``stream``: another fake than one whose every shard always has a new record, ``shards``
+    its shards. Returns the stream, the triggers and the neighbour's refused calls."""
+    stream = stream if stream is not None else BusyStream(sim, sim.book)
     prober = ShardProber(lambda: stream, RetryPolicy(max_retries=0), interval_s, busy_interval_s=0.2)
-    keys = {shard_key(STREAM, shard_id): shard_id for shard_id in SHARDS}
+    keys = {shard_key(STREAM, shard_id): shard_id for shard_id in shards}
     positions = {key: Position(AFTER_SEQUENCE_NUMBER, "0") for key in keys}
     handoffs = {key: Handoff(positions[key], f"{shard_id}:0", sim.now_ms()) for key, shard_id in keys.items()}
     last_calls: dict[str, int] = {}
@@ -257,8 +264,9 @@ def test_a_busy_shard_whose_probe_found_nothing_is_asked_again_sooner_than_an_id
         prober.probe({key: after}, None, handoffs)
     calls = stream.calls[SHARDS[0]][1:]
     gaps = [round(later - earlier, 2) for earlier, later in itertools.pairwise(calls)]
-    # twice the busy interval, four times, then the probe interval (at the first 50 ms trigger after each)
-    assert gaps[:3] == pytest.approx([0.35, 0.7, 1.0], abs=0.051)
+    # twice the busy interval, four times (at the first 50 ms trigger after each), then idle: at the shard's turn
+    # of the probe interval, half an interval or more after the last, then the probe interval
+    assert gaps[:2] == pytest.approx([0.35, 0.7], abs=0.051) and 0.5 <= gaps[2] <= 1.55
     assert gaps[3:] == pytest.approx([1.0] * len(gaps[3:]), abs=0.051) and len(gaps) >= 5
 
 
@@ -277,3 +285,69 @@ def test_a_forgotten_shard_forgets_its_record_size_too(sim: SimTime) -> None:
     position = Position(AFTER_SEQUENCE_NUMBER, "2")
     prober.probe({key: position}, None, {key: Handoff(position, f"{SHARDS[0]}:2", sim.now_ms())})
     assert stream.limits[2] == 1  # nothing known of the shard any more
+
+
+FOUR_SHARDS = tuple(f"shardId-{index:012d}" for index in range(4))
+
+
+def test_the_idle_shards_of_a_stream_take_turns_once_a_probe_interval_each(sim: SimTime) -> None:
+    """Idle, each shard is asked once a probe interval (0.5 to 1.5 intervals apart), at its own turn: the stream's
+    four shards are asked at four moments of the interval, not all at one trigger, so whichever shard a producer's
+    first records reach, one of its shards is asked within about a quarter of the interval."""
+    idle = BusyStream(sim, sim.book, empty=True)
+    run_triggers(sim, 1.0, 0.2, 20.0, stream=idle, shards=FOUR_SHARDS)
+    for calls in idle.calls.values():
+        gaps = [later - earlier for earlier, later in itertools.pairwise(calls)]
+        assert 19 <= len(calls) <= 21 and min(gaps) >= 0.5 and max(gaps) <= 1.5 + 0.2 + 0.02  # a turn, a trigger
+    asked = sorted(at for calls in idle.calls.values() for at in calls if at > START_S + 2.0)
+    assert max(later - earlier for earlier, later in itertools.pairwise(asked)) <= 0.25 + 0.2 + 0.02
+
+
+@dataclass
+class StartingStream(BusyStream):
+    """No records until ``starts_at``, then a new one on every shard at every call; when each shard's first came."""
+
+    starts_at: float = 0.0
+    found_at: dict[str, float] = field(default_factory=dict)
+
+    def has_record(self, shard_id: str) -> bool:
+        if self.time.t < self.starts_at:
+            return False
+        self.found_at.setdefault(shard_id, self.time.t)
+        return True
+
+
+@pytest.mark.parametrize("starts_after_s", [3.0, 3.33, 3.61, 3.9])
+def test_records_on_an_idle_stream_found_on_one_shard_have_the_others_asked_at_once(
+    sim: SimTime, starts_after_s: float
+) -> None:
+    starting = StartingStream(sim, sim.book, starts_at=START_S + starts_after_s)
+    run_triggers(sim, 1.0, 0.2, 6.0, stream=starting, shards=FOUR_SHARDS)
+    assert set(starting.found_at) == set(FOUR_SHARDS)
+    found = set(starting.found_at.values())
+    assert len(found) == 1  # at one trigger: the first shard whose turn came, and the others woken by it
+    assert found.pop() - starting.starts_at <= 0.25 + 0.2 + 0.02  # within a turn (and a trigger) of the start
+
+
+@dataclass
+class FlickeringStream(BusyStream):
+    """A record on the first shard every ``every_s`` (taken by the call that finds it), none on the others ever: the
+    stream goes from idle to busy over and over."""
+
+    every_s: float = 0.4
+    last_given: float = -1.0
+
+    def has_record(self, shard_id: str) -> bool:
+        if shard_id != FOUR_SHARDS[0] or self.time.t - self.last_given < self.every_s:
+            return False
+        self.last_given = self.time.t
+        return True
+
+
+def test_a_stream_that_keeps_starting_wakes_its_idle_shards_at_most_once_a_probe_interval(sim: SimTime) -> None:
+    flickering = FlickeringStream(sim, sim.book)
+    run_triggers(sim, 1.0, 0.2, 30.0, stream=flickering, shards=FOUR_SHARDS)
+    assert flickering.refused == 0
+    for shard_id in FOUR_SHARDS[1:]:  # each idle shard: its turn, and a wake-up once a second at the most (a wake
+        # that comes shortly before its turn stands for it: 31-32 calls here; woken at every start, 50)
+        assert 28 <= len(flickering.calls[shard_id]) <= 1.5 * 30

@@ -87,7 +87,9 @@ def test_a_default_query_beside_a_neighbour_leaves_it_its_calls_idle_and_busy(
     assert Counter(neighbour.read) == Counter(produced)
     assert_refused_at_most(report, 0.01, client="neighbour", stream=stream)
     idle = {shard: after[shard] - before[shard] for shard in after}
-    assert all(calls <= ended - started + 1 for calls in idle.values()), (idle, ended - started)  # <= 1 a second
+    # one a second, at each shard's turn of it (half a second to a second and a half apart): the window's first call
+    # may be the turn before it
+    assert all(calls <= ended - started + 2 for calls in idle.values()), (idle, ended - started)
     ours = report.tally(stream=stream, client="other", action="GetRecords")
     assert ours.calls > sum(after.values()) and ours.records >= len(produced)  # it did read through the proxy
 
