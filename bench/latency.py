@@ -4,9 +4,9 @@ Run: ``.venv/bin/python -m bench.latency [--rate 200] [--seconds 30] [--idle-sec
 [--low-trigger-ms 200] [--lead-in-seconds 0] [--plot bench/results/latency.png] [--no-quotas]``.
 
 By default a phase measures from its first put, which follows ~3 s without records (the warm-up batch): the shards
-are idle then, probed once per ``kinesis.probeIntervalMs``, and the first records wait for that probe (up to 1 s
-with the defaults: the p99 of 6,000 records is the worst 60, the first 0.3 s of puts). ``--lead-in-seconds 2``
-puts records that long before measuring: the steady stream's latency.
+are idle then, each probed once per ``kinesis.probeIntervalMs`` at its turn, and the first records wait for the
+first turn that finds them (up to half of 1 s with the defaults on 2 shards; the p99 of 6,000 records is the worst
+60, 0.3 s of puts). ``--lead-in-seconds 2`` puts records that long before measuring: the steady stream's latency.
 
 A producer thread puts ``--rate`` records/s (JSON carrying the time of the put) into a 2-shard kinesalite
 stream, in 10 calls a second at random moments (``produce``). In one run, one after another on one SparkSession
