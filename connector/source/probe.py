@@ -60,7 +60,6 @@ import logging
 import math
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,6 +83,7 @@ from ..parallel import WORKERS, parallel_map
 from ..positions import Position, shard_label, split_shard_key
 from ..retry import RetriesExhaustedError, RetryPolicy, is_throttled, quota_backoff
 from ..shards import MAX_HASH_KEY
+from .call_window import ShardCallWindows
 
 log = logging.getLogger(__name__)
 MAX_ASKS = 1000  # kinesis.maxProbesPerTrigger's default
@@ -93,12 +93,6 @@ MAX_BACKOFF_INTERVALS = 8  # a refused shard's probe interval doubles up to this
 SHARED_CALLS_PER_S = 4
 ALONE_CALLS_PER_S = 5  # ...unless kinesis.probeIntervalMs <= ALONE_PROBE_INTERVAL_S says the query reads it alone
 ALONE_PROBE_INTERVAL_S = 0.2
-# AWS counts a shard's calls in a sliding window of a second, from when each reaches it. Ours are counted over 10 ms
-# more: a call that took longer to get there than the one a second after it (two shards probed at once, the proxy
-# or the network busy) made that one the 6th of its second beside a neighbour's (bench.quotas: 3 of our 65 calls
-# refused, each followed by a backoff of a second or two). More margin costs latency: 4 calls fit a 200 ms grid
-# only exactly a second apart, so a trigger with a call later by the margin waits (``window_wait_s``) or is skipped.
-RATE_WINDOW_S = 1.01
 MIN_CALL_INTERVAL_S = 0.2  # AWS's pace for 5 calls a second: the least fetch interval the busy gap is taken from
 # A busy shard's calls are at least this share of the fetch interval apart: triggers on a grid of that interval come
 # a few ms early or late (the work before the probe varies), and a call a little early must not skip a trigger.
@@ -188,11 +182,11 @@ class ShardProber:
         alone = interval_s <= ALONE_PROBE_INTERVAL_S
         # Of a busy shard's calls in any second; none counted where an idle shard is asked more often than AWS
         # allows a shard (kinesis.probeIntervalMs below 200 ms: whoever sets it takes the refusals).
-        self.calls_per_s: int | None = ALONE_CALLS_PER_S if alone else SHARED_CALLS_PER_S
-        if interval_s < ALONE_PROBE_INTERVAL_S:
-            self.calls_per_s = None
+        calls_per_s = (
+            None if interval_s < ALONE_PROBE_INTERVAL_S else ALONE_CALLS_PER_S if alone else SHARED_CALLS_PER_S
+        )
+        self.windows = ShardCallWindows(calls_per_s)  # the query's calls on each shard in its second
         self.window_wait_s = ALONE_WINDOW_WAIT_S if alone else SHARED_WINDOW_WAIT_S  # for room in a shard's second
-        self._calls: dict[str, deque[tuple[float, int]]] = {}  # shard key -> (monotonic s, wall ms) of our calls
         self._sleep = time.sleep  # tests replace it
         self.held_bytes = held_bytes  # 0: Limit 1, nothing held (enhanced fan-out reads cannot take a page)
         self.max_limit = max_limit  # kinesis.getRecords.numberOfRecordsPerFetch: no call asks for more
@@ -223,7 +217,7 @@ class ShardProber:
         busy_streams = {split_shard_key(key)[0] for key, state in self._states.items() if state.busy}
         due = [key for key, state in states.items() if self._due(key, state, now)]
         waits = [
-            self._room_in(key, now)
+            self.windows.room_in(key, now)
             for key, state in states.items()
             if key not in due and self._held_by_room(key, state, now)
         ]
@@ -285,7 +279,7 @@ class ShardProber:
                 continue
             if freshest(position, state.iterator, handoffs.get(key)) is None:
                 continue
-            room_s = self._room_in(key, now)  # the read calls READ_LEAD_S from now or later, and not before this
+            room_s = self.windows.room_in(key, now)  # the read calls READ_LEAD_S from now or later, and not before this
             if room_s - READ_LEAD_S <= self.window_wait_s:
                 chosen[key] = wall_ms + math.ceil(room_s * 1000)
         return chosen
@@ -294,23 +288,16 @@ class ShardProber:
         """A batch's read of ``key`` made a GetRecords at ``called_ms`` (wall ms; the planner passes each of the
         read's last calls, ``ShardRead.call_starts_ms``): one of the query's calls on the shard in its second (a
         read's first page that was a probe's held answer names the probe's call: not counted twice)."""
-        calls = self._calls.setdefault(key, deque())
-        if all(wall_ms != called_ms for _at, wall_ms in calls):
-            calls.append((monotonic_at(called_ms), called_ms))
+        self.windows.heard(key, monotonic_at(called_ms), called_ms)
+
+    @property
+    def calls_per_s(self) -> int | None:
+        """Of a busy shard's calls in any second, how many the query makes at most (None: not counted)."""
+        return self.windows.calls_per_s
 
     def calls_within_window(self, key: str, now: float) -> int:
-        """The query's calls on ``key`` that started within the last ``RATE_WINDOW_S`` (as AWS counts them)."""
-        return len(self._window_starts(key, now))
-
-    def _window_starts(self, key: str, now: float) -> list[float]:
-        """When the query's calls on ``key`` within the last ``RATE_WINDOW_S`` started, earliest first; older ones at
-        the front are dropped (a read's call may be heard of after a later probe's, so later ones are filtered)."""
-        calls = self._calls.get(key)
-        if not calls:
-            return []
-        while calls and calls[0][0] <= now - RATE_WINDOW_S:
-            calls.popleft()
-        return sorted(at for at, _wall in calls if at > now - RATE_WINDOW_S)
+        """The query's calls on ``key`` that started within the last second (as AWS counts them)."""
+        return self.windows.count(key, now)
 
     def take_refused(self) -> dict[str, int]:
         """Probes refused per shard since the last call (the planner hands them to the query's health)."""
@@ -322,8 +309,7 @@ class ShardProber:
         """Drop the state of shards no longer tracked."""
         for key in [key for key in self._states if key not in keep]:
             del self._states[key]
-        for key in [key for key in self._calls if key not in keep]:
-            del self._calls[key]
+        self.windows.forget(keep)
         self._record_bytes.keep_only(keep)
 
     def held(self, key: str, position: Position) -> HeldAnswer | None:
@@ -359,7 +345,7 @@ class ShardProber:
         """Never asked at its position (and not backed off), or its interval has passed and its second has room."""
         if state.result is None and state.backoff_s == 0:
             return True
-        return self._interval_passed(key, state, now) and self._room_in(key, now) == 0
+        return self._interval_passed(key, state, now) and self.windows.room_in(key, now) == 0
 
     def _interval_passed(self, key: str, state: _ShardState, now: float) -> bool:
         """The shard's answer is at least an interval old (the shard's own after refusals; a shard's end is final),
@@ -420,7 +406,7 @@ class ShardProber:
             and state.result is not None
             and state.result.found is Found.NOTHING
             and now - state.woken_at >= self.interval_s
-            and self._room_in(key, now) == 0
+            and self.windows.room_in(key, now) == 0
         ]
         for key in woken:
             states[key].woken_at = now
@@ -440,16 +426,6 @@ class ShardProber:
         if state.quiet:
             return min(self.interval_s, self.busy_interval_s * 2**state.quiet)
         return self.interval_s
-
-    def _room_in(self, key: str, now: float) -> float:
-        """Seconds (and a ms) until the shard's second has room for one more of the query's calls: fewer than
-        ``calls_per_s`` of them started within the last one (an idle shard too: one that was busy a moment ago may
-        have had them all); 0 when it has room now."""
-        starts = self._window_starts(key, now)
-        limit = self.calls_per_s
-        if limit is None or len(starts) < limit:
-            return 0.0
-        return starts[len(starts) - limit] + RATE_WINDOW_S - now + 0.001
 
     @staticmethod
     def _waiting_since(state: _ShardState) -> float:
@@ -490,7 +466,7 @@ class ShardProber:
                 called = (time.monotonic(), now_ms())
                 with self._lock:
                     self.calls += 1
-                    self._calls.setdefault(key, deque()).append(called)
+                self.windows.called(key, *called)
                 state.called_ms = called[1]
                 answer = self._retry.call(
                     kinesis.get_records,

@@ -1,0 +1,72 @@
+"""Driver side: the query's GetRecords calls on each shard within the last second, as AWS counts a shard's calls.
+
+Who calls it: ``probe.ShardProber``, which records its probes' calls here and the calls of batches' reads the planner
+hears of (``ShardRead.call_starts_ms``), and asks before each probe whether the shard's second has room for one more
+of the query's calls. AWS admits 5 GetRecords a second per shard, counted over a sliding second and shared by every
+reader of the shard; the query keeps to ``calls_per_s`` of them (4 by default: one left to another reader).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+# AWS counts a shard's calls in a sliding window of a second, from when each reaches it. Ours are counted over 10 ms
+# more: a call that took longer to get there than the one a second after it (two shards probed at once, the proxy
+# or the network busy) made that one the 6th of its second beside a neighbour's (bench.quotas: 3 of our 65 calls
+# refused, each followed by a backoff of a second or two). More margin costs latency: 4 calls fit a 200 ms grid
+# only exactly a second apart, so a trigger with a call later by the margin waits (``window_wait_s``) or is skipped.
+RATE_WINDOW_S = 1.01
+
+
+class ShardCallWindows:
+    """Per shard key, when the query's calls on it started (monotonic seconds, with their wall-clock ms); calls
+    older than the window are dropped as they are met. ``calls_per_s`` None: no limit is kept."""
+
+    def __init__(self, calls_per_s: int | None):
+        self.calls_per_s = calls_per_s
+        self._calls: dict[str, deque[tuple[float, int]]] = {}
+        self._lock = threading.Lock()  # probes of several shards run on several threads
+
+    def called(self, key: str, at: float, wall_ms: int) -> None:
+        """A call on ``key`` started at ``at`` (monotonic s), ``wall_ms`` on the wall clock."""
+        with self._lock:
+            self._calls.setdefault(key, deque()).append((at, wall_ms))
+
+    def heard(self, key: str, at: float, wall_ms: int) -> None:
+        """A call on ``key`` made elsewhere (a batch's read), unless it is one already counted: a read whose first
+        page was a probe's answer names the probe's call."""
+        with self._lock:
+            calls = self._calls.setdefault(key, deque())
+            if all(known_ms != wall_ms for _at, known_ms in calls):
+                calls.append((at, wall_ms))
+
+    def count(self, key: str, now: float) -> int:
+        """The query's calls on ``key`` that started within the last ``RATE_WINDOW_S``."""
+        return len(self._starts(key, now))
+
+    def room_in(self, key: str, now: float) -> float:
+        """Seconds (and a ms) until the shard's second has room for one more of the query's calls: fewer than
+        ``calls_per_s`` of them started within the last one; 0 when it has room now."""
+        starts = self._starts(key, now)
+        limit = self.calls_per_s
+        if limit is None or len(starts) < limit:
+            return 0.0
+        return starts[len(starts) - limit] + RATE_WINDOW_S - now + 0.001
+
+    def forget(self, keep: set[str]) -> None:
+        """Drop the calls of shards no longer tracked."""
+        with self._lock:
+            for key in [key for key in self._calls if key not in keep]:
+                del self._calls[key]
+
+    def _starts(self, key: str, now: float) -> list[float]:
+        """When the calls on ``key`` within the window started, earliest first; older ones at the front are dropped
+        (a read's call may be heard of after a later probe's, so later ones are filtered)."""
+        with self._lock:
+            calls = self._calls.get(key)
+            if not calls:
+                return []
+            while calls and calls[0][0] <= now - RATE_WINDOW_S:
+                calls.popleft()
+            return sorted(at for at, _wall in calls if at > now - RATE_WINDOW_S)
