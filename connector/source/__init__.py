@@ -4,6 +4,7 @@ Modules, bottom up:
 - ``offsets``: the offsets Spark checkpoints for each batch, and their JSON form;
 - ``settings``: the source options, checked once and frozen for the query; which transport reads a shard;
 - ``catalog``: the driver's view of each stream's shards (listings cached, reshard lineage tracked);
+- ``call_window``: the query's GetRecords calls on each shard within AWS's sliding second;
 - ``probe``: is anything waiting at a shard's position? (one GetRecords, Limit 1, within the shard's budget);
 - ``guards``: the checks that the metadata store and the pinned options are still the query's;
 - ``health``: lag, data losses and dropped sub-records, as reads and probes report them (one writer);
