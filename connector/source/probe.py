@@ -235,7 +235,7 @@ class ShardProber:
         asked = due[: self.max_asks]
         budget = min(self.held_bytes, HELD_BYTES_PER_TRIGGER // max(1, len(asked)))
         parallel_map(lambda key: self._refresh(key, states[key], bound_ms, budget), asked, self.workers)
-        woken = self._woken(states, asked, busy_streams, time.monotonic())[: self.max_asks - len(asked)]
+        woken = self._woken(states, asked, busy_streams, time.monotonic(), self.max_asks - len(asked))
         parallel_map(lambda key: self._refresh(key, states[key], bound_ms, budget), woken, self.workers)
         return {key: result for key in sorted(states) if (result := states[key].result) is not None}
 
@@ -385,13 +385,14 @@ class ShardProber:
         self._phased = keys
 
     def _woken(
-        self, states: Mapping[str, _ShardState], asked: list[str], busy_streams: set[str], now: float
+        self, states: Mapping[str, _ShardState], asked: list[str], busy_streams: set[str], now: float, most: int
     ) -> list[str]:
-        """The idle shards to ask at once because a probe just found records on another shard of their stream, on
-        which no shard had records before (a producer starting: its records are on every shard its keys hash to,
-        and each idle shard would be asked only at its own turn, up to a probe interval later). Each is woken at
-        most once a probe interval, and only with room in its second: a stream whose shards take turns at finding
-        a record now and then costs each idle shard two calls an interval at the most."""
+        """The idle shards to ask at once (``most`` at the most) because a probe just found records on another shard
+        of their stream, on which no shard had records before (a producer starting: its records are on every shard
+        its keys hash to, and each idle shard would be asked only at its own turn, up to a probe interval later).
+        Each is woken at most once a probe interval, and only with room in its second: a stream whose shards take
+        turns at finding a record now and then costs each idle shard two calls an interval at the most. Only the
+        shards returned count as woken (those past ``most`` may be woken at the next start)."""
         started = {split_shard_key(key)[0] for key in asked if states[key].busy} - busy_streams
         if not started:
             return []
@@ -407,7 +408,7 @@ class ShardProber:
             and state.result.found is Found.NOTHING
             and now - state.woken_at >= self.interval_s
             and self.windows.room_in(key, now) == 0
-        ]
+        ][:most]
         for key in woken:
             states[key].woken_at = now
         return woken

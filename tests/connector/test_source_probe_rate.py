@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import math
 import random
 from dataclasses import dataclass, field
 
@@ -351,3 +352,21 @@ def test_a_stream_that_keeps_starting_wakes_its_idle_shards_at_most_once_a_probe
     for shard_id in FOUR_SHARDS[1:]:  # each idle shard: its turn, and a wake-up once a second at the most (a wake
         # that comes shortly before its turn stands for it: 31-32 calls here; woken at every start, 50)
         assert 28 <= len(flickering.calls[shard_id]) <= 1.5 * 30
+
+
+def test_a_wake_up_cut_short_by_the_probes_per_trigger_leaves_the_shards_it_did_not_ask_unwoken(sim: SimTime) -> None:
+    """With ``kinesis.maxProbesPerTrigger`` 2, the trigger whose probe finds a producer's first records asks one
+    more shard of the stream; the others were not asked, so they do not count as woken (a shard is woken at most
+    once a probe interval: a stamp without a call would hold back their next wake-up)."""
+    starting = StartingStream(sim, sim.book, starts_at=START_S + 3.1)
+    prober = ShardProber(lambda: starting, RetryPolicy(max_retries=0), 1.0, busy_interval_s=0.2, max_asks=2)
+    keys = {shard_key(STREAM, shard_id): shard_id for shard_id in FOUR_SHARDS}
+    positions = {key: Position(AFTER_SEQUENCE_NUMBER, "0") for key in keys}
+    handoffs = {key: Handoff(positions[key], f"{shard_id}:0", sim.now_ms()) for key, shard_id in keys.items()}
+    while not starting.found_at:
+        sim.advance_to(sim.t + 0.2)
+        prober.probe(positions, None, handoffs)
+    asked = {key for key, shard_id in keys.items() if starting.calls.get(shard_id, [0.0])[-1] == sim.t}
+    assert len(asked) == 2 and len(starting.found_at) == 2  # the shard whose turn came, and one woken
+    unasked = [prober._states[key] for key in keys if key not in asked]
+    assert [state.woken_at for state in unasked] == [-math.inf, -math.inf]
