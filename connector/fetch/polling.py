@@ -341,8 +341,7 @@ class GetRecordsTransport:
         page.at_tip = not page.millis_behind_latest and page.kinesis_records < held.limit
         started = monotonic_at(held.called_ms, self.pacer.clock)
         self.pacer.started_at(started)
-        self.call_starts_ms.append(held.called_ms)
-        self.memory.called(self._shard, held.called_ms)
+        self._called(held.called_ms)
         self._answered(page, held.called_ms, started)
         self._pace_after(page)
         return page
@@ -373,8 +372,7 @@ class GetRecordsTransport:
             self.pacer.wait()
             started = self.pacer.last_start
             called_ms = now_ms()
-            self.call_starts_ms.append(called_ms)
-            self.memory.called(self._shard, called_ms)
+            self._called(called_ms)
             try:
                 page = self._get_records(iterator, wanted, handed)
             except ClientError as exc:
@@ -387,6 +385,12 @@ class GetRecordsTransport:
             self.backoff.got_through()
             self._pace_after(page)
             return page
+
+    def _called(self, called_ms: int) -> None:
+        """A GetRecords on the shard started at ``called_ms`` (wall clock; a held answer's: the probe's call): the
+        read's result lists it, and this process's next read of the shard keeps the interval after it."""
+        self.call_starts_ms.append(called_ms)
+        self.memory.called(self._shard, called_ms)
 
     def _answered(self, page: Page, called_ms: int, started: float | None) -> None:
         """An answer came from a call started at ``called_ms`` (wall clock; ``started`` on the pacer's clock): the
