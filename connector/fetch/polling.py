@@ -40,6 +40,7 @@ result carries them to the driver, which reports them.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Container, Hashable, Iterator
@@ -109,8 +110,8 @@ class RecordSizes(Generic[ShardT]):
         for shard in [shard for shard in self._sizes if shard not in shards]:
             del self._sizes[shard]
 
-    def clear(self) -> None:
-        self._sizes.clear()
+    def forget(self, shard: ShardT) -> None:
+        self._sizes.pop(shard, None)
 
 
 class ShardMemory:
@@ -119,14 +120,19 @@ class ShardMemory:
     ms: the next micro-batch's read keeps the interval and waits for the pay-back instead of being refused).
 
     Process-wide (one entry per stream and shard, shared by the reads of successive micro-batches in a reused
-    Python worker, and by the read-ahead thread): a batch's first call then needs no small probing ``Limit``."""
+    Python worker, and by the read-ahead thread): a batch's first call then needs no small probing ``Limit``.
+    Bounded for a long run's reshards: beyond ``max_shards`` the shard read longest ago is forgotten, never one
+    still being read."""
 
-    MAX_SHARDS = 10_000  # forget everything beyond this many shards (reshards over a long run)
+    MAX_SHARDS = 10_000
 
-    def __init__(self) -> None:
+    def __init__(self, max_shards: int = MAX_SHARDS) -> None:
+        self.max_shards = max_shards
         self._sizes: RecordSizes[tuple[str, str]] = RecordSizes()
         self._paid_ms: dict[tuple[str, str], int] = {}
         self._called_ms: dict[tuple[str, str], int] = {}
+        self._recent: dict[tuple[str, str], None] = {}  # every shard remembered, the one read longest ago first
+        self._lock = threading.Lock()  # the read-ahead thread and the reader both tell
 
     def size(self, shard: tuple[str, str]) -> float | None:
         return self._sizes.get(shard)
@@ -137,19 +143,32 @@ class ShardMemory:
     def called_ms(self, shard: tuple[str, str]) -> int | None:
         return self._called_ms.get(shard)
 
+    def __len__(self) -> int:
+        return len(self._recent)
+
     def called(self, shard: tuple[str, str], at_ms: int) -> None:
         """A GetRecords on ``shard`` started at ``at_ms``."""
-        self._called_ms[shard] = max(at_ms, self._called_ms.get(shard, at_ms))
+        with self._lock:
+            self._called_ms[shard] = max(at_ms, self._called_ms.get(shard, at_ms))
+            self._touched(shard)
 
     def learn(self, shard: tuple[str, str], records: int, nbytes: int, paid_ms: int) -> None:
         """An answer of ``records`` records and ``nbytes`` bytes came for ``shard``, paid back at ``paid_ms``
         (empty answers teach no size)."""
-        if shard not in self._paid_ms and len(self._paid_ms) >= self.MAX_SHARDS:
-            self._sizes.clear()
-            self._paid_ms.clear()
-            self._called_ms.clear()
-        self._paid_ms[shard] = max(paid_ms, self._paid_ms.get(shard, paid_ms))
-        self._sizes.learn(shard, records, nbytes)
+        with self._lock:
+            self._paid_ms[shard] = max(paid_ms, self._paid_ms.get(shard, paid_ms))
+            self._sizes.learn(shard, records, nbytes)
+            self._touched(shard)
+
+    def _touched(self, shard: tuple[str, str]) -> None:
+        self._recent.pop(shard, None)
+        self._recent[shard] = None
+        while len(self._recent) > self.max_shards:
+            oldest = next(iter(self._recent))
+            del self._recent[oldest]
+            self._paid_ms.pop(oldest, None)
+            self._called_ms.pop(oldest, None)
+            self._sizes.forget(oldest)
 
 
 SHARD_MEMORY = ShardMemory()
