@@ -248,8 +248,13 @@ def _produce(
             wake = wake if final_tick is None else min(wake, final_tick)
             # At least MIN_TICK_S between ticks so that records go out in calls of a tenth of a second's worth:
             # with 10 ms ticks, 3,000 records/s went out 30 records (or one ~15 KB aggregate per shard) a call,
-            # and the sending thread spent its time on round trips, under the quota with nothing refused.
-            time.sleep(min(max(wake - now, MIN_TICK_S), 0.25))
+            # and the sending thread spent its time on round trips, under the quota with nothing refused. But
+            # never past the final tick: a tick just before it slept almost to the deadline, and a sleep that
+            # overran by a few ms on a loaded machine left the last records unsent.
+            pause = max(wake - now, MIN_TICK_S)
+            if final_tick is not None:
+                pause = min(pause, max(final_tick - now, 0.0))
+            time.sleep(min(pause, 0.25))
 
 
 class _Packer:

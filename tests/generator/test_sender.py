@@ -10,6 +10,12 @@ from collections import Counter
 import pytest
 
 import kinesis_generator
+from kinesis_generator import deadline as deadline_module
+from kinesis_generator import sender
+from kinesis_generator.deadline import Deadline
+from kinesis_generator.helpers import Context
+from kinesis_generator.rates import ConstantRate
+from kinesis_generator.template import Template
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, LocalServer
 from localaws.streams import iterate_shard, read_stream
@@ -68,6 +74,46 @@ def test_constant_rate_holds_over_a_short_run(kinesalite: LocalServer, lite_stre
     first = sent_at[0][0]
     by_half_time = sum(n for at, n in sent_at if at - first <= 1.5)
     assert 600 * 0.9 <= by_half_time <= 600 * 1.1
+
+
+class LateSleeps:
+    """The monotonic clock of a loaded machine, simulated: every sleep ends ``overrun_s`` late."""
+
+    def __init__(self, overrun_s: float):
+        self.now, self.overrun_s = 1000.0, overrun_s
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds + self.overrun_s
+
+
+class QueuedRecords:
+    """The sender pool as the schedule loop sees it: it takes every batch and counts its records."""
+
+    def __init__(self, deadline: Deadline):
+        self.deadline, self.fatal, self.queued = deadline, None, 0
+
+    def submit(self, users: list, aggregated: object) -> bool:
+        self.queued += len(users)
+        return True
+
+
+@pytest.mark.parametrize("overrun_ms", range(2, 60, 3))
+def test_sleeps_that_end_late_still_queue_every_record_due_before_the_deadline(
+    monkeypatch: pytest.MonkeyPatch, overrun_ms: int
+) -> None:
+    clock = LateSleeps(overrun_ms / 1000)
+    monkeypatch.setattr(sender, "time", clock)
+    monkeypatch.setattr(deadline_module, "time", clock)
+    deadline = Deadline()
+    deadline.set(clock.now + 3.0)
+    pool = QueuedRecords(deadline)
+    ctx = Context(seed=1)
+    template = Template("{{random.number(9)}}", ctx)
+    sender._produce(ConstantRate(400), 1200, 3.0, clock.now, template, template, pool, None)  # type: ignore[arg-type]
+    assert pool.queued == 1200
 
 
 def test_periodic_mode_sends_a_burst_each_second(kinesalite: LocalServer, lite_stream):
