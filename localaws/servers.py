@@ -78,6 +78,8 @@ def _kinesis_mock_env(port: int) -> dict[str, str]:
         "DELETE_STREAM_DURATION": "100ms",
         "REGISTER_STREAM_CONSUMER_DURATION": "100ms",
         "DEREGISTER_STREAM_CONSUMER_DURATION": "100ms",
+        # kinesis-mock 0.6.2 keeps a deregistered consumer DELETING for START_STREAM_ENCRYPTION_DURATION (500 ms
+        # by default; measured), not for DEREGISTER_STREAM_CONSUMER_DURATION.
         "MERGE_SHARDS_DURATION": "100ms",
         "SPLIT_SHARD_DURATION": "100ms",
         "UPDATE_SHARD_COUNT_DURATION": "100ms",
@@ -99,6 +101,12 @@ KINESIS_MOCK = ServerSpec("kinesis-mock", _kinesis_mock_command, _kinesis_mock_e
 KINESALITE = ServerSpec("kinesalite", _kinesalite_command)
 MOTO = ServerSpec("moto", _moto_command, probe_service="sts")
 ALL_SERVERS = (KINESIS_MOCK, KINESALITE, MOTO)
+
+
+def kinesis_mock_taking(**durations: str) -> ServerSpec:
+    """A kinesis-mock whose state changes take ``durations`` (``REGISTER_STREAM_CONSUMER_DURATION="15s"``), for a
+    test that must see a state the shared servers leave within a second, however loaded the machine."""
+    return ServerSpec("kinesis-mock", _kinesis_mock_command, lambda port: {**_kinesis_mock_env(port), **durations})
 
 
 def aws_client(service: str, endpoint_url: str, region: str = DEFAULT_REGION, config: Config | None = None):

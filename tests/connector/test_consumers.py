@@ -8,16 +8,19 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from efo_util import FAST, QUICK_WAIT, kinesis
 
-from localaws import LocalServer, project_root
+from localaws import LocalAws, LocalServer, project_root
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.quota_proxy import QuotaProxy
-from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
+from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, kinesis_mock_taking
+from localaws.streams import create_stream, unique_name
 from pyspark_aws_kinesis.__main__ import CREDENTIALS_HINT
 from pyspark_aws_kinesis.consumers import (
     ACTIVE,
@@ -112,20 +115,32 @@ def test_many_streams_starting_at_once_all_get_active_consumers_within_the_accou
     assert caplog.text.count("LimitExceededException") == sum(refused.values())
 
 
+# A deregistered consumer stays DELETING for 500 ms on the shared kinesis-mock, which a loaded machine's round trips
+# before the look can outlast: this test's own server keeps it DELETING for seconds (kinesis-mock 0.6.2 reads that
+# time from START_STREAM_ENCRYPTION_DURATION, not DEREGISTER_STREAM_CONSUMER_DURATION: measured).
+DELETING_S = 3
+SLOW_DELETES = kinesis_mock_taking(START_STREAM_ENCRYPTION_DURATION=f"{DELETING_S}s")
+
+
+@pytest.mark.slow
 def test_a_consumer_still_deleting_is_waited_out_then_registered_again(
-    kinesis_mock: LocalServer, mock_stream, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """FLINK-37908: reusing a consumer that is being deleted fails later; wait until it is gone instead."""
-    stream = mock_stream()
-    direct = kinesis_mock.client("kinesis")
-    old = ensure_consumer(kinesis(kinesis_mock.endpoint_url), stream, "restarted", FAST, QUICK_WAIT)
-    direct.deregister_stream_consumer(ConsumerARN=old.arn)
-    with caplog.at_level(logging.INFO, logger="pyspark_aws_kinesis.consumers"):
-        new = ensure_consumer(kinesis(kinesis_mock.endpoint_url), stream, "restarted", FAST, LOGGED_WAIT)
-    assert "is DELETING" in caplog.text
-    assert new.status == ACTIVE
-    now = describe_consumer(direct, stream_arn(direct, stream, FAST), "restarted", FAST)
-    assert now is not None and (now.arn, now.status) == (new.arn, ACTIVE)
+    with LocalAws([SLOW_DELETES], log_dir=tmp_path) as aws:
+        direct = aws.kinesis_mock.client("kinesis")
+        stream = create_stream(direct, unique_name("deleting"), 1)
+        old = ensure_consumer(kinesis(aws.kinesis_mock.endpoint_url), stream, "restarted", FAST, QUICK_WAIT)
+        direct.deregister_stream_consumer(ConsumerARN=old.arn)
+        deregistered = time.monotonic()
+        with caplog.at_level(logging.INFO, logger="pyspark_aws_kinesis.consumers"):
+            new = ensure_consumer(kinesis(aws.kinesis_mock.endpoint_url), stream, "restarted", FAST, LOGGED_WAIT)
+        took_s = time.monotonic() - deregistered
+        assert "is DELETING" in caplog.text, f"not seen DELETING in {took_s:.1f} s; it lasts {DELETING_S} s"
+        assert new.status == ACTIVE and took_s >= DELETING_S - 0.5  # waited it out
+        now = describe_consumer(direct, stream_arn(direct, stream, FAST), "restarted", FAST)
+        assert now is not None and (now.arn, now.status) == (new.arn, ACTIVE)
+        aws.kinesis_mock.direct.stop(grace_s=0.5)  # kinesis-mock takes its time to end on SIGTERM
 
 
 def test_waiting_for_active_is_bounded(kinesis_mock: LocalServer, mock_stream) -> None:

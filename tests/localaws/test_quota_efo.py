@@ -20,7 +20,7 @@ from localaws import LocalAws, LocalServer, aws_client
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.quota_model import ManualClock, MiB
 from localaws.quota_proxy import QuotaProxy
-from localaws.servers import ServerSpec, _kinesis_mock_command, _kinesis_mock_env
+from localaws.servers import kinesis_mock_taking
 from localaws.streams import create_stream, unique_name
 
 SHARD_0, SHARD_1 = "shardId-000000000000", "shardId-000000000001"
@@ -129,11 +129,7 @@ def test_consumer_calls_are_limited_per_stream(proxied: Proxied) -> None:
 # registrations and two refusals take ~0.8 s on a quiet machine, but once took over 4 s on a loaded CI run, when the
 # first consumer turned ACTIVE before the count: the window is wide, and the test waits it out once.
 CREATING_S = 15
-SLOW_CONSUMERS = ServerSpec(
-    "kinesis-mock",
-    _kinesis_mock_command,
-    lambda port: {**_kinesis_mock_env(port), "REGISTER_STREAM_CONSUMER_DURATION": f"{CREATING_S}s"},
-)
+SLOW_CONSUMERS = kinesis_mock_taking(REGISTER_STREAM_CONSUMER_DURATION=f"{CREATING_S}s")
 
 
 @pytest.mark.slow
