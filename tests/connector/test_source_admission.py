@@ -61,14 +61,13 @@ def test_an_idle_stream_is_probed_at_most_once_per_interval_per_shard(
     start, _batches = drain(source, roundtrip(source.initialOffset()), idle_s=2 * interval_s)
     calls_before = source.offsets.planner.prober.calls
     began = time.monotonic()
-    triggers = 0
-    while time.monotonic() - began < 2.0:  # Spark's idle loop asks every 10 ms
+    for _trigger in range(200):  # Spark's idle loop asks every 10 ms: 2 s or more, however loaded the machine
         assert roundtrip(source.latestOffset(start, None)) == start
-        triggers += 1
         time.sleep(0.01)
+    elapsed_s = time.monotonic() - began
     probes = source.offsets.planner.prober.calls - calls_before
-    assert triggers > 100
-    assert probes <= 3 * (2.0 / interval_s + 1), f"{probes} probes in 2 s for 3 shards"
+    # Each idle shard is asked once an interval on average, two asks at least half an interval apart.
+    assert probes <= 3 * (elapsed_s / interval_s + 1.5), f"{probes} probes in {elapsed_s:.1f} s for 3 shards"
     assert probes >= 3  # it did look
 
 
