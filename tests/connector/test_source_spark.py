@@ -236,12 +236,18 @@ def test_sigkill_of_the_driver_then_restart_reads_every_record_once(
     output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     batches_done = functools.partial(_batches_done, checkpoint)
 
-    # Records keep arriving before, during and after the kill.
+    # Records keep arriving before, during and after the kill: until two rounds after it, however long a loaded
+    # machine takes over the batches before it.
     during: list[bytes] = []
+    killed = threading.Event()
 
     def produce() -> None:
-        for round_ in range(15):
+        rounds_after_kill = 0
+        for round_ in range(400):
             during.extend(_put(server, stream, f"during-{round_}", 10))
+            rounds_after_kill += killed.is_set()
+            if rounds_after_kill == 2:
+                return
             time.sleep(0.25 if consumer == "GetRecords" else 1.0)  # kinesis-mock's resubscriptions take ~5 s
 
     producer = threading.Thread(target=produce)
@@ -255,6 +261,7 @@ def test_sigkill_of_the_driver_then_restart_reads_every_record_once(
         _kill_mid_call(first, server)
     finally:
         _kill(first)
+        killed.set()
     producer.join()
     produced += during + _put(server, stream, "stopped", 30)  # while no driver runs
     _restart_until_every_record(server, options, output, checkpoint, produced)
