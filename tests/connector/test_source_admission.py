@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from itertools import pairwise
 
 import pyarrow.parquet as pq
 import pytest
@@ -143,21 +144,28 @@ def test_an_idle_query_runs_no_empty_batches_and_reports_lag(
 def test_a_steady_stream_that_stops_costs_at_most_one_empty_batch_a_shard(
     spark, kinesalite: LocalServer, lite_stream, tmp_path
 ) -> None:
-    """Records every 50 ms for 3 s make both shards steady: batches read them without probes (their offsets have
-    no arrival bound). When the producer stops, a steady shard's next read finds nothing: an empty micro-batch, at
-    most one a shard, and none once the shards are probed again. Every record arrives once. (A pause of a trigger
-    or more while records flow costs one too: the producer here never pauses that long.) The first records are put
-    before the query starts: Spark runs a new query's batch 0 even when its source has nothing, and a first trigger
-    that beats the put would be that empty batch."""
+    """Records every 50 ms make both shards steady: batches read them without probes (their offsets have no
+    arrival bound). When the producer stops, a steady shard's next read finds nothing: an empty micro-batch, at
+    most one a shard, and none once the shards are probed again. Every record arrives once. A pause of a trigger
+    or more while records flow costs one a shard too: the producer here pauses that long only when the machine
+    stalls it, and each such pause is counted. The first records are put before the query starts: Spark runs a
+    new query's batch 0 even when its source has nothing, and a first trigger that beats the put would be that
+    empty batch."""
     stream = lite_stream(shards=2)
     kinesis, produced = kinesalite.client("kinesis"), _produce(kinesalite, stream, 4, "warm")
     frame = spark.readStream.format(FORMAT).options(**source_options(kinesalite, stream, tmp_path / "meta")).load()
-    query = memory_query(frame, "steady_rows", tmp_path / "cp")
+    trigger_s = 0.2
+    query = memory_query(frame, "steady_rows", tmp_path / "cp", trigger_ms=int(trigger_s * 1000))
+    puts: list[tuple[float, float]] = []  # each put's start and end
     try:
         wait_for(lambda: spark.table("steady_rows").count() >= 4, what="the first batch")  # workers started
-        for tick in range(60):
-            records = [(f"t{tick:02d}-{i}".encode(), f"key-{i}") for i in range(4)]
+        # 3 s of records at least, and on until a batch read the shards without a probe (a loaded machine's
+        # batches may take longer than 3 s to get there); at most 60 s.
+        while len(puts) < 60 or (not _read_without_a_probe(query.recentProgress) and len(puts) < 1200):
+            records = [(f"t{len(puts):04d}-{i}".encode(), f"key-{i}") for i in range(4)]
+            began = time.monotonic()
             put_records(kinesis, stream, records)
+            puts.append((began, time.monotonic()))
             produced += [data for data, _key in records]
             time.sleep(0.05)
         wait_for(lambda: spark.table("steady_rows").count() >= len(produced), what="every record")
@@ -166,9 +174,15 @@ def test_a_steady_stream_that_stops_costs_at_most_one_empty_batch_a_shard(
     finally:
         query.stop()
     assert sorted(bytes(row.data) for row in spark.table("steady_rows").collect()) == sorted(produced)
-    ends = [p["sources"][0]["endOffset"] for p in progress]
-    unbounded = [end for end in ends if "untilMs" not in str(end)]  # JSON, or a dict's repr (pyspark 4.0.2)
-    assert unbounded, f"no batch read a steady shard without a probe: {ends[-3:]}"
+    assert _read_without_a_probe(progress), f"no batch read a steady shard without a probe: {progress[-3:]}"
+    pauses = sum(1 for (before, _), (_, after) in pairwise(puts) if after - before >= trigger_s)
     empty = [p["batchId"] for p in progress if p["numInputRows"] == 0]
     last_rows = max(p["batchId"] for p in progress if p["numInputRows"] > 0)
-    assert len(empty) <= 2 and all(last_rows < batch <= last_rows + 2 for batch in empty), (empty, last_rows)
+    after_the_stop = [batch for batch in empty if last_rows < batch <= last_rows + 2]
+    assert len(after_the_stop) <= 2 and len(empty) - len(after_the_stop) <= 2 * pauses, (empty, last_rows, pauses)
+
+
+def _read_without_a_probe(progress: list) -> bool:
+    """Whether a batch's end offset has no arrival bound: it read a steady shard without probing it first."""
+    ends = [p["sources"][0]["endOffset"] for p in progress]
+    return any("untilMs" not in str(end) for end in ends)  # JSON, or a dict's repr (pyspark 4.0.2)
