@@ -278,8 +278,9 @@ def test_a_broker_killed_mid_read_loses_nothing(kinesis_mock: LocalServer, mock_
 def test_idle_subscriptions_close_their_sockets_and_the_broker_exits(
     kinesis_mock: LocalServer, mock_stream, broker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(efo_broker.ENV_IDLE_CLOSE, "1")
-    monkeypatch.setenv(efo_broker.ENV_IDLE_EXIT, "2")
+    # Idle for 2 s: long enough for a loaded machine to see the subscription open after the read.
+    monkeypatch.setenv(efo_broker.ENV_IDLE_CLOSE, "2")
+    monkeypatch.setenv(efo_broker.ENV_IDLE_EXIT, "3")
     stream = mock_stream(shards=1)
     (shard,) = list_shard_ids(kinesis_mock.client("kinesis"), stream)
     consumer = active_consumer(kinesis_mock.endpoint_url, stream)

@@ -203,8 +203,8 @@ def test_a_read_planned_without_a_probe_makes_no_call_before_the_shards_second_h
     transport.pacer = CallPacer(0.2, clock, clock.sleep)
     page = next(transport.pages(Position(TRIM_HORIZON), lambda: None))
     assert page.caught_up
-    if waits:  # what was left of the 5 s when the read started (a real clock ran meanwhile)
-        assert len(clock.sleeps) == 1 and 4.0 < clock.sleeps[0] <= 5.0
+    if waits:  # what was left of the 5 s when the read started (a real clock ran meanwhile, on a loaded machine)
+        assert len(clock.sleeps) == 1 and 2.0 < clock.sleeps[0] <= 5.0
     else:
         assert clock.sleeps == []
 

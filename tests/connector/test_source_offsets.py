@@ -29,6 +29,7 @@ from pyspark_aws_kinesis.positions import (
     Position,
     parse_starting_position,
 )
+from pyspark_aws_kinesis.source import catalog as catalog_module
 from pyspark_aws_kinesis.source.catalog import ShardCatalog
 from pyspark_aws_kinesis.source.offsets import KinesisOffset, PendingOffset, parse_offset
 from pyspark_aws_kinesis.source.settings import SourceSettings
@@ -275,7 +276,9 @@ def test_shards_are_grouped_into_partitions(kinesalite: LocalServer, lite_stream
     assert sorted(payloads(read_all(source, partitions))) == sorted(produced)
 
 
-def test_listing_is_cached_for_the_describe_shard_interval(kinesalite: LocalServer, lite_stream, tmp_path) -> None:
+def test_listing_is_cached_for_the_describe_shard_interval(
+    kinesalite: LocalServer, lite_stream, tmp_path, monkeypatch
+) -> None:
     stream = lite_stream(shards=1)
     calls = []
     settings = SourceSettings.from_options(source_options(kinesalite, stream, tmp_path))
@@ -284,11 +287,14 @@ def test_listing_is_cached_for_the_describe_shard_interval(kinesalite: LocalServ
         calls.append(1)
         return kinesis_client(settings.client)
 
+    clock = SimpleNamespace(now=1000.0)  # the catalog's: a slow ListShards must not use up the interval
+    monkeypatch.setattr(catalog_module, "time", SimpleNamespace(monotonic=lambda: clock.now))
     catalog = ShardCatalog(counting_client, settings.client.retry, min_interval_s=0.3)
     catalog.shards(stream)
+    clock.now += 0.29
     catalog.shards(stream)
     assert len(calls) == 1
-    time.sleep(0.35)
+    clock.now += 0.02
     catalog.shards(stream)
     catalog.shards(stream, fresh=True)
     assert len(calls) == 3
