@@ -43,7 +43,7 @@ def test_country_counts_stops_on_its_marker_and_resumes_from_its_checkpoint(jobs
     first = events(0, 24) + MALFORMED[:1]
     jobs.put(first, source)
     marker = tmp_path / "stop"
-    # Every trigger runs a batch (the source's offsets always advance); 2 s leaves idle time for the stop.
+    # An idle trigger runs no batch (no empty micro-batches), so the stop lands in idle time between triggers.
     args = jobs.args(country_counts, source, sink, "--trigger-seconds", "2", "--window-seconds", "10")
     queries = country_counts.start(jobs.spark, args)
 
