@@ -17,6 +17,10 @@ from collections import deque
 # refused, each followed by a backoff of a second or two). More margin costs latency: 4 calls fit a 200 ms grid
 # only exactly a second apart, so a trigger with a call later by the margin waits (``window_wait_s``) or is skipped.
 RATE_WINDOW_S = 1.01
+# A call this much older than one that came in later can never count again (a second of slack for a read's calls
+# heard late): dropped as calls come in, so a busy shard planned from its reads, whose room is never asked, holds
+# its last seconds' calls and not its whole history.
+KEPT_S = RATE_WINDOW_S + 1.0
 
 
 class ShardCallWindows:
@@ -31,15 +35,18 @@ class ShardCallWindows:
     def called(self, key: str, at: float, wall_ms: int) -> None:
         """A call on ``key`` started at ``at`` (monotonic s), ``wall_ms`` on the wall clock."""
         with self._lock:
-            self._calls.setdefault(key, deque()).append((at, wall_ms))
+            self._add(key, at, wall_ms)
 
     def heard(self, key: str, at: float, wall_ms: int) -> None:
         """A call on ``key`` made elsewhere (a batch's read), unless it is one already counted: a read whose first
         page was a probe's answer names the probe's call."""
         with self._lock:
-            calls = self._calls.setdefault(key, deque())
-            if all(known_ms != wall_ms for _at, known_ms in calls):
-                calls.append((at, wall_ms))
+            if all(known_ms != wall_ms for _at, known_ms in self._calls.get(key, ())):
+                self._add(key, at, wall_ms)
+
+    def held(self, key: str) -> int:
+        """How many calls on ``key`` are kept (those that may still count, and a few seconds more at most)."""
+        return len(self._calls.get(key, ()))
 
     def count(self, key: str, now: float) -> int:
         """The query's calls on ``key`` that started within the last ``RATE_WINDOW_S``."""
@@ -59,6 +66,12 @@ class ShardCallWindows:
         with self._lock:
             for key in [key for key in self._calls if key not in keep]:
                 del self._calls[key]
+
+    def _add(self, key: str, at: float, wall_ms: int) -> None:
+        calls = self._calls.setdefault(key, deque())
+        calls.append((at, wall_ms))
+        if calls[0][0] <= at - KEPT_S:
+            self._calls[key] = deque(call for call in calls if call[0] > at - KEPT_S)
 
     def _starts(self, key: str, now: float) -> list[float]:
         """When the calls on ``key`` within the window started, earliest first; older ones at the front are dropped

@@ -236,6 +236,19 @@ def test_a_reads_own_call_counts_in_the_shards_second_once(sim: SimTime) -> None
     assert prober.calls_within_window(key, sim.t) == 2  # the first left the second
 
 
+def test_a_busy_shard_planned_from_its_reads_keeps_only_the_calls_that_may_still_count(sim: SimTime) -> None:
+    """A busy shard's read stops at the batch's bound and the next batch plans it from that read, without a probe
+    and so without a look at its second's room: over 2,000 batches (two calls each, four batches a second) the
+    driver keeps its last seconds' calls, not all 4,000 (it kept them all, and looked through them at every call)."""
+    prober = ShardProber(lambda: None, RetryPolicy(), 1.0, busy_interval_s=0.2)
+    key = shard_key(STREAM, SHARDS[0])
+    for batch in range(2000):
+        for call in range(2):
+            prober.read_called(key, sim.now_ms() + batch * 250 + call * 100)
+    assert prober.windows.held(key) <= 20
+    assert prober.calls_within_window(key, sim.t + 499.9) == 8  # the last second's, from 499.0 s to 499.85 s
+
+
 def test_a_shard_that_just_went_idle_keeps_to_its_second_too(sim: SimTime) -> None:
     stream = BusyStream(sim, sim.book)
     prober = ShardProber(lambda: stream, RetryPolicy(max_retries=0), 0.2, busy_interval_s=0.2)
