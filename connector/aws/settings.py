@@ -182,13 +182,21 @@ def assume_role(options: ParsedOptions) -> AssumeRole | None:
     )
 
 
-def default_session_name(streams: str | None) -> str:
-    """``aws-kinesis-<first stream>-<8 hex>``: names the query's stream in CloudTrail, new for each query.
+# The session name's hex part, drawn once per process: the settings (a cache key of the process's clients and
+# role credentials, here and on the executors) are the same each time the options are parsed again: every
+# foreachBatch write, every restart of a query in a long-lived application. A new name each time made a new client
+# and a new AssumeRole in every process, kept for the process's life.
+_SESSION_TOKEN = secrets.token_hex(4)
 
-    Made once on the driver and pickled with the settings, so every process of one query uses the same name.
+
+def default_session_name(streams: str | None) -> str:
+    """``aws-kinesis-<first stream>-<8 hex>``: names the query's stream in CloudTrail, the hex drawn once per driver
+    process.
+
+    Made on the driver and pickled with the settings, so every process of one query uses the same name.
     """
     stream = re.sub(r"[^\w+=,.@-]", "-", (streams or "sink").split(",")[0].strip())[:40]
-    return f"aws-kinesis-{stream}-{secrets.token_hex(4)}"
+    return f"aws-kinesis-{stream}-{_SESSION_TOKEN}"
 
 
 def retry_policy(

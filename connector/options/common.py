@@ -114,7 +114,7 @@ STS_SESSION_NAME = add(
         None,
         "Role session name (shown in CloudTrail); with `kinesis.stsRoleArn`.",
         Side.BOTH,
-        default_doc="`aws-kinesis-<stream>-<8 hex>`, new for each query",
+        default_doc="`aws-kinesis-<stream>-<8 hex>`, the hex drawn once per driver process",
         requires="kinesis.stsrolearn",
     )
 )

@@ -155,6 +155,24 @@ def test_one_assume_role_per_process_for_many_clients_threads_and_task_copies(
         assert all(_is_assumed_role_key(call.access_key_id) for call in proxies.kinesis_requests())
 
 
+def test_options_parsed_again_without_a_session_name_reuse_the_client_and_the_role(
+    kinesalite: LocalServer, moto: LocalServer, lite_stream
+) -> None:
+    """Each foreachBatch write, each restart of a query in a long-lived application, parses the options again: with
+    a role and no ``kinesis.stsSessionName``, the same settings, so the same client and one AssumeRole (a new
+    session name each time made a new client and a new AssumeRole in every process, kept for its life)."""
+    stream = lite_stream()
+    with recording_proxies(kinesalite, moto) as proxies:
+        raw = {**role_options(proxies), "kinesis.streamName": stream, "kinesis.region": "us-east-1"}
+        raw.pop("kinesis.stsSessionName", None)
+        parsed = [ClientSettings.from_options(parse_options(raw, Side.BOTH)) for _ in range(3)]
+        for settings in parsed:
+            kinesis_client(settings).list_shards(StreamName=stream)
+        assert len({id(kinesis_client(settings)) for settings in parsed}) == 1
+        assert len(proxies.assume_roles()) == 1
+        assert parsed[0].role is not None and parsed[0].role.session_name.startswith(f"aws-kinesis-{stream}-")
+
+
 # --- errors ---------------------------------------------------------------------------------------------------
 
 
