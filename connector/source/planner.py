@@ -238,15 +238,19 @@ class BatchPlanner:
         data. A shard read to its end is never probed or read again: the prober, the handed-on iterators and the lag
         report forget it at once (a probe's held answer is up to 64 KiB), not once ListShards stops showing it (the
         retention)."""
+        gone: set[str] = set()
         for stream in self.settings.streams:
             listing = self.catalog.shards(stream)
             vanished = track_listing(positions, parents, stream, listing, lambda _shard: Position(TRIM_HORIZON))
             for key, position in vanished.items():
                 self.health.vanished(batch_id, key, position)
+            gone |= vanished.keys()
         unfinished = {key for key, position in positions.items() if not position.is_shard_end}
         self.prober.forget(unfinished)
         self.handoffs = {key: handoff for key, handoff in self.handoffs.items() if key in unfinished}
-        self.health.forget(positions, unfinished)
+        # A vanished shard stays said until a batch is planned past it: the triggers before plan from the
+        # committed offset, which still holds it.
+        self.health.forget(positions.keys() | gone, unfinished)
 
     def _find_waiting(
         self,

@@ -5,6 +5,7 @@ parents are read to their end."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -304,3 +305,36 @@ def test_shards_read_to_their_end_leave_the_probers_state_handoffs_and_lag_at_on
     assert set(planner.prober._states) == reading and set(planner.handoffs) == reading
     report = planner.health.lag_report()  # every generation's lag was heard of; the closed ones' is gone
     assert report is not None and set(report["millisBehindLatest"]) == reading
+
+
+def test_a_vanished_shard_is_said_and_counted_once_while_the_batches_plan_from_the_offset_that_holds_it(
+    tmp_path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``kinesis.failOnDataLoss=false``: a shard not read to its end that ListShards no longer shows (the stream
+    re-created, the query stopped past the retention) is lost data, said and counted once. Every idle trigger plans
+    from the committed offset, which still holds the shard: it was said and counted again at each (every 10 ms on an
+    idle stream)."""
+    settings = SourceSettings.from_options(
+        {
+            "kinesis.streamName": "s",
+            "kinesis.region": "us-east-1",
+            "kinesis.metadataPath": str(tmp_path),
+            "kinesis.failOnDataLoss": "false",
+        }
+    )
+    planner = BatchPlanner(settings)
+    listing = _Listing()
+    planner.catalog = listing  # type: ignore[assignment]
+    committed: dict[str, Position] = {}
+    listing.now = [Shard("shardId-000000000000", None, None, 0, 0, "1", None)]
+    planner._track(committed, {}, 0)
+    listing.now = [Shard("shardId-000000000001", None, None, 0, 0, "1", None)]  # the stream re-created
+    with caplog.at_level(logging.WARNING, logger="pyspark_aws_kinesis"):
+        for _trigger in range(5):
+            positions = dict(committed)
+            planner._track(positions, {}, 1)
+            assert set(positions) == {"s/shardId-000000000001"}
+    assert planner.health.loss_count == 1
+    assert caplog.text.count("ListShards no longer shows it") == 1
+    planner._track(dict(positions), {}, 2)  # a batch planned past it: the shard is no longer the query's
+    assert planner.health._reported_vanished == set()
