@@ -36,7 +36,7 @@ from botocore.exceptions import ClientError
 from .aws.clients import kinesis_client
 from .aws.settings import ClientSettings
 from .detached import spawn_detached
-from .private import append_private, user_temp_path
+from .private import private_log, user_temp_path
 from .retry import RetryPolicy, error_code, error_message
 
 log = logging.getLogger(__name__)
@@ -369,12 +369,11 @@ def _log_to_private_file() -> None:
     """Log to ``watcher.log`` in this user's private directory (created 0700, never through a link). When that
     directory is not ours or cannot be written, log nowhere: the consumers are deregistered all the same."""
     try:
-        fd = append_private(user_temp_path(WATCHER_DIR), WATCHER_LOG)
+        handler: logging.Handler = private_log(user_temp_path(WATCHER_DIR), WATCHER_LOG)
     except OSError:
         logging.basicConfig(handlers=[logging.NullHandler()])
         return
-    stream = open(fd, "a", buffering=1)  # noqa: SIM115 (the watcher's log, open until it exits)
-    logging.basicConfig(stream=stream, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.basicConfig(handlers=[handler], level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
 
 
 if __name__ == "__main__":

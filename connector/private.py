@@ -11,9 +11,11 @@ could create that name first (a directory of theirs, or a symbolic link to one),
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import stat
 import tempfile
+from typing import TextIO
 
 # On Linux a Unix socket can be bound and connected through the directory handle's /proc path, which the kernel
 # resolves to the opened directory itself (a rename or symbolic link swap of the name does not change it).
@@ -54,13 +56,39 @@ def open_private_file(dir_fd: int, name: str, flags: int, mode: int = 0o600) -> 
     return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
 
 
-def append_private(path: str, name: str) -> int:
-    """An fd appending to ``<path>/<name>``, ``path`` a private directory (NotPrivateError otherwise)."""
-    dir_fd = open_private_dir(path)
-    try:
-        return open_private_file(dir_fd, name, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    finally:
-        os.close(dir_fd)
+LOG_MAX_BYTES = 8 * 1024 * 1024  # a private log starts over beyond this, the full one kept as ``<name>.1``
+
+
+class PrivateLog(logging.StreamHandler):
+    """Logs to ``name`` in the private directory ``dir_fd`` (which it keeps open), started over once it holds
+    ``max_bytes``: the full file becomes ``<name>.1`` (replacing the one before), renamed and reopened through the
+    directory's handle, never by path. A helper process lives as long as its host's queries run: its log must not
+    grow with it. Several processes may share the file; one that finds it already renamed by another reopens it."""
+
+    def __init__(self, dir_fd: int, name: str, max_bytes: int = LOG_MAX_BYTES) -> None:
+        self._dir_fd, self._file_name, self.max_bytes = dir_fd, name, max_bytes
+        super().__init__(self._open())
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if os.fstat(self.stream.fileno()).st_size >= self.max_bytes:
+            self._start_over()
+        super().emit(record)
+
+    def _open(self) -> TextIO:
+        fd = open_private_file(self._dir_fd, self._file_name, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        return open(fd, "a", buffering=1)
+
+    def _start_over(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            named = os.stat(self._file_name, dir_fd=self._dir_fd, follow_symlinks=False)
+            if os.path.samestat(named, os.fstat(self.stream.fileno())):  # not renamed by another process yet
+                os.replace(self._file_name, f"{self._file_name}.1", src_dir_fd=self._dir_fd, dst_dir_fd=self._dir_fd)
+        self.setStream(self._open()).close()  # type: ignore[union-attr]
+
+
+def private_log(path: str, name: str, max_bytes: int = LOG_MAX_BYTES) -> PrivateLog:
+    """A log handler for ``<path>/<name>``, ``path`` a private directory (NotPrivateError otherwise)."""
+    return PrivateLog(open_private_dir(path), name, max_bytes)
 
 
 def socket_address(dir_fd: int, directory: str, name: str) -> str:

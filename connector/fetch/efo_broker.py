@@ -47,7 +47,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, WHOLE_RECORD, Position
-from ..private import NotPrivateError, open_private_dir, open_private_file, socket_address
+from ..private import NotPrivateError, PrivateLog, open_private_dir, open_private_file, socket_address
 from .decode import Page
 from .efo import ShardSubscriber, subscription_client
 from .efo_protocol import (
@@ -403,10 +403,8 @@ def main(directory: str, watch_pid: str) -> None:
         dir_fd = open_private_dir(directory)
     except NotPrivateError as exc:
         sys.exit(f"subscription broker: {exc}")  # its stderr is nobody's; the starter logs that none answers
-    log_fd = open_private_file(dir_fd, "broker.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    os.close(dir_fd)
     logging.basicConfig(
-        stream=open(log_fd, "a", buffering=1),  # noqa: SIM115 (the process's log, open until it exits)
+        handlers=[PrivateLog(dir_fd, "broker.log")],  # keeps the directory's handle: the log starts over in it
         level=logging.INFO,
         format="%(asctime)s %(process)d %(levelname)s %(name)s %(message)s",
     )

@@ -4,6 +4,7 @@ symbolic link or another user's directory holds the name; a watcher that cannot 
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 import tempfile
@@ -17,6 +18,7 @@ from test_consumers import _names
 from localaws import LocalServer
 from pyspark_aws_kinesis.consumers import WATCHER_DIR, WATCHER_LOG, QueryConsumers
 from pyspark_aws_kinesis.options import OptionError
+from pyspark_aws_kinesis.private import private_log
 from pyspark_aws_kinesis.source.settings import DEFAULT_METADATA_DIR, SourceSettings
 
 NOBODY = 65534
@@ -89,3 +91,49 @@ def test_the_watcher_logs_privately_and_deregisters_even_when_it_cannot_log(
         assert "deregistering" in (directory / WATCHER_LOG).read_text()
     else:
         assert not (temp_dir / "elsewhere" / WATCHER_LOG).exists()
+
+
+def _log_lines(handler: logging.Handler, count: int, prefix: str) -> None:
+    logger = logging.Logger(f"test-{prefix}")
+    logger.addHandler(handler)
+    for i in range(count):
+        logger.warning("%s %04d %s", prefix, i, "x" * 80)
+
+
+def test_a_private_log_starts_over_at_its_bound_keeping_the_last_full_one(temp_dir: Path) -> None:
+    """A helper process (the subscription broker, the deregistration watcher) may live for months: its log keeps
+    at most two files of its bound, both private, the newest lines in the one named."""
+    directory = temp_dir / "logs"
+    handler = private_log(str(directory), "helper.log", max_bytes=10_000)
+    _log_lines(handler, 1_000, "line")  # ~100 KB in all
+    handler.close()
+    current, previous = directory / "helper.log", directory / "helper.log.1"
+    assert sorted(path.name for path in directory.iterdir()) == ["helper.log", "helper.log.1"]
+    assert all(path.stat().st_size < 10_000 + 200 for path in (current, previous))
+    assert all(stat.S_IMODE(path.stat().st_mode) == 0o600 for path in (current, previous))
+    assert current.read_text().rstrip().endswith("line 0999 " + "x" * 80)
+    last_before = int(previous.read_text().splitlines()[-1].split()[1])
+    assert int(current.read_text().splitlines()[0].split()[1]) == last_before + 1  # nothing lost between them
+
+
+def test_a_private_log_renamed_by_another_process_is_reopened_not_renamed_again(temp_dir: Path) -> None:
+    directory = temp_dir / "shared"
+    first = private_log(str(directory), "helper.log", max_bytes=5_000)
+    second = private_log(str(directory), "helper.log", max_bytes=5_000)
+    _log_lines(first, 60, "first")  # past the bound: the first starts over (renames, reopens)
+    _log_lines(second, 1, "second")  # its file is now helper.log.1: it reopens helper.log, renames nothing
+    first.close()
+    second.close()
+    current = (directory / "helper.log").read_text()
+    assert "first 0059" in current and "second 0000" in current
+    assert "first 0000" in (directory / "helper.log.1").read_text()  # the full one was not replaced
+
+
+def test_a_private_log_never_writes_through_a_symbolic_link(temp_dir: Path) -> None:
+    directory = temp_dir / "linked"
+    directory.mkdir(mode=0o700)
+    target = temp_dir / "elsewhere.log"
+    (directory / "helper.log").symlink_to(target)
+    with pytest.raises(OSError):
+        private_log(str(directory), "helper.log")
+    assert not target.exists()
