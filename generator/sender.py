@@ -194,7 +194,7 @@ def _key_template(source: str, ctx: Context) -> Template:
 
 def _limit(schedule: Schedule, duration_s: float | None, count: int | None) -> int:
     """Total records of the run: what the schedule has due just before the duration ends, capped by count."""
-    by_time = schedule.due(duration_s - 1e-9) if duration_s is not None else None
+    by_time = schedule.due_before(duration_s) if duration_s is not None else None
     return min(x for x in (by_time, count) if x is not None)
 
 

@@ -33,6 +33,24 @@ def test_periodic_counts_follow_the_normal_distribution():
     assert 95 < mean < 105 and 16 < spread < 24
 
 
+def test_a_periodic_run_of_days_keeps_a_minute_of_bursts_and_its_total_matches_them():
+    """A soak load of days: the sender asks about each second in turn (and the next burst's second when idle);
+    what it keeps stays a minute, and the run's total, drawn again from the start, is what the seconds added up
+    to, whatever the templates drew from the shared generator meanwhile."""
+    shared = Random(7)
+    rate = PeriodicRate(mean=100, stddev=30, rng=shared)
+    seconds = 2 * 24 * 3600
+    total = rate.due_before(seconds)
+    for second in range(seconds):
+        due = rate.due(second + 0.5)
+        assert rate.next_due_s(due) > second  # the next non-empty burst
+        shared.random()  # a template's draw
+    assert len(rate._cumulative) <= PeriodicRate.KEPT_SECONDS + 1
+    assert due == total and 0.99 * 100 * seconds < total < 1.01 * 100 * seconds
+    with pytest.raises(ValueError, match="forgotten"):
+        rate.due(0)
+
+
 @pytest.mark.parametrize("bad", [0, -1, float("inf")])
 def test_bad_rates_are_refused(bad: float):
     with pytest.raises(ValueError, match="--rate"):
