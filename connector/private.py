@@ -70,8 +70,11 @@ class PrivateLog(logging.StreamHandler):
         super().__init__(self._open())
 
     def emit(self, record: logging.LogRecord) -> None:
-        if os.fstat(self.stream.fileno()).st_size >= self.max_bytes:
-            self._start_over()
+        try:
+            if os.fstat(self.stream.fileno()).st_size >= self.max_bytes:
+                self._start_over()
+        except OSError:  # a log that cannot start over is never the helper's failure: it goes on in the full one
+            self.handleError(record)
         super().emit(record)
 
     def _open(self) -> TextIO:

@@ -137,3 +137,15 @@ def test_a_private_log_never_writes_through_a_symbolic_link(temp_dir: Path) -> N
     with pytest.raises(OSError):
         private_log(str(directory), "helper.log")
     assert not target.exists()
+
+
+def test_a_private_log_that_cannot_start_over_goes_on_in_the_full_one(
+    temp_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = temp_dir / "stuck"
+    handler = private_log(str(directory), "helper.log", max_bytes=100)
+    monkeypatch.setattr(logging, "raiseExceptions", False)  # handleError: no traceback on stderr
+    os.close(handler._dir_fd)  # the directory's handle is gone: no rename, no reopen
+    _log_lines(handler, 5, "kept")  # never raises into the helper
+    handler.close()
+    assert (directory / "helper.log").read_text().count("kept ") == 5
