@@ -16,9 +16,10 @@ from botocore.exceptions import ClientError
 from read_sim import NeighbourClock
 from source_util import client_settings, payloads, put_numbered, read_all, reader, roundtrip, source_options
 from test_polling_transport import INTERVAL_S, SimulatedClock, _read_range, _reader_client, _shard_with
+from test_source_latency import FrozenClock
 
 from localaws import LocalServer
-from localaws.quota_model import Quotas
+from localaws.quota_model import ManualClock, Quotas
 from localaws.quota_proxy import QuotaProxy
 from localaws.streams import put_records
 from pyspark_aws_kinesis.aws.clients import RAW_BODY, kinesis_reader_client
@@ -43,6 +44,7 @@ from pyspark_aws_kinesis.metrics import progress_metrics
 from pyspark_aws_kinesis.positions import TRIM_HORIZON, Position, shard_key
 from pyspark_aws_kinesis.retry import QUOTA_BACKOFF_MIN_S, RetryPolicy
 from pyspark_aws_kinesis.shards import MAX_HASH_KEY, list_shards
+from pyspark_aws_kinesis.source import probe as probe_module
 
 NO_RETRIES = RetryPolicy(max_retries=0, initial_interval_ms=1, max_interval_ms=1)  # a refusal is never retried here
 ONE_CALL_A_SECOND = Quotas(get_records_calls=1)
@@ -162,30 +164,39 @@ def test_a_read_handed_an_iterator_waits_an_interval_after_the_call_that_got_it(
 
 @pytest.mark.slow
 def test_a_refused_probe_keeps_the_query_going_and_is_reported_per_shard(
-    kinesalite: LocalServer, lite_stream, strict_proxy: QuotaProxy, tmp_path
+    kinesalite: LocalServer, lite_stream, tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stream = lite_stream(shards=1)
-    options = source_options(strict_proxy, stream, tmp_path, **{"kinesis.clientNumRetries": "0"})
-    source = reader(options)
-    start = roundtrip(source.initialOffset())
-    assert roundtrip(source.latestOffset(start, None)) == start  # idle: the shard's one call of this second
-    prober = source.offsets.planner.prober
-    calls = prober.calls
-    assert roundtrip(source.latestOffset(start, None)) == start  # a second probe at once: refused, not raised
-    assert prober.calls == calls + 1
-    key = shard_key(stream, "shardId-000000000000")
-    report = source.reportLatestOffset()
-    assert report is not None
-    assert report["refusedCalls"] == 1 and report["refusedCallsPerShard"] == {key: 1}
-    assert roundtrip(source.latestOffset(start, None)) == start  # backed off: not asked again at once
-    assert prober.calls == calls + 1
-    assert strict_proxy.report().tally(stream=stream, action="GetRecords").refused == 1
-    produced = put_numbered(kinesalite, stream, "a", 5)
-    (state,) = prober._states.values()
-    time.sleep(state.backoff_s)  # the backed-off interval is over (and the proxy's second with it)
-    end = roundtrip(source.latestOffset(start, None))
-    assert end != start and prober.calls == calls + 2
-    assert payloads(read_all(source, list(source.partitions(start, end)))) == produced
+    # Both clocks move by hand: the proxy's second and the prober's backoff end when the test says, however long a
+    # loaded machine takes between two probes.
+    clock = FrozenClock(time.monotonic())
+    monkeypatch.setattr(probe_module, "time", clock)
+    with QuotaProxy(kinesalite.endpoint_url, ONE_CALL_A_SECOND, clock=ManualClock()) as proxy:
+        options = source_options(proxy, stream, tmp_path, **{"kinesis.clientNumRetries": "0"})
+        source = reader(options)
+        start = roundtrip(source.initialOffset())
+        assert roundtrip(source.latestOffset(start, None)) == start  # idle: the shard's one call of this second
+        prober = source.offsets.planner.prober
+        calls = prober.calls
+        clock.now += prober.interval_s  # the shard's turn again, within the proxy's same second
+        assert roundtrip(source.latestOffset(start, None)) == start  # refused, not raised
+        assert prober.calls == calls + 1
+        key = shard_key(stream, "shardId-000000000000")
+        report = source.reportLatestOffset()
+        assert report is not None
+        assert report["refusedCalls"] == 1 and report["refusedCallsPerShard"] == {key: 1}
+        clock.now += prober.interval_s
+        assert roundtrip(source.latestOffset(start, None)) == start  # backed off: not asked at its turn
+        assert prober.calls == calls + 1
+        assert proxy.report().tally(stream=stream, action="GetRecords").refused == 1
+        produced = put_numbered(kinesalite, stream, "a", 5)
+        (state,) = prober._states.values()
+        clock.now += state.backoff_s  # the backed-off interval is over
+        proxy.clock.advance(1.0)  # and the proxy's second with it
+        end = roundtrip(source.latestOffset(start, None))
+        assert end != start and prober.calls == calls + 2
+        proxy.clock.advance(1.0)  # the read's call, if it makes one, in a second of its own
+        assert payloads(read_all(source, list(source.partitions(start, end)))) == produced
 
 
 def test_refusals_reach_cloudwatch_as_a_total_and_the_most_refused_shard() -> None:
