@@ -70,16 +70,21 @@ class ShardCallWindows:
     def _add(self, key: str, at: float, wall_ms: int) -> None:
         calls = self._calls.setdefault(key, deque())
         calls.append((at, wall_ms))
-        if calls[0][0] <= at - KEPT_S:
-            self._calls[key] = deque(call for call in calls if call[0] > at - KEPT_S)
+        _drop_front(calls, at - KEPT_S)
 
     def _starts(self, key: str, now: float) -> list[float]:
-        """When the calls on ``key`` within the window started, earliest first; older ones at the front are dropped
-        (a read's call may be heard of after a later probe's, so later ones are filtered)."""
+        """When the calls on ``key`` within the window started, earliest first (a read's call may be heard of after
+        a later probe's, so later ones are filtered)."""
         with self._lock:
             calls = self._calls.get(key)
             if not calls:
                 return []
-            while calls and calls[0][0] <= now - RATE_WINDOW_S:
-                calls.popleft()
+            _drop_front(calls, now - RATE_WINDOW_S)
             return sorted(at for at, _wall in calls if at > now - RATE_WINDOW_S)
+
+
+def _drop_front(calls: deque[tuple[float, int]], until: float) -> None:
+    """Drop the calls at the front that started at ``until`` or before; one heard of late, behind a later call,
+    goes once it reaches the front."""
+    while calls and calls[0][0] <= until:
+        calls.popleft()
