@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import boto3
@@ -50,6 +50,7 @@ class ServerSpec:
     command: Callable[[int], list[str]]
     env: Callable[[int], dict[str, str]] = lambda port: {}
     probe_service: str = "kinesis"
+    stop_grace_s: float = 5.0  # between SIGTERM and SIGKILL
 
     def probe(self, endpoint_url: str) -> None:
         client = aws_client(
@@ -97,7 +98,8 @@ def _moto_command(port: int) -> list[str]:
     return [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port)]
 
 
-KINESIS_MOCK = ServerSpec("kinesis-mock", _kinesis_mock_command, _kinesis_mock_env)
+# kinesis-mock takes its time to end on SIGTERM and keeps nothing worth a clean end (no persistence).
+KINESIS_MOCK = ServerSpec("kinesis-mock", _kinesis_mock_command, _kinesis_mock_env, stop_grace_s=0.5)
 KINESALITE = ServerSpec("kinesalite", _kinesalite_command)
 MOTO = ServerSpec("moto", _moto_command, probe_service="sts")
 ALL_SERVERS = (KINESIS_MOCK, KINESALITE, MOTO)
@@ -106,7 +108,7 @@ ALL_SERVERS = (KINESIS_MOCK, KINESALITE, MOTO)
 def kinesis_mock_taking(**durations: str) -> ServerSpec:
     """A kinesis-mock whose state changes take ``durations`` (``REGISTER_STREAM_CONSUMER_DURATION="15s"``), for a
     test that must see a state the shared servers leave within a second, however loaded the machine."""
-    return ServerSpec("kinesis-mock", _kinesis_mock_command, lambda port: {**_kinesis_mock_env(port), **durations})
+    return replace(KINESIS_MOCK, env=lambda port: {**_kinesis_mock_env(port), **durations})
 
 
 def aws_client(service: str, endpoint_url: str, region: str = DEFAULT_REGION, config: Config | None = None):
@@ -216,10 +218,12 @@ class LocalServer:
             f"(last error: {last_error}); log {self.log_path}:\n{self.log_tail()}"
         )
 
-    def stop(self, grace_s: float = 5.0) -> None:
+    def stop(self, grace_s: float | None = None) -> None:
+        """SIGTERM, then SIGKILL after ``grace_s`` (the spec's by default)."""
         if self._stopped:
             return
         self._stopped = True
+        grace_s = self.spec.stop_grace_s if grace_s is None else grace_s
         for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, grace_s)):
             try:
                 os.killpg(self.process.pid, sig)

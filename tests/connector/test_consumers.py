@@ -120,7 +120,6 @@ def test_many_streams_starting_at_once_all_get_active_consumers_within_the_accou
         assert tally.refused >= STREAMS_AT_ONCE - 5, f"{tally.refused} refused in {took_s:.1f} s"
         assert tally.calls - tally.refused == STREAMS_AT_ONCE
         assert caplog.text.count("LimitExceededException") == sum(refused.values())
-        aws.kinesis_mock.direct.stop(grace_s=0.5)  # kinesis-mock takes its time to end on SIGTERM
 
 
 # A deregistered consumer stays DELETING for 500 ms on the shared kinesis-mock, which a loaded machine's round trips
@@ -148,7 +147,6 @@ def test_a_consumer_still_deleting_is_waited_out_then_registered_again(
         assert new.status == ACTIVE and took_s >= DELETING_S - 0.5  # waited it out
         now = describe_consumer(direct, stream_arn(direct, stream, FAST), "restarted", FAST)
         assert now is not None and (now.arn, now.status) == (new.arn, ACTIVE)
-        aws.kinesis_mock.direct.stop(grace_s=0.5)  # kinesis-mock takes its time to end on SIGTERM
 
 
 def test_waiting_for_active_is_bounded(kinesis_mock: LocalServer, mock_stream) -> None:

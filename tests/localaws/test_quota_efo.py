@@ -160,4 +160,3 @@ def test_register_stream_consumer_is_refused_while_5_consumers_are_creating(tmp_
         assert kinesis.register_stream_consumer(StreamARN=arn, ConsumerName="c5")["Consumer"]["ConsumerName"] == "c5"
         refusals = proxy.report().tally(action="RegisterStreamConsumer").refusals
         assert refusals == {"calls": 1, "creating": 1}
-        aws.kinesis_mock.direct.stop(grace_s=0.5)  # kinesis-mock takes its time to end on SIGTERM
