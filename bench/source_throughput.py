@@ -69,7 +69,7 @@ from bench.common import (
 )
 from localaws.servers import KINESALITE
 from localaws.streams import create_stream, unique_name
-from pyspark_aws_kinesis.fetch.polling import SHARD_READ_BYTES_PER_S
+from pyspark_aws_kinesis.record_sizes import SHARD_READ_BYTES_PER_S
 
 SHARDS = 4
 PLOT = Path(__file__).parent / "results" / "source_throughput.png"

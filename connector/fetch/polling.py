@@ -43,23 +43,22 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Container, Hashable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from botocore.exceptions import ClientError
 
 from ..aws.clients import RAW_BODY
 from ..clock import monotonic_at, now_ms
 from ..positions import AFTER_SEQUENCE_NUMBER, WHOLE_RECORD, Position
+from ..record_sizes import SHARD_READ_BYTES_PER_S, RecordSizes, sized_limit
 from ..retry import RetriesExhaustedError, RetryPolicy, is_throttled, quota_backoff
 from .decode import Page, ShardContext, decode_get_records
 from .iterators import Handoff, HeldAnswer, open_iterator, refused_iterator
 from .reads import CALLS_KEPT
 
-ShardT = TypeVar("ShardT", bound=Hashable)  # how a shard is named: (stream, shard id), or a shard key
-SHARD_READ_BYTES_PER_S = 2 * 1024 * 1024  # GetRecords bytes per second per shard, shared by its readers (AWS)
 # While a shard has more records waiting, its calls start at least this far apart and each may bring this much of
 # the shard's 2 MiB/s: 4 calls a second carry all of it, and the fifth of its 5 is left to other readers (a reader
 # polling once a second, as AWS Lambda does, is never refused for our calls; the source's busy probes alike).
@@ -87,31 +86,6 @@ class PollingSettings:
         """The bytes one answer may hold: the shard's read quota for one call interval (at least
         ``MIN_BUSY_INTERVAL_S``: 4 such answers a second are the shard's 2 MiB/s)."""
         return SHARD_READ_BYTES_PER_S * max(self.fetch_interval_s, MIN_BUSY_INTERVAL_S)
-
-
-class RecordSizes(Generic[ShardT]):
-    """The mean size of each shard's records, learnt from its answers (for sizing ``Limit``): each answer weighs as
-    much as the history before it, so a change of record size is followed within a few answers."""
-
-    def __init__(self) -> None:
-        self._sizes: dict[ShardT, float] = {}
-
-    def get(self, shard: ShardT) -> float | None:
-        return self._sizes.get(shard)
-
-    def learn(self, shard: ShardT, records: int, nbytes: int) -> None:
-        """An answer of ``records`` records and ``nbytes`` bytes came for ``shard`` (an empty one teaches nothing)."""
-        if records > 0:
-            size, before = nbytes / records, self._sizes.get(shard)
-            self._sizes[shard] = size if before is None else (before + size) / 2
-
-    def keep_only(self, shards: Container[ShardT]) -> None:
-        """Forget the shards not in ``shards`` (no longer read: a reshard's parents)."""
-        for shard in [shard for shard in self._sizes if shard not in shards]:
-            del self._sizes[shard]
-
-    def forget(self, shard: ShardT) -> None:
-        self._sizes.pop(shard, None)
 
 
 class ShardMemory:
@@ -172,14 +146,6 @@ class ShardMemory:
 
 
 SHARD_MEMORY = ShardMemory()
-
-
-def sized_limit(budget_bytes: float, record_bytes: float | None, first: int, cap: int) -> int:
-    """``Limit`` for one call: as many records of ``record_bytes`` as fit in ``budget_bytes`` (``first`` while the
-    size is unknown), never below 1 nor above ``cap`` (the options' Limit, at most AWS's 10,000)."""
-    if record_bytes is None:
-        return max(1, min(first, cap))
-    return max(1, min(cap, int(budget_bytes // max(record_bytes, 1.0))))
 
 
 class CallPacer:

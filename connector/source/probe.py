@@ -78,9 +78,9 @@ from ..fetch.iterators import (
     open_iterator,
     refused_iterator,
 )
-from ..fetch.polling import RecordSizes, sized_limit
 from ..parallel import WORKERS, parallel_map
 from ..positions import Position, shard_label, split_shard_key
+from ..record_sizes import RecordSizes, sized_limit
 from ..retry import RetriesExhaustedError, RetryPolicy, is_throttled, quota_backoff
 from ..shards import MAX_HASH_KEY
 from .call_window import ShardCallWindows

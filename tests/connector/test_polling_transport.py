@@ -25,7 +25,6 @@ from pyspark_aws_kinesis.clock import now_ms
 from pyspark_aws_kinesis.fetch.decode import ShardContext
 from pyspark_aws_kinesis.fetch.polling import (
     MAX_CHARGE_LAG_S,
-    SHARD_READ_BYTES_PER_S,
     CallPacer,
     GetRecordsTransport,
     PollingSettings,
@@ -34,6 +33,7 @@ from pyspark_aws_kinesis.fetch.polling import (
 from pyspark_aws_kinesis.fetch.range import FetchLimits, ShardRange, ShardTask
 from pyspark_aws_kinesis.fetch.reads import STOP_CAUGHT_UP, STOP_END, STOP_LIMIT
 from pyspark_aws_kinesis.positions import TRIM_HORIZON, Position
+from pyspark_aws_kinesis.record_sizes import SHARD_READ_BYTES_PER_S
 from pyspark_aws_kinesis.retry import RetryPolicy
 from pyspark_aws_kinesis.shards import list_shards
 

@@ -30,18 +30,17 @@ from pyspark_aws_kinesis.fetch.polling import (
     FIRST_CALL_LIMIT,
     MIN_LIMIT,
     RECOVER_AFTER,
-    SHARD_READ_BYTES_PER_S,
     CallPacer,
     GetRecordsTransport,
     PollingSettings,
     ReadBackoff,
     ShardMemory,
-    sized_limit,
 )
 from pyspark_aws_kinesis.fetch.range import FetchLimits, ShardRange, ShardTask
 from pyspark_aws_kinesis.fetch.reads import STOP_CAUGHT_UP
 from pyspark_aws_kinesis.metrics import progress_metrics
 from pyspark_aws_kinesis.positions import TRIM_HORIZON, Position, shard_key
+from pyspark_aws_kinesis.record_sizes import SHARD_READ_BYTES_PER_S, sized_limit
 from pyspark_aws_kinesis.retry import QUOTA_BACKOFF_MIN_S, RetryPolicy
 from pyspark_aws_kinesis.shards import MAX_HASH_KEY, list_shards
 from pyspark_aws_kinesis.source import probe as probe_module
