@@ -34,14 +34,16 @@ from localaws.streams import create_stream, unique_name
 from pyspark_aws_kinesis.aws.clients import client
 from pyspark_aws_kinesis.aws.settings import ClientSettings
 from pyspark_aws_kinesis.retry import RetryPolicy
-from pyspark_aws_kinesis.sink import put_records as ours
+from pyspark_aws_kinesis.sink.encoded_body import decode_answer, encode_body
+from pyspark_aws_kinesis.sink.entries import Entry
+from pyspark_aws_kinesis.sink.put_records import put_all
 
 CALL = 500
 RETRY = RetryPolicy(max_retries=10, initial_interval_ms=100, max_interval_ms=1000)
 Run = Callable[[], object]
 
 
-def botocore_put(kinesis, stream: str, entries: list[ours.Entry]) -> None:
+def botocore_put(kinesis, stream: str, entries: list[Entry]) -> None:
     """botocore's own path, 500 entries a call, failed entries sent again (as the boto3 loop of sink_throughput)."""
     for start in range(0, len(entries), CALL):
         pending = [entry.to_request() for entry in entries[start : start + CALL]]
@@ -52,7 +54,7 @@ def botocore_put(kinesis, stream: str, entries: list[ours.Entry]) -> None:
                 time.sleep(0.1)
 
 
-def encode_runs(entries: list[ours.Entry], kinesis) -> dict[str, Run]:
+def encode_runs(entries: list[Entry], kinesis) -> dict[str, Run]:
     """Table 2: one call's encoding, both ways (the answer is a made-up one of the same size as Kinesis')."""
     model = kinesis.meta.service_model.operation_model("PutRecords")
     serializer, validator = botocore.serialize.create_serializer("json"), botocore.validate.ParamValidator()
@@ -69,8 +71,8 @@ def encode_runs(entries: list[ours.Entry], kinesis) -> dict[str, Run]:
         parser.parse({"body": answer, "headers": {}, "status_code": 200}, model.output_shape)
 
     def msgspec_encoding() -> None:
-        ours._BODY_ENCODER.encode({"StreamName": "s", "Records": [entry.to_request() for entry in batch]})
-        ours._ANSWER.decode(answer)
+        encode_body("s", batch)
+        decode_answer(answer)
 
     return {
         "botocore validate + serialize + parse": botocore_encoding,
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     add_quota_flag(parser)
     args = parser.parse_args(argv)
     payload = os.urandom(args.size * 2)
-    entries = [ours.Entry(payload[i % args.size : i % args.size + args.size], f"key-{i}") for i in range(args.records)]
+    entries = [Entry(payload[i % args.size : i % args.size + args.size], f"key-{i}") for i in range(args.records)]
     with local_aws(args, KINESALITE) as aws:
         server = aws.kinesalite
         # enough shards that the default run stays under the write quota of 1,000 records/s per shard
@@ -96,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
         connector = client("kinesis", settings)
         calls = {
             "botocore put_records (baseline)": lambda: botocore_put(plain, stream, entries),
-            "put_all, msgspec (ours)": lambda: ours.put_all(connector, stream, entries, RETRY),
+            "put_all, msgspec (ours)": lambda: put_all(connector, stream, entries, RETRY),
         }
         print(f"records per second of this thread's CPU time, median of {args.repeats} runs taking turns\n")
         print(f"1. {args.records:,} records x {args.size} B into kinesalite, {CALL} entries a call")

@@ -23,8 +23,10 @@ from typing import Any
 from kinesis_generator.deadline import DeadlineReached, DeadlineRetry
 from kinesis_generator.stats import LiveStats
 from pyspark_aws_kinesis.retry import RETRYABLE_ERROR_CODES
+from pyspark_aws_kinesis.sink.entries import Entry, batches
 from pyspark_aws_kinesis.sink.pacing import WritePacer
-from pyspark_aws_kinesis.sink.put_records import BucketOf, Entry, PutRecordsFailedError, PutStats, batches, put_all
+from pyspark_aws_kinesis.sink.put_records import PutRecordsFailedError, PutStats, put_all
+from pyspark_aws_kinesis.sink.shard_queues import BucketOf
 
 UserRecord = tuple[str, bytes]  # (partition key, data)
 OnSent = Callable[[list[UserRecord]], None]

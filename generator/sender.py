@@ -35,8 +35,8 @@ from pyspark_aws_kinesis.aws.settings import ClientSettings
 from pyspark_aws_kinesis.kpl import Aggregator, OutgoingRecord, hash_key_of
 from pyspark_aws_kinesis.retry import RetryPolicy
 from pyspark_aws_kinesis.shards import Shard
+from pyspark_aws_kinesis.sink.entries import Entry
 from pyspark_aws_kinesis.sink.planning import AGGREGATE_BYTES
-from pyspark_aws_kinesis.sink.put_records import Entry
 from pyspark_aws_kinesis.sink.routing import ShardRouter, shard_buckets
 
 DEFAULT_PARTITION_KEY = "{{random.alphaNumeric(16)}}"  # random keys spread load over every shard, as the KDG
@@ -110,7 +110,7 @@ def run(
         deadline.stop()
     except (
         ValueError
-    ) as exc:  # a rendered record over the Kinesis limits (pyspark_aws_kinesis.sink.put_records.check_entry)
+    ) as exc:  # a rendered record over the Kinesis limits (pyspark_aws_kinesis.sink.entries.check_entry)
         raise UsageError(f"--template: {exc}", "--template") from None
     finally:
         interrupted = _close(pool, deadline, bar) or interrupted

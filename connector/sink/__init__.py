@@ -1,12 +1,15 @@
 """The aws-kinesis sink: ``df.write.format("aws-kinesis")`` and ``df.writeStream.format("aws-kinesis")``.
 
-Modules, bottom up: ``pacing`` (what the shards' write quotas take), ``put_records`` (PutRecords batching and
-failed-entry retries; also used by the load generator), ``columns`` (column resolution, row checks), ``settings``
-(options), ``routing`` (the shard map), ``planning`` (plain vs aggregated records, landing checks), ``commit``
-(task counts), ``task`` (one task's write, re-sends after a reshard), ``writer`` (the Spark-facing writers).
+Modules, bottom up: ``pacing`` (what the shards' write quotas take), ``entries`` (PutRecords entries, the service's
+limits, batching), ``encoded_body`` (request bodies and answers encoded with msgspec, through botocore hooks),
+``shard_queues`` (the entries waiting to be sent, one queue per shard), ``put_records`` (``put_all``: paced calls,
+failed-entry retries): the load generator sends through these five too. Then ``columns`` (column resolution, row
+checks), ``settings`` (options), ``routing`` (the shard map), ``planning`` (plain vs aggregated records, landing
+checks), ``commit`` (task counts), ``task`` (one task's write, re-sends after a reshard), ``writer`` (the
+Spark-facing writers).
 
 ``pyspark_aws_kinesis.datasource`` imports the writers from here; they are loaded on first use, so that importing
-``pyspark_aws_kinesis.sink.put_records`` (the generator does) does not import pyspark.
+``pyspark_aws_kinesis.sink.put_records`` and the modules under it (the generator does) does not import pyspark.
 """
 
 from __future__ import annotations

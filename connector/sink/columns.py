@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from ..shards import MAX_HASH_KEY
-from .put_records import MAX_ENTRY_BYTES, MAX_PARTITION_KEY_CHARS
+from .entries import MAX_ENTRY_BYTES, MAX_PARTITION_KEY_CHARS
 
 DATA, PARTITION_KEY, EXPLICIT_HASH_KEY, STREAM_NAME = "data", "partitionKey", "explicitHashKey", "streamName"
 _HASH_KEY_PATTERN = r"^(0|[1-9][0-9]{0,38})$"  # a decimal integer of at most 39 digits, no sign, no padding

@@ -44,7 +44,9 @@ DECREASE = 0.9  # the budget after a refusal, of what it was
 INCREASE = 0.2  # of the quota (the stream bucket: of its first take): the first step of growth, doubling after
 # each second without refusal in which the budget held entries back
 LAG_START, LAG_MIN, LAG_MAX = 0.5, 0.05, 1.0  # where in a call's round trip its writes count from (doc: stamps)
-LAG_EARLIER, LAG_LATER = 0.1, 0.25  # moved after a second without refusal, after a refusal our writes explain
+# Steps of ``lag`` (parts of a round trip): earlier after a second without refusal, later after a refusal that
+# our own writes explain
+LAG_EARLIER, LAG_LATER = 0.1, 0.25
 # At most this share of a shard's second in one call: a write is paid back a round trip's part after it counts
 # for us (stamps), so smaller calls lose less of each second; and a shard's second spread over calls leaves the
 # others turns. (One call a second carrying a shard's whole second ran at 1.03-1.08 s a cycle.)

@@ -13,13 +13,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..kpl import Aggregator, OutgoingRecord, UserRecord, deaggregate, hash_key_of
-from .put_records import Entry
+from .entries import Entry
 from .routing import ShardRouter
 
-# The size of the aggregates a write makes. A shard takes 1 MiB a second, shared by every writer: an aggregate of
-# 1 MiB fits only into a whole paid-back second, so beside another writer's records (or a partial aggregate of our
-# own) the shard idled until a whole second was free (two tasks on two shards reached 71-84 % of the quota with
-# 1 MiB aggregates). A quarter of it leaves four turns a second; the per-record cost of 256 KiB is still negligible.
+# The size of the aggregates a write makes: a quarter of a shard's 1 MiB second, as a 1 MiB aggregate waits for a
+# whole second that other writers left free (docs/sink.md, "At the write quota").
 AGGREGATE_BYTES = 256 * 1024
 
 

@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 from ..kpl import hash_key_of
 from ..retry import RetryPolicy, error_code
 from ..shards import Shard, list_shards, open_shards, shard_for_hash_key
-from .put_records import Entry
+from .entries import Entry
 from .settings import SinkSettings
 
 

@@ -28,6 +28,7 @@ import pyarrow as pa
 from ..kpl import UserRecord
 from .columns import SinkColumns, check_rows, data_as_binary, split_by_stream
 from .commit import SinkCommitMessage, log, log_to_stderr_if_unconfigured
+from .entries import Entry
 from .planning import (
     PlannedRecords,
     misplaced_records,
@@ -35,7 +36,7 @@ from .planning import (
     plan_aggregated,
     plan_plain,
 )
-from .put_records import Entry, OnStored, PutStats, put_all
+from .put_records import OnStored, PutStats, put_all
 from .routing import ShardRouter, open_shard_router, plain_shard_router, shard_buckets
 from .settings import SinkSettings, kinesis_client
 

@@ -11,16 +11,8 @@ from localaws import LocalServer, aws_client
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.streams import iterate_shard, list_shard_ids, read_stream
 from pyspark_aws_kinesis.retry import RetryPolicy
-from pyspark_aws_kinesis.sink.put_records import (
-    MAX_BYTES_PER_CALL,
-    MAX_ENTRIES_PER_CALL,
-    MAX_ENTRY_BYTES,
-    Entry,
-    PutRecordsFailedError,
-    PutStats,
-    batches,
-    put_all,
-)
+from pyspark_aws_kinesis.sink.entries import MAX_BYTES_PER_CALL, MAX_ENTRIES_PER_CALL, MAX_ENTRY_BYTES, Entry, batches
+from pyspark_aws_kinesis.sink.put_records import PutRecordsFailedError, PutStats, put_all
 
 FAST_RETRY = RetryPolicy(max_retries=3, initial_interval_ms=1, max_interval_ms=5)
 # total_max_attempts counts the first try; botocore's max_attempts would still allow one retry.

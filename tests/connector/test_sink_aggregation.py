@@ -11,8 +11,8 @@ from aws_kinesis_agg.deaggregator import deaggregate_records
 
 from pyspark_aws_kinesis.kpl import deaggregate, hash_key_of, is_aggregated
 from pyspark_aws_kinesis.shards import MAX_HASH_KEY, Shard
+from pyspark_aws_kinesis.sink.entries import MAX_ENTRY_BYTES, Entry
 from pyspark_aws_kinesis.sink.planning import AGGREGATE_BYTES, lane_of_key, plan_aggregated, plan_plain
-from pyspark_aws_kinesis.sink.put_records import MAX_ENTRY_BYTES, Entry
 from pyspark_aws_kinesis.sink.routing import ShardRouter
 
 

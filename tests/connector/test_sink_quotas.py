@@ -24,7 +24,8 @@ from localaws.streams import read_stream
 from pyspark_aws_kinesis.kpl import deaggregate, is_aggregated
 from pyspark_aws_kinesis.retry import RetryPolicy
 from pyspark_aws_kinesis.sink.commit import SinkCommitMessage
-from pyspark_aws_kinesis.sink.put_records import Entry, PutStats, put_all
+from pyspark_aws_kinesis.sink.entries import Entry
+from pyspark_aws_kinesis.sink.put_records import PutStats, put_all
 
 ROW_BYTES = 1000
 MIB = 1024 * 1024

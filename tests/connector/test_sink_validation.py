@@ -13,7 +13,7 @@ from pyspark_aws_kinesis.sink.columns import (
     resolve_columns,
     split_by_stream,
 )
-from pyspark_aws_kinesis.sink.put_records import MAX_ENTRY_BYTES
+from pyspark_aws_kinesis.sink.entries import MAX_ENTRY_BYTES
 
 BINARY_SCHEMA = StructType([StructField("data", BinaryType()), StructField("partitionKey", StringType())])
 

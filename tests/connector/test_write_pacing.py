@@ -13,10 +13,12 @@ from write_sim import ClockRetry, QuotaKinesis, kib_rows, listing, router
 
 from localaws.quota_model import ManualClock
 from pyspark_aws_kinesis.kpl import hash_key_of
+from pyspark_aws_kinesis.sink.entries import Entry
 from pyspark_aws_kinesis.sink.pacing import ANY_SHARD, SHARD_QUOTA, WritePacer
 from pyspark_aws_kinesis.sink.planning import AggregateEntry
-from pyspark_aws_kinesis.sink.put_records import Entry, default_bucket, put_all
+from pyspark_aws_kinesis.sink.put_records import put_all
 from pyspark_aws_kinesis.sink.routing import MAX_REMEMBERED_KEYS, plain_shard_router, shard_buckets
+from pyspark_aws_kinesis.sink.shard_queues import default_bucket
 
 SHARD_0, SHARD_1 = "shardId-000000000000", "shardId-000000000001"
 MIB = 1024 * 1024

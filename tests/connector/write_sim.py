@@ -15,7 +15,8 @@ from typing import Any
 from localaws.quota_model import AWS_QUOTAS, HashRanges, ManualClock, QuotaBook, hash_key
 from pyspark_aws_kinesis.retry import RetryPolicy
 from pyspark_aws_kinesis.shards import Shard
-from pyspark_aws_kinesis.sink.put_records import ENCODED_BODY, RAW_ANSWER, Entry
+from pyspark_aws_kinesis.sink.encoded_body import ENCODED_BODY, RAW_ANSWER
+from pyspark_aws_kinesis.sink.entries import Entry
 from pyspark_aws_kinesis.sink.routing import ShardRouter
 
 TOP = 2**128
