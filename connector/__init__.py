@@ -7,13 +7,16 @@ every top-level module named ``pyspark_*`` and registers its ``DefaultSource`` u
 ``spark.readStream.format("aws-kinesis")`` or ``df.writeStream.format("aws-kinesis")`` needs no call. It runs where
 Spark looks sources up, so it also serves Spark Connect clients. Code shipped with ``--py-files`` instead calls
 ``pyspark_aws_kinesis.register(spark)`` once per SparkSession. Options: docs/options.md; the source: docs/source.md.
+Every error it raises derives from ``KinesisConnectorError`` (``errors.py``); what to catch: docs/errors.md.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["NAME", "DefaultSource", "register"]
+from .errors import KinesisConnectorError
+
+__all__ = ["NAME", "DefaultSource", "KinesisConnectorError", "register"]
 
 
 ALREADY_REGISTERED = "DATA_SOURCE_ALREADY_EXISTS"

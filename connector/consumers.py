@@ -36,6 +36,7 @@ from botocore.exceptions import ClientError
 from .aws.clients import kinesis_client
 from .aws.settings import ClientSettings
 from .detached import spawn_detached
+from .errors import KinesisConnectorError
 from .private import private_log, user_temp_path
 from .retry import RetryPolicy, error_code, error_message
 
@@ -51,7 +52,7 @@ REGISTER_LIMITS = (
 )
 
 
-class ConsumerError(RuntimeError):
+class ConsumerError(KinesisConnectorError, RuntimeError):
     """A consumer could not be made ACTIVE, or deregistered, in time; the message says which and why."""
 
 

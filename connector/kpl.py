@@ -14,6 +14,8 @@ import operator
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import KinesisConnectorError
+
 MAGIC = b"\xf3\x89\x9a\xc2"
 DIGEST_SIZE = 16
 MAX_RECORD_BYTES = 1024 * 1024  # Kinesis limit on data + partition key of one record
@@ -31,7 +33,7 @@ def _messages() -> Any:
     return aggregator.messages_pb2
 
 
-class KplFormatError(ValueError):
+class KplFormatError(KinesisConnectorError, ValueError):
     """An aggregated record that cannot be unpacked: bad checksum, bad protobuf or a dangling table index."""
 
 

@@ -36,6 +36,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from .aws.clients import client
 from .aws.settings import ClientSettings, infer_region, sdk_default_region
+from .errors import KinesisConnectorError
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ REPORT_KEYS = frozenset({"maxMillisBehindLatest", PER_SHARD_LAG, "refusedCalls"}
 MAX_REPORTED_NUMBERS = 20
 
 
-class MetricsConfigError(ValueError):
+class MetricsConfigError(KinesisConnectorError, ValueError):
     """``publish_to_cloudwatch`` got a namespace or dimensions CloudWatch would refuse."""
 
 

@@ -17,12 +17,14 @@ import stat
 import tempfile
 from typing import TextIO
 
+from .errors import KinesisConnectorError
+
 # On Linux a Unix socket can be bound and connected through the directory handle's /proc path, which the kernel
 # resolves to the opened directory itself (a rename or symbolic link swap of the name does not change it).
 _PROC_FD = "/proc/self/fd"
 
 
-class NotPrivateError(OSError):
+class NotPrivateError(KinesisConnectorError, OSError):
     """A directory that is not this user's alone (or not a directory: a link, a file)."""
 
 

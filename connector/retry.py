@@ -15,6 +15,8 @@ from typing import TypeVar
 from botocore.exceptions import ClientError, HTTPClientError, IncompleteReadError
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
+from .errors import KinesisConnectorError
+
 T = TypeVar("T")
 
 # Over a quota: waiting longer helps, asking again at once does not.
@@ -92,7 +94,7 @@ def is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, BotocoreConnectionError | HTTPClientError | IncompleteReadError | ResponseParserError)
 
 
-class RetriesExhaustedError(RuntimeError):
+class RetriesExhaustedError(KinesisConnectorError, RuntimeError):
     """A retryable failure that persisted through every allowed attempt."""
 
     def __init__(self, what: str, attempts: int, last_error: BaseException):

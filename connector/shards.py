@@ -14,12 +14,13 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from .errors import KinesisConnectorError
 from .retry import RetryPolicy, error_code
 
 MAX_HASH_KEY = 2**128 - 1
 
 
-class StreamNotFoundError(ValueError):
+class StreamNotFoundError(KinesisConnectorError, ValueError):
     """The stream named in ``kinesis.streamName`` does not exist at the endpoint."""
 
 

@@ -12,6 +12,7 @@ import threading
 from typing import Any
 
 from .. import options as opts
+from ..errors import KinesisConnectorError
 from ..retry import error_code
 from .settings import ClientSettings
 
@@ -35,7 +36,7 @@ REFRESH_WINDOW_ENV = "AWS_KINESIS_STS_REFRESH_WINDOW_S"
 ROLE_METHOD = "aws-kinesis-assume-role"
 
 
-class AssumeRoleError(RuntimeError):
+class AssumeRoleError(KinesisConnectorError, RuntimeError):
     """AssumeRole failed: names the role and what failed, never a secret."""
 
 

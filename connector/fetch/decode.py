@@ -25,6 +25,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import KinesisConnectorError
 from ..kpl import MAGIC, KplFormatError, Unpacked, hash_key_of, is_aggregated, unpack
 from ..positions import shard_label
 from ..shards import MAX_HASH_KEY
@@ -83,12 +84,12 @@ _GET_RECORDS = msgspec.json.Decoder(_GetRecordsAnswer)
 _SUBSCRIBE_EVENT = msgspec.json.Decoder(_SubscribeToShardEvent)
 
 
-class MalformedAnswerError(ValueError):
+class MalformedAnswerError(KinesisConnectorError, ValueError):
     """A GetRecords answer or SubscribeToShardEvent that is not what Kinesis sends (bad JSON, bad base64, a
     record without a required field), with which shard's answer it was."""
 
 
-class CorruptAggregateError(ValueError):
+class CorruptAggregateError(KinesisConnectorError, ValueError):
     """A KPL aggregate that cannot be unpacked, with where it is (stream, shard, sequence number)."""
 
 

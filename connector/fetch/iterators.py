@@ -23,6 +23,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ..clock import now_ms
+from ..errors import KinesisConnectorError
 from ..positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, AT_TIMESTAMP, SHARD_END, WHOLE_RECORD, Position
 from ..retry import RetryPolicy, error_code, error_message
 
@@ -84,15 +85,15 @@ def refused_iterator(exc: ClientError, inherited: bool) -> bool:
     return code == "ExpiredIteratorException" or (inherited and code in REFUSED_ITERATOR)
 
 
-class DataLossError(RuntimeError):
+class DataLossError(KinesisConnectorError, RuntimeError):
     """Records the query should read are gone, and ``kinesis.failOnDataLoss`` is true."""
 
 
-class ShardGoneError(RuntimeError):
+class ShardGoneError(KinesisConnectorError, RuntimeError):
     """The shard itself no longer exists (its stream was deleted, or it expired past retention)."""
 
 
-class PositionGoneError(RuntimeError):
+class PositionGoneError(KinesisConnectorError, RuntimeError):
     """The record a position points at is no longer in the shard (trimmed, or the stream was re-created)."""
 
 

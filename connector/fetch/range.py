@@ -52,13 +52,14 @@ from typing import Protocol
 import pyarrow as pa
 
 from ..clock import now_ms
+from ..errors import KinesisConnectorError
 from ..positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, TRIM_HORIZON, WHOLE_RECORD, Position, shard_label
 from .decode import Page, ShardContext
 from .iterators import Handoff, HeldAnswer, PositionGoneError, ShardGoneError, data_loss
 from .reads import STOP_BOUND, STOP_CAUGHT_UP, STOP_END, STOP_LIMIT, STOP_SHARD_END, STOP_TIME, DataLossEvent, ShardRead
 
 
-class ReplayError(RuntimeError):
+class ReplayError(KinesisConnectorError, RuntimeError):
     """A batch that runs again could not reach the record its first run stopped at (records trimmed or lost)."""
 
 

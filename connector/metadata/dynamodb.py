@@ -36,6 +36,7 @@ from botocore.exceptions import ClientError
 
 from ..aws.clients import client
 from ..aws.settings import ClientSettings
+from ..errors import KinesisConnectorError
 from ..fetch.reads import ShardRead
 from ..retry import RetriesExhaustedError, RetryPolicy, error_code
 from .store import BATCH_DIGITS, MetadataStore, batch_shard_key, check_id
@@ -53,7 +54,7 @@ TABLE_WAIT_S = 300.0
 CREATE_PERMISSIONS = ("dynamodb:CreateTable", "dynamodb:DescribeTable", "dynamodb:UpdateTimeToLive")
 
 
-class MetadataTableError(RuntimeError):
+class MetadataTableError(KinesisConnectorError, RuntimeError):
     """The metadata table is missing and cannot be created, or does not become usable."""
 
 

@@ -25,6 +25,7 @@ import re
 from abc import ABC, abstractmethod
 from typing import Any
 
+from ..errors import KinesisConnectorError
 from ..fetch.reads import ShardRead
 from ..positions import shard_label
 
@@ -33,7 +34,7 @@ PENDING = "pending"
 MARKER_PREFIX = "document-"  # a path store's marker file in a batch directory (stream directories are directories)
 
 
-class MetadataConflictError(RuntimeError):
+class MetadataConflictError(KinesisConnectorError, RuntimeError):
     """Another attempt of the same batch recorded a different end for a shard: this attempt must not be kept."""
 
 

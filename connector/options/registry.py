@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..errors import KinesisConnectorError
 from .kinds import ENDPOINT, HiddenValueError, Kind, is_loopback
 
 PREFIX = "kinesis."
 ALLOW_HTTP_KEY = "kinesis.allowhttpendpoints"  # common.ALLOW_HTTP_ENDPOINTS (registered there)
 
 
-class OptionError(ValueError):
+class OptionError(KinesisConnectorError, ValueError):
     """A bad option: the message names the option, the value given and what is allowed."""
 
 

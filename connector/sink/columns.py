@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import BinaryType, StringType, StructType
 
+from ..errors import KinesisConnectorError
 from ..shards import MAX_HASH_KEY
 from .entries import MAX_ENTRY_BYTES, MAX_PARTITION_KEY_CHARS
 
@@ -26,7 +27,7 @@ _COLUMN_HELP = (
 )
 
 
-class KinesisSinkInputError(ValueError):
+class KinesisSinkInputError(KinesisConnectorError, ValueError):
     """Rows or columns the sink refuses before sending anything: says which column, what is wrong, how many."""
 
 

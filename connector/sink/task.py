@@ -25,6 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..errors import KinesisConnectorError
 from ..kpl import UserRecord
 from .columns import SinkColumns, check_rows, data_as_binary, split_by_stream
 from .commit import SinkCommitMessage, log, log_to_stderr_if_unconfigured
@@ -43,7 +44,7 @@ from .settings import SinkSettings, kinesis_client
 MAX_RESEND_ROUNDS = 3  # a stream that reshards under every one of these rounds fails the task (Spark retries it)
 
 
-class ReshardResendError(RuntimeError):
+class ReshardResendError(KinesisConnectorError, RuntimeError):
     """User records kept landing on shards that do not hold them, through every re-send round."""
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .. import options as opts
+from ..errors import KinesisConnectorError
 from ..metadata.store import MetadataStore
 from ..options import OptionError
 from .offsets import KinesisOffset
@@ -21,11 +22,11 @@ from .offsets import KinesisOffset
 _seen_sources: set[tuple[str, str]] = set()  # (metadata path, source id) whose document this process has seen
 
 
-class MissingMetadataError(RuntimeError):
+class MissingMetadataError(KinesisConnectorError, RuntimeError):
     """The metadata store lost what the query wrote there (deleted, emptied, or another kinesis.metadataPath)."""
 
 
-class MetadataNotSharedError(RuntimeError):
+class MetadataNotSharedError(KinesisConnectorError, RuntimeError):
     """An executor does not see the metadata store the driver writes to."""
 
 
