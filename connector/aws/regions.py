@@ -3,13 +3,15 @@ with a "did you mean" instead of after seconds of retries against a host that do
 
 Who calls it: ``ClientSettings.from_options`` (at ``load()`` for the source, when the sink's settings are parsed)
 for ``kinesis.region`` and ``kinesis.kinesisRegion``, unless ``kinesis.allowUnknownRegion`` is true or the
-endpoint is a loopback one (local servers accept any region); the consumers' command line for ``--region``.
+endpoint is a loopback one (local servers accept any region); every command line for ``--region``
+(``unknown_region_line``: the consumers' command, the load generator, the submitters), in one wording.
 """
 
 from __future__ import annotations
 
-import difflib
 from functools import lru_cache
+
+from ..cli import did_you_mean
 
 
 @lru_cache(maxsize=4)
@@ -18,22 +20,49 @@ def known_regions(service: str = "kinesis") -> frozenset[str]:
     Loading the data costs ~0.1 s once per process; only the driver calls this."""
     # Lazily: executors never check regions. Straight from botocore's data files, not through a session, which
     # would read the AWS config files (and fail on an AWS_PROFILE they lack: not this check's business).
+    from botocore.exceptions import DataNotFoundError
     from botocore.loaders import create_loader
     from botocore.regions import EndpointResolver
 
-    resolver = EndpointResolver(create_loader().load_data("endpoints"))
-    return frozenset(
-        region
-        for partition in resolver.get_available_partitions()
-        for region in resolver.get_available_endpoints(service, partition_name=partition)
-    )
+    loader = create_loader()
+    resolver = EndpointResolver(loader.load_data("endpoints"))
+
+    def regions(prefix: str) -> frozenset[str]:
+        return frozenset(
+            region
+            for partition in resolver.get_available_partitions()
+            for region in resolver.get_available_endpoints(prefix, partition_name=partition)
+        )
+
+    found = regions(service)
+    if not found:  # the endpoints are listed by the service's endpoint prefix: "emr" is "elasticmapreduce"
+        try:
+            prefix = loader.load_service_model(service, "service-2")["metadata"].get("endpointPrefix", service)
+        except DataNotFoundError:  # not a service of this botocore
+            return found
+        found = regions(prefix)
+    return found
 
 
 def unknown_region_problem(region: str, service: str = "kinesis") -> str | None:
     """None when botocore knows ``region`` for ``service``; else why not, with the closest known region."""
+    problem = _not_known(region, service)
+    return problem and f"{region!r} is {problem}"
+
+
+def unknown_region_line(
+    region: str, *, flag: str = "--region", service: str = "kinesis", newer: str = "add --allow-unknown-region"
+) -> str | None:
+    """None when botocore knows ``region`` for ``service``; else the line every command line prints for it:
+    ``--region 'eu-wset-1': not a region where AWS has emr (did you mean 'eu-west-1'?); for a region newer than
+    this botocore, add --allow-unknown-region``. ``newer`` is how that command reaches a region botocore lacks."""
+    problem = _not_known(region, service)
+    return problem and f"{flag} {region!r}: {problem}; for a region newer than this botocore, {newer}"
+
+
+def _not_known(region: str, service: str) -> str | None:
     regions = known_regions(service)
     if region in regions:
         return None
-    close = difflib.get_close_matches(region, sorted(regions), n=2, cutoff=0.6)
-    hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
-    return f"{region!r} is not a region where AWS has {service}{hint}"
+    hint = did_you_mean(region, regions)
+    return f"not a region where AWS has {service}" + (f" ({hint})" if hint else "")
