@@ -20,8 +20,9 @@ from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
 from . import options as opts
 from .aws.clients import kinesis_client
-from .aws.regions import unknown_region_problem
+from .aws.regions import unknown_region_line
 from .aws.settings import ClientSettings, infer_region, sdk_default_region
+from .cli import OneLineParser, endpoint_url, number
 from .consumers import (
     ConsumerError,
     WaitPolicy,
@@ -50,27 +51,46 @@ class CliError(Exception):
         self.exit_code = exit_code
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pyspark_aws_kinesis", description=__doc__.split("\n\n")[1])
-    commands = parser.add_subparsers(dest="group", required=True)
-    consumers = commands.add_parser("consumers", help="list, register or deregister enhanced fan-out consumers")
-    consumers.add_argument("action", choices=("list", "register", "deregister"))
+PROG = "python -m pyspark_aws_kinesis"
+COMMANDS = {"consumers": "list, register or deregister enhanced fan-out consumers"}
+
+
+def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The command's parser, and each sub-command's (whose errors point at ``<command> --help``)."""
+    parser = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[1])
+    # Not required=True: argparse would name the missing command by its dest; main() says which commands exist.
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    consumers = commands.add_parser("consumers", help=COMMANDS["consumers"])
+    consumers.add_argument("action", metavar="ACTION", choices=("list", "register", "deregister"), help="%(choices)s")
     consumers.add_argument("--stream", required=True, help="the stream's name")
     consumers.add_argument("--name", help="the consumer's name (required to register or deregister)")
     consumers.add_argument("--region", help="AWS region (default: inferred from the endpoint or the SDK)")
-    consumers.add_argument("--endpoint-url", help="Kinesis endpoint (default: the region's AWS endpoint)")
+    consumers.add_argument(
+        "--endpoint-url", type=endpoint_url, help="Kinesis endpoint (default: the region's AWS endpoint)"
+    )
     consumers.add_argument(
         "--allow-unknown-region", action="store_true", help="accept a --region that this botocore does not list yet"
     )
-    consumers.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for ACTIVE or gone")
-    return parser
+    consumers.add_argument(
+        "--timeout",
+        type=number(0, unit="seconds"),
+        default=300.0,
+        help="seconds to wait for ACTIVE or gone (default: %(default)g)",
+    )
+    return parser, {"consumers": consumers}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    parser, commands = _parsers()
+    args, unknown = parser.parse_known_args(argv)
+    if args.command is None:
+        known = "; ".join(f"{name} ({what})" for name, what in COMMANDS.items())
+        parser.error(f"no command given; the commands are: {known}; e.g. {PROG} consumers list --stream NAME")
+    command = commands[args.command]
+    if unknown:
+        command.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.action != "list" and not args.name:
-        parser.error(f"consumers {args.action} needs --name")
+        command.error(f"--name: missing; consumers {args.action} needs the consumer's name")
     try:
         settings = _settings(args)
         try:
@@ -91,16 +111,20 @@ def _settings(args: argparse.Namespace) -> ClientSettings:
     }
     try:
         if not (args.region or infer_region(args.endpoint_url) or sdk_default_region()):
-            raise CliError("no region: pass --region (e.g. us-east-1) or set AWS_REGION", EXIT_USAGE)
+            inferred = f"; none can be inferred from --endpoint-url {args.endpoint_url}" if args.endpoint_url else ""
+            raise CliError(
+                f"--region: missing{inferred}; pass --region (e.g. us-east-1) or set AWS_DEFAULT_REGION", EXIT_USAGE
+            )
         settings = ClientSettings.from_raw({key: value for key, value in raw.items() if value})
-        problem = None if args.allow_unknown_region else unknown_region_problem(settings.region_of("kinesis"))
+        source = "--region" if args.region else "AWS_DEFAULT_REGION (or the AWS config's region)"
+        region = settings.region_of("kinesis")
+        problem = None if args.allow_unknown_region else unknown_region_line(region, flag=source)
     except OptionError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
     except ProfileNotFound as exc:  # botocore reads AWS_PROFILE's profile for the default region and its endpoints
         raise _no_profile(exc) from None
     if problem:
-        source = "--region" if args.region else "the region from AWS_REGION or the AWS config file"
-        raise CliError(f"{source}: {problem}; for a region newer than botocore add --allow-unknown-region", EXIT_USAGE)
+        raise CliError(problem, EXIT_USAGE)
     return settings
 
 

@@ -218,7 +218,7 @@ def test_cli_lists_registers_and_deregisters(kinesis_mock: LocalServer, mock_str
 
 def test_cli_errors(kinesis_mock: LocalServer) -> None:
     usage = _cli(kinesis_mock, "register", "--stream", "s")
-    assert usage.returncode == 2 and "consumers register needs --name" in usage.stderr
+    assert usage.returncode == 2 and "--name: missing; consumers register needs the consumer's name" in usage.stderr
     missing = _one_line(_cli(kinesis_mock, "list", "--stream", "no-such-stream"), 2)
     assert missing.startswith("error: --stream 'no-such-stream': no such stream at --endpoint-url "), missing
     assert missing.endswith("`aws kinesis list-streams` lists them"), missing
@@ -248,7 +248,7 @@ def test_cli_unreachable_endpoint_is_one_line() -> None:
 def test_cli_misspelled_region_is_named_before_any_call() -> None:
     """No endpoint and no server: the region check needs no network."""
     line = _one_line(_cli(None, "list", "--stream", "s", "--region", "us-eest-1"), 2)
-    assert line.startswith("error: --region: 'us-eest-1' is not a region where AWS has kinesis (did you mean "), line
+    assert line.startswith("error: --region 'us-eest-1': not a region where AWS has kinesis (did you mean "), line
     assert "'us-east-1'" in line and line.endswith("add --allow-unknown-region"), line
 
 
@@ -256,6 +256,6 @@ def test_cli_allow_unknown_region_lets_a_new_region_through(kinesis_mock: LocalS
     """With the flag, the call is made (here against the local server, which takes any region); without, not."""
     stream = mock_stream()
     refused = _one_line(_cli(kinesis_mock, "list", "--stream", stream, "--region", "xx-newregion-1"), 2)
-    assert refused.startswith("error: --region: 'xx-newregion-1' is not a region where AWS has kinesis"), refused
+    assert refused.startswith("error: --region 'xx-newregion-1': not a region where AWS has kinesis"), refused
     done = _cli(kinesis_mock, "list", "--stream", stream, "--region", "xx-newregion-1", "--allow-unknown-region")
     assert done.returncode == 0, done.stderr
