@@ -4,12 +4,23 @@ Importable API (used by ``spark_app.demo``, benchmarks and tests): ``kinesis_gen
 template=..., rate=..., duration_s=..., count=...) -> Summary``; ``Template`` to compile and render templates alone;
 the errors ``run`` raises (``GeneratorError``: ``UsageError``, ``TargetError``). CLI:
 ``python -m kinesis_generator --help`` (``kinesis_generator.cli``). User docs: docs/generator.md.
+
+``run``, ``seed_template``, ``Template`` and ``TemplateError`` load on first use: they need the package's
+``[generator]`` extra (faker, rich), which ``python -m kinesis_generator --help`` does not (its CLI names the extra
+when a run needs it).
 """
 
+from typing import Any
+
 from kinesis_generator.errors import GeneratorError, TargetError, UsageError
-from kinesis_generator.sender import run, seed_template
 from kinesis_generator.stats import Summary
-from kinesis_generator.template import Template, TemplateError
+
+_LAZY = {
+    "run": "kinesis_generator.sender",
+    "seed_template": "kinesis_generator.sender",
+    "Template": "kinesis_generator.template",
+    "TemplateError": "kinesis_generator.template",
+}
 
 __all__ = [
     "GeneratorError",
@@ -21,3 +32,14 @@ __all__ = [
     "run",
     "seed_template",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``run``, ``seed_template``, ``Template``, ``TemplateError``: from the module that owns them, on first use."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value

@@ -9,7 +9,6 @@ own messages name its ``kinesis.*`` options, which a generator user never wrote.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -18,6 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, Par
 from botocore.exceptions import ConnectionError as BotocoreConnectionError
 
 from kinesis_generator.errors import GeneratorError, TargetError, UsageError
+from pyspark_aws_kinesis.aws.regions import unknown_region_line
 from pyspark_aws_kinesis.aws.settings import infer_region, sdk_default_region
 from pyspark_aws_kinesis.retry import (
     RETRYABLE_ERROR_CODES,
@@ -115,22 +115,12 @@ def resolve_region(region: str | None, endpoint_url: str | None) -> str:
 
 
 def _check_known_region(region: str) -> None:
-    """Against botocore's partition data; a region newer than the installed botocore is reached with its URL."""
-    import botocore
-    import botocore.session
-
-    session = botocore.session.get_session()
-    partitions = session.get_available_partitions()
-    known = {name for part in partitions for name in session.get_available_regions("kinesis", part)}
-    if region in known:
-        return
-    close = difflib.get_close_matches(region, sorted(known), n=3)
-    guess = f"did you mean {' or '.join(close)}? " if close else ""
-    raise UsageError(
-        f"--region {region}: not a region with Kinesis that botocore {botocore.__version__} knows: {guess}"
-        f"(a region newer than botocore: --endpoint-url https://kinesis.{region}.amazonaws.com)",
-        "--region",
-    )
+    """Against botocore's partition data, in every command line's words (``pyspark_aws_kinesis.aws.regions``); a
+    region newer than the installed botocore is reached with its URL."""
+    newer = f"give --endpoint-url https://kinesis.{region}.amazonaws.com"
+    problem = unknown_region_line(region, newer=newer)
+    if problem:
+        raise UsageError(problem, "--region")
 
 
 def check_credentials(endpoint_url: str | None) -> None:

@@ -5,6 +5,10 @@ value is wrong, 3 the stream cannot be written, 4 records were lost (refused thr
 run ended before every record due was stored, 130 interrupted by Ctrl-C. A run that ends prints its summary
 (stdout); an error is one line on stderr that starts with the flag at fault, and with ``--json`` also a JSON
 error object on stdout.
+
+The records' templates (faker) and the progress bar (rich) come with the package's ``[generator]`` extra: this
+module imports them only when a run starts, so ``--help`` and a mistake in the flags need neither, and a run
+without them ends with the one line that says what to install.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import NoReturn
+from types import ModuleType
+from typing import TYPE_CHECKING, NoReturn
 
 from kinesis_generator.errors import (
     EXIT_INTERRUPTED,
@@ -25,21 +30,30 @@ from kinesis_generator.errors import (
     GeneratorError,
     UsageError,
 )
-from kinesis_generator.sender import DEFAULT_PARTITION_KEY, DEFAULT_RETRY, run
-from kinesis_generator.stats import Summary
-from kinesis_generator.template import TemplateError
+from pyspark_aws_kinesis.cli import OneLineParser, endpoint_url, number, program
 from pyspark_aws_kinesis.retry import RetryPolicy
 
-# argparse's messages: "argument --rate: must be > 0", "the following arguments are required: --stream"
+if TYPE_CHECKING:
+    from kinesis_generator.stats import Summary
+
+# argparse's messages, as OneLineParser words them: "--rate: got '-5'; ...", "... are required: --stream"
 _FLAG_IN_MESSAGE = re.compile(r"(--[a-z-]+)")
+SCRIPT = "kinesis-generator"  # pyproject.toml's [project.scripts]
+EXTRA = "generator"  # pyproject.toml's [project.optional-dependencies]: faker (templates) and rich (progress bar)
+EXTRA_MODULES = frozenset({"faker", "rich"})
+DISTRIBUTION = "pyspark-aws-kinesis"
+# Bounds that keep every count of the run a finite number (a year of a million records a second).
+MAX_RATE = 1_000_000
+MAX_DURATION_S = 365 * 24 * 3600
+DEFAULT_MAX_RETRIES = 5  # kinesis_generator.sender.DEFAULT_RETRY's (a test keeps them equal)
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises ``UsageError`` (one line, exit 2, JSON with ``--json``) instead of printing usage."""
+class _Parser(OneLineParser):
+    """The shared one-line parser, raising ``UsageError`` (one line, exit 2, JSON with ``--json``) instead."""
 
     def error(self, message: str) -> NoReturn:
         flag = _FLAG_IN_MESSAGE.search(message)
-        raise UsageError(f"{message} (python -m kinesis_generator --help lists the flags)", flag and flag.group(1))
+        raise UsageError(self.usage_line(message), flag and flag.group(1))
 
 
 class Interrupted(GeneratorError):
@@ -48,22 +62,9 @@ class Interrupted(GeneratorError):
     exit_code = EXIT_INTERRUPTED
 
 
-def _positive(kind: type) -> object:
-    def parse(text: str) -> float | int:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind.__name__}") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-        return value
-
-    return parse
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="python -m kinesis_generator",
+        prog=program("kinesis_generator", SCRIPT),
         description="Send records rendered from a KDG-style template into a Kinesis stream.",
         epilog="Exit codes: 0 done, 2 bad flag or value, 3 stream cannot be written, 4 records lost, "
         "5 not every record sent in time, 130 Ctrl-C (docs/generator.md).",
@@ -71,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     target = parser.add_argument_group("target")
     target.add_argument("--stream", required=True, help="Kinesis stream name")
     target.add_argument("--region", help="AWS region (default: from --endpoint-url or the AWS config)")
-    target.add_argument("--endpoint-url", help="e.g. http://127.0.0.1:4567 for a local server")
+    target.add_argument("--endpoint-url", type=endpoint_url, help="e.g. http://127.0.0.1:4567 for a local server")
     target.add_argument("--profile", help="AWS profile of the shared config/credentials files")
     content = parser.add_argument_group("records")
     source = content.add_mutually_exclusive_group()
@@ -79,27 +80,40 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--template-file", type=Path, help="file holding the template")
     content.add_argument(
         "--partition-key",
-        default=DEFAULT_PARTITION_KEY,
-        help=f"partition key template (default: {DEFAULT_PARTITION_KEY})",
+        help="partition key template (default: 16 random letters and digits, {{random.alphaNumeric(16)}})",
     )
-    content.add_argument("--seed", type=int, help="seed the random helpers and Faker for reproducible records")
+    content.add_argument(
+        "--seed",
+        type=number(0, inclusive=True, whole=True),
+        help="seed the random helpers and Faker for reproducible records",
+    )
     pace = parser.add_argument_group("rate and length (one of --duration / --count is required)")
     mode = pace.add_mutually_exclusive_group()
-    mode.add_argument("--rate", type=_positive(float), default=100.0, help="records per second (default: 100)")
+    per_second = number(0, maximum=MAX_RATE, unit="records per second")
+    mode.add_argument("--rate", type=per_second, default=100.0, help="records per second (default: 100)")
     mode.add_argument(
         "--periodic",
         nargs=2,
-        type=float,
+        type=number(0, inclusive=True, maximum=MAX_RATE, unit="records per second"),
         metavar=("MEAN", "STDDEV"),
-        help="KDG periodic mode: each second, a burst of Normal(MEAN, STDDEV) records",
+        help="KDG periodic mode: each second, a burst of Normal(MEAN, STDDEV) records (MEAN > 0)",
     )
-    pace.add_argument("--duration", type=_positive(float), help="seconds to run, on the wall clock, retries included")
-    pace.add_argument("--count", type=_positive(int), help="records to send")
+    pace.add_argument(
+        "--duration",
+        type=number(0, maximum=MAX_DURATION_S, unit="seconds"),
+        help="seconds to run, on the wall clock, retries included",
+    )
+    pace.add_argument("--count", type=number(0, whole=True, unit="records"), help="records to send")
     sending = parser.add_argument_group("sending")
-    sending.add_argument("--workers", type=_positive(int), default=1, help="concurrent PutRecords senders (default 1)")
+    sending.add_argument(
+        "--workers", type=number(0, whole=True), default=1, help="concurrent PutRecords senders (default 1)"
+    )
     sending.add_argument("--aggregate", action="store_true", help="KPL-aggregate records per shard")
     sending.add_argument(
-        "--max-retries", type=int, default=DEFAULT_RETRY.max_retries, help="retry rounds of failed entries"
+        "--max-retries",
+        type=number(0, inclusive=True, whole=True),
+        default=DEFAULT_MAX_RETRIES,
+        help=f"retry rounds of failed entries (default: {DEFAULT_MAX_RETRIES})",
     )
     output = parser.add_argument_group("output")
     output.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -133,13 +147,15 @@ def _run(args: argparse.Namespace) -> Summary:
     """Check what the flags alone can tell, then ``kinesis_generator.run``; bad input becomes a ``UsageError``."""
     if args.duration is None and args.count is None:
         raise UsageError("give --duration SECONDS or --count RECORDS (or both) so the run has an end", "--duration")
-    if args.max_retries < 0:
-        raise UsageError(f"--max-retries must be >= 0, got {args.max_retries}", "--max-retries")
+    sender = _sender()
+    from kinesis_generator.template import TemplateError  # after _sender(): it needs faker too
+
     if args.profile:
         os.environ["AWS_PROFILE"] = args.profile  # read by boto3's default chain inside pyspark_aws_kinesis.aws
     flag = f"--template-file {args.template_file}" if args.template_file else "--template"
+    retry = sender.DEFAULT_RETRY
     try:
-        return run(
+        return sender.run(
             stream_name=args.stream,
             template=_read(args.template_file) if args.template_file else args.template,
             rate=args.rate,
@@ -151,12 +167,27 @@ def _run(args: argparse.Namespace) -> Summary:
             region=args.region,
             workers=args.workers,
             aggregate=args.aggregate,
-            retry=RetryPolicy(args.max_retries, DEFAULT_RETRY.initial_interval_ms, DEFAULT_RETRY.max_interval_ms),
+            retry=RetryPolicy(args.max_retries, retry.initial_interval_ms, retry.max_interval_ms),
             seed=args.seed,
             quiet=args.quiet,
         )
     except TemplateError as exc:
         raise UsageError(f"{flag}: {exc}", flag.split()[0]) from None
+
+
+def _sender() -> ModuleType:
+    """``kinesis_generator.sender``, or the one line that says which extra brings what it needs (faker, rich)."""
+    try:
+        from kinesis_generator import sender
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").split(".")[0]
+        if missing not in EXTRA_MODULES:
+            raise
+        raise UsageError(
+            f"{missing} is not installed: the load generator needs the package's [{EXTRA}] extra: "
+            f"pip install '.[{EXTRA}]' in this checkout, or pip install '{DISTRIBUTION}[{EXTRA}]'"
+        ) from None
+    return sender
 
 
 def _read(path: Path) -> str:
