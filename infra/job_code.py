@@ -6,6 +6,7 @@ Who calls it: ``infra.submit_step`` (EMR steps) and ``infra.submit_serverless`` 
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import tempfile
 from dataclasses import dataclass
@@ -39,13 +40,38 @@ def upload_code(s3, bucket: str, job: str, root: Path | None = None) -> CodeLoca
     return CodeLocation(f"s3://{bucket}/{prefix}{packaging.PYFILES_ZIP}", f"s3://{bucket}/{prefix}{entry.name}")
 
 
+# What makes a module of spark_app/ a job (spark_app.common's contract): the rest (common, events, verdict, the
+# demo) are the jobs' helpers or run on their own.
+JOB_FUNCTIONS = frozenset({"parser", "start", "main"})
+
+
+def is_job(path: Path) -> bool:
+    """Whether `path` (a module of spark_app/) is a sample job: it defines parser(), start() and main()."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return False
+    defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+    return defined >= JOB_FUNCTIONS
+
+
+def job_names(root: Path | None = None) -> list[str]:
+    """The sample jobs under `root`'s spark_app/ (the checkout unless given), by module name."""
+    folder = (root or packaging.PROJECT_ROOT) / "spark_app"
+    return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_") and is_job(p))
+
+
 def check_job(job: str, root: Path | None = None) -> Path:
     """The job's entry file, or a PreflightError naming --job and the jobs that exist."""
+    jobs = f"the jobs are: {', '.join(job_names(root)) or 'none'}"
     try:
         entry = packaging.job_entry(job, root or packaging.PROJECT_ROOT)
     except ValueError as error:
-        raise PreflightError(f"--job: {error}") from None
+        raise PreflightError(f"--job: {error}; {jobs}") from None
     if not entry.is_file():
-        jobs = sorted(p.stem for p in entry.parent.glob("*.py") if not p.stem.startswith("_"))
-        raise PreflightError(f"--job {job!r}: no spark_app/{job}.py; the jobs are: {', '.join(jobs) or 'none'}")
+        raise PreflightError(f"--job {job!r}: no spark_app/{job}.py; {jobs}")
+    if not is_job(entry):
+        raise PreflightError(
+            f"--job {job!r}: spark_app/{job}.py is not a job (no parser(), start() and main()); {jobs}"
+        )
     return entry

@@ -8,7 +8,6 @@ AWS calls in `aws_errors` so that a botocore error that reaches the user is one 
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +15,8 @@ from contextlib import contextmanager
 import boto3
 import botocore.exceptions
 from botocore.exceptions import ClientError
+
+from pyspark_aws_kinesis.aws.regions import unknown_region_line
 
 EXIT_OK = 0  # the step or job run completed (or was submitted, without waiting)
 EXIT_FAILED = 1  # it failed or was cancelled, or its cluster or application is gone
@@ -47,15 +48,6 @@ class PreflightError(Exception):
         self.exit_code = exit_code
 
 
-def known_regions(session: boto3.session.Session, service: str) -> set[str]:
-    """Every region botocore's partition data lists for `service`, in every partition (aws, aws-cn, ...)."""
-    return {
-        region
-        for partition in session.get_available_partitions()
-        for region in session.get_available_regions(service, partition_name=partition)
-    }
-
-
 def open_session(region: str, profile: str | None, *, service: str, allow_unknown_region: bool) -> boto3.Session:
     """A boto3 session for `--profile` in `--region`, refusing a profile that does not exist and a region that
     botocore does not know for `service` (unless `--allow-unknown-region`: a region newer than this botocore)."""
@@ -66,13 +58,9 @@ def open_session(region: str, profile: str | None, *, service: str, allow_unknow
             f"--profile {profile!r}: no such profile in the AWS config files; `aws configure list-profiles` lists "
             "them (or leave --profile out to use the default credentials)"
         ) from None
-    if not allow_unknown_region and region not in known_regions(session, service):
-        close = difflib.get_close_matches(region, sorted(known_regions(session, service)), n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise PreflightError(
-            f"--region {region!r}: not a region where botocore knows {service}; {hint}"
-            "(a region newer than this botocore: add --allow-unknown-region)"
-        )
+    problem = None if allow_unknown_region else unknown_region_line(region, service=service)
+    if problem:  # worded as by every command line of the project (pyspark_aws_kinesis.aws.regions)
+        raise PreflightError(problem)
     return session
 
 

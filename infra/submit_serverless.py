@@ -29,8 +29,9 @@ import time
 from collections.abc import Callable
 
 from infra import packaging, preflight
-from infra.job_code import check_job, upload_code
+from infra.job_code import check_job, job_names, upload_code
 from infra.preflight import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, PreflightError
+from pyspark_aws_kinesis.cli import OneLineParser, endpoint_url, number
 
 SUCCESS_STATES = {"SUCCESS"}
 FAILED_STATES = {"FAILED", "CANCELLED"}
@@ -139,9 +140,7 @@ def stop_job_run(client, application_id: str, job_run_id: str) -> None:
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    parser = argparse.ArgumentParser(
-        prog="python -m infra.submit_step --serverless", description=__doc__.split("\n\n")[0]
-    )
+    parser = OneLineParser(prog="python -m infra.submit_step --serverless", description=__doc__.split("\n\n")[0])
     parser.add_argument("--application-id", required=True, help="the Serverless stack output ApplicationId")
     parser.add_argument("--region", required=True, help="region of the application and the streams")
     parser.add_argument("--stop", metavar="JOB_RUN_ID", help="stop this job run (and wait until it is CANCELLED)")
@@ -150,21 +149,22 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--bucket", help="the Storage stack output BucketName (code, checkpoints, markers)")
     parser.add_argument("--source-stream")
     parser.add_argument("--sink-stream")
-    parser.add_argument("--job", default="country_counts", help="module under spark_app/ (default: %(default)s)")
+    parser.add_argument(
+        "--job", default="country_counts", help=f"one of: {', '.join(job_names())} (default: %(default)s)"
+    )
     parser.add_argument("--profile", help="AWS profile to use (default: the default credential chain)")
     parser.add_argument("--allow-unknown-region", action="store_true", help="accept a --region botocore lacks")
-    parser.add_argument("--endpoint-url", help="AWS endpoint for EMR Serverless and S3 (tests: a local moto server)")
-    parser.add_argument("--run-seconds", type=float, help="stop the run this long after it started RUNNING")
-    parser.add_argument("--max-failed-attempts-per-hour", type=int, default=5)
-    parser.add_argument("--timeout-seconds", type=float, default=3600.0)
-    parser.add_argument("--poll-seconds", type=float, default=15.0)
+    parser.add_argument(
+        "--endpoint-url", type=endpoint_url, help="AWS endpoint for EMR Serverless and S3 (tests: a local moto server)"
+    )
+    seconds = number(0, unit="seconds")
+    parser.add_argument("--run-seconds", type=seconds, help="stop the run this long after it started RUNNING")
+    parser.add_argument("--max-failed-attempts-per-hour", type=number(0, whole=True), default=5)
+    parser.add_argument("--timeout-seconds", type=seconds, default=3600.0, help="(default: %(default)g)")
+    parser.add_argument("--poll-seconds", type=seconds, default=15.0, help="(default: %(default)g)")
     parser.add_argument("--no-wait", action="store_true", help="start and return the job run id")
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
-    for name in ("timeout_seconds", "poll_seconds", "run_seconds", "max_failed_attempts_per_hour"):
-        value = getattr(args, name)
-        if value is not None and value <= 0:
-            parser.error(f"--{name.replace('_', '-')}: got {value}; allowed: a number > 0")
     if args.stop is None:
         needed = ("job_role_arn", "venv_uri", "bucket", "source_stream", "sink_stream")
         missing = [f"--{name.replace('_', '-')}" for name in needed if not getattr(args, name)]

@@ -26,9 +26,10 @@ import time
 from collections.abc import Callable
 
 from infra import packaging, preflight
-from infra.job_code import check_job, upload_code
+from infra.job_code import check_job, job_names, upload_code
 from infra.preflight import EXIT_AWS, EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, PreflightError
 from infra.wheelhouse import TARGET
+from pyspark_aws_kinesis.cli import OneLineParser, endpoint_url, number
 
 DONE_STATES = {"COMPLETED"}
 FAILED_STATES = {"FAILED", "CANCELLED", "INTERRUPTED"}
@@ -136,7 +137,7 @@ def wait_for_step(
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
-    parser = argparse.ArgumentParser(prog="python -m infra.submit_step", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m infra.submit_step", description=__doc__.split("\n\n")[0])
     parser.add_argument("--cluster-id", required=True, help="the stack output ClusterId (j-...)")
     parser.add_argument("--bucket", required=True, help="the stack output BucketName (code, checkpoints, markers)")
     parser.add_argument("--source-stream", required=True)
@@ -146,23 +147,25 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument(
         "--allow-unknown-region", action="store_true", help="accept a --region that this botocore does not list yet"
     )
-    parser.add_argument("--job", default="country_counts", help="module under spark_app/ (default: %(default)s)")
+    parser.add_argument(
+        "--job", default="country_counts", help=f"one of: {', '.join(job_names())} (default: %(default)s)"
+    )
     parser.add_argument(
         "--python",
         default=TARGET.interpreter,
         help="Python that Spark runs on the cluster: the one the bootstrap action installed into (%(default)s)",
     )
-    parser.add_argument("--endpoint-url", help="AWS endpoint for EMR and S3 (tests: a local moto server)")
-    parser.add_argument("--timeout-seconds", type=float, default=3600.0)
-    parser.add_argument("--poll-seconds", type=float, default=15.0)
+    parser.add_argument(
+        "--endpoint-url", type=endpoint_url, help="AWS endpoint for EMR and S3 (tests: a local moto server)"
+    )
+    seconds = number(0, unit="seconds")
+    parser.add_argument("--timeout-seconds", type=seconds, default=3600.0, help="(default: %(default)g)")
+    parser.add_argument("--poll-seconds", type=seconds, default=15.0, help="(default: %(default)g)")
     parser.add_argument("--no-wait", action="store_true", help="submit and return the step id")
     argv = list(sys.argv[1:] if argv is None else argv)
     # Everything after `--` goes to the job unchanged (e.g. --trigger-seconds 30).
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
-    for name in ("timeout_seconds", "poll_seconds"):
-        if getattr(args, name) <= 0:
-            parser.error(f"--{name.replace('_', '-')}: got {getattr(args, name)}; allowed: a number > 0")
     return args, extra
 
 

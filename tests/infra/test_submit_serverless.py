@@ -124,7 +124,7 @@ def test_unknown_job_run_to_stop_is_named(moto, application, keys, capsys):
 def test_misspelled_region_and_missing_flags_are_named(moto, application, bucket, keys, capsys):
     argv = _argv(moto, application, bucket)
     argv[argv.index(REGION)] = "eu-wset-1"
-    assert "did you mean 'eu-west-1'?" in _mistake(argv, capsys, 2)
+    assert "(did you mean 'eu-west-1'" in _mistake(argv, capsys, 2)
     with pytest.raises(SystemExit) as exit_info:
         submit_step.main(["--serverless", "--application-id", application, "--region", REGION])
     assert exit_info.value.code == 2

@@ -130,7 +130,7 @@ def test_cli_rejects_a_non_positive_timeout(capsys):
     with pytest.raises(SystemExit) as exit_info:
         submit_step.main([*base, "--timeout-seconds", "0"])
     assert exit_info.value.code == 2
-    assert "--timeout-seconds: got 0.0; allowed: a number > 0" in capsys.readouterr().err
+    assert "--timeout-seconds: got '0'; allowed: a number of seconds > 0" in capsys.readouterr().err
 
 
 def test_module_runs_without_loading_the_cdk():
@@ -211,8 +211,8 @@ def test_no_credentials_from_the_command_line_prints_no_traceback(moto, cluster,
 def test_misspelled_region_names_the_flag_and_the_close_match(moto, cluster, bucket, aws_env, capsys):
     line = _mistake(_argv(moto, cluster, bucket, region="eu-wset-1"), capsys, submit_step.EXIT_USAGE)
     assert line == (
-        "error: --region 'eu-wset-1': not a region where botocore knows emr; did you mean 'eu-west-1'? "
-        "(a region newer than this botocore: add --allow-unknown-region)"
+        "error: --region 'eu-wset-1': not a region where AWS has emr (did you mean 'eu-west-1' or 'us-west-1'?); "
+        "for a region newer than this botocore, add --allow-unknown-region"
     )
     assert _uploaded(moto, bucket) == []
 
@@ -285,7 +285,7 @@ def test_a_good_submission_passes_every_check(moto, cluster, bucket, aws_env, ca
 @pytest.mark.parametrize(
     ("mistake", "code", "expected"),
     [
-        ("region", 2, "error: --region 'eu-wset-1': not a region where botocore knows emr; did you mean 'eu-west-1'?"),
+        ("region", 2, "error: --region 'eu-wset-1': not a region where AWS has emr (did you mean 'eu-west-1'"),
         ("bucket", 2, "error: --bucket 'no-such-bucket-4711': no such bucket"),
         ("cluster", 2, "error: --cluster-id 'j-BOGUS0123': no such cluster in"),
         ("credentials", 4, "error: no AWS credentials found: set AWS_PROFILE (or --profile)"),
