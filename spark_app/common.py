@@ -26,6 +26,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from pyspark_aws_kinesis.cli import OneLineParser, endpoint_url, number
 from spark_app.events import ERROR, PAYLOAD
 
 log = logging.getLogger("spark_app")
@@ -50,13 +51,16 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def job_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """The options every job takes (the contract EMR steps are built on); jobs add their own flags to it."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    """The options every job takes (the contract EMR steps are built on); jobs add their own flags to it. A mistake
+    is one line on stderr and exit code 2 (``pyspark_aws_kinesis.cli``), without argparse's usage block."""
+    parser = OneLineParser(prog=prog, description=description)
     streams = parser.add_argument_group("streams")
     streams.add_argument("--source-stream", required=True, help="Kinesis stream to read")
     streams.add_argument("--sink-stream", help="Kinesis stream to write (required when the job writes to Kinesis)")
     streams.add_argument("--region", required=True, help="AWS region of the streams")
-    streams.add_argument("--endpoint-url", help="Kinesis endpoint (local servers); default: the region's AWS one")
+    streams.add_argument(
+        "--endpoint-url", type=endpoint_url, help="Kinesis endpoint (local servers); default: the region's AWS one"
+    )
     streams.add_argument(
         "--starting-position",
         type=str.upper,
@@ -93,7 +97,7 @@ def job_parser(prog: str, description: str) -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--trigger-seconds",
-        type=_non_negative,
+        type=number(0, inclusive=True, unit="seconds"),
         default=10.0,
         help="micro-batch interval; 0: as fast as possible (default: %(default)s)",
     )
@@ -134,16 +138,6 @@ def _kinesis_option(text: str) -> tuple[str, str]:
     if not sep or not key.strip().lower().startswith("kinesis."):
         raise argparse.ArgumentTypeError(f"got {text!r}; allowed: KEY=VALUE with a KEY that starts with 'kinesis.'")
     return key.strip(), value
-
-
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: a number of seconds >= 0")
-    return value
 
 
 SinkNeed = bool | Callable[[Any], bool]

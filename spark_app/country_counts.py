@@ -25,6 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from pyspark_aws_kinesis.cli import number
 from spark_app import common
 from spark_app.events import COUNTRY, EVENT_TIME, good, parse_events
 
@@ -61,12 +62,13 @@ def to_sink_records(counts: DataFrame) -> DataFrame:
 def parser() -> argparse.ArgumentParser:
     parser = common.job_parser(f"python -m spark_app.{JOB}", __doc__.split("\n\n")[0])
     job = parser.add_argument_group(JOB)
+    seconds = number(0, whole=True, unit="seconds")
     job.add_argument(
-        "--window-seconds", type=_positive_int, default=60, help="event-time window length (default: %(default)s)"
+        "--window-seconds", type=seconds, default=60, help="event-time window length (default: %(default)s)"
     )
     job.add_argument(
         "--watermark-seconds",
-        type=_positive_int,
+        type=seconds,
         default=60,
         help="how late (event time) an event may arrive (default: %(default)s)",
     )
@@ -77,12 +79,6 @@ def parser() -> argparse.ArgumentParser:
         help="update: re-emit changed counts; append: emit final counts (default: %(default)s)",
     )
     return parser
-
-
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) <= 0:
-        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: a whole number of seconds > 0")
-    return int(text)
 
 
 def start(spark: SparkSession, args: Any) -> list[StreamingQuery]:

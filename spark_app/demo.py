@@ -42,6 +42,8 @@ from rich.text import Text
 
 from localaws import KINESALITE, KINESIS_MOCK, LocalAws
 from localaws.streams import create_stream, list_shard_ids, put_records, read_stream, unique_name
+from pyspark_aws_kinesis.aws.regions import unknown_region_line
+from pyspark_aws_kinesis.cli import OneLineParser, endpoint_url, number
 from spark_app import common, country_counts
 from spark_app.verdict import Expected, FinalCounts, Verdict, judge, user_payloads
 
@@ -50,25 +52,40 @@ SERVERS = {"kinesalite": KINESALITE, "kinesis-mock": KINESIS_MOCK}
 MALFORMED_RECORDS = [b"not json at all", b'{"id": 1, "data": "Spain"}', b"\xff\xfe\x00 binary", b'{"id": "x"}']
 WATERMARK_SECONDS = 12 * 3600 + 120
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+# --seconds, --rate and --window-seconds when not given: the defaults, or with --short these (CI mode). A flag given
+# explicitly wins over both.
+DEFAULTS = {"seconds": 60.0, "rate": 50.0, "window_seconds": 10}
 SHORT = {"seconds": 12.0, "rate": 25.0, "window_seconds": 5}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m spark_app.demo", description=__doc__.split("\n\n")[0], epilog="See docs/jobs.md."
     )
+    positive = number(0)
     run = parser.add_argument_group("what runs")
-    run.add_argument("--seconds", type=_positive, default=60.0, help="how long the generator runs (default: 60)")
-    run.add_argument("--rate", type=_positive, default=50.0, help="events per second generated (default: 50)")
-    run.add_argument("--short", action="store_true", help="CI mode: 12 s at 25 events/s, 5 s windows")
-    run.add_argument("--window-seconds", type=int, default=10, help="country_counts window (default: 10)")
+    run.add_argument("--seconds", type=positive, help="how long the generator runs (default: 60; --short: 12)")
+    run.add_argument("--rate", type=positive, help="events per second generated (default: 50; --short: 25)")
+    run.add_argument(
+        "--short",
+        action="store_true",
+        help="CI mode: 12 s at 25 events/s, 5 s windows; an explicit --seconds, --rate or --window-seconds wins",
+    )
+    run.add_argument(
+        "--window-seconds", type=number(0, whole=True), help="country_counts window (default: 10; --short: 5)"
+    )
     # Every trigger runs a micro-batch (0.5-1.5 s each here, 2 queries on 2 cores); 3 s leaves idle time
     # between batches for the final stop to land in.
-    run.add_argument("--trigger-seconds", type=_positive, default=3.0, help="micro-batch interval (default: 3)")
-    run.add_argument("--malformed", type=int, default=len(MALFORMED_RECORDS), help="malformed records to inject")
+    run.add_argument("--trigger-seconds", type=positive, default=3.0, help="micro-batch interval (default: 3)")
+    run.add_argument(
+        "--malformed",
+        type=number(0, inclusive=True, maximum=len(MALFORMED_RECORDS), whole=True),
+        default=len(MALFORMED_RECORDS),
+        help="malformed records to inject (default: %(default)s)",
+    )
     run.add_argument("--template", type=Path, help="generator template file (default: generator's seed template)")
     run.add_argument(
-        "--timeout-seconds", type=_positive, default=170.0, help="the demo ends by then at the latest (default: 170)"
+        "--timeout-seconds", type=positive, default=170.0, help="the demo ends by then at the latest (default: 170)"
     )
     run.add_argument("--no-live", action="store_true", help="print progress lines instead of a live table")
     where = parser.add_argument_group("where it runs (default: local servers)")
@@ -77,37 +94,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--no-quotas", action="store_true", help="local server without AWS's Kinesis quotas in front (default: with)"
     )
     where.add_argument("--aws", action="store_true", help="use real AWS (default credential chain) instead")
-    where.add_argument("--endpoint-url", help="use this Kinesis endpoint instead of starting a local server")
+    where.add_argument(
+        "--endpoint-url", type=endpoint_url, help="use this Kinesis endpoint instead of starting a local server"
+    )
     where.add_argument("--region", default="us-east-1", help="region of the streams (default: us-east-1)")
     where.add_argument("--source-stream", help="name of the source stream to create (default: demo-source-<id>)")
     where.add_argument("--sink-stream", help="name of the sink stream to create (default: demo-sink-<id>)")
-    where.add_argument("--shards", type=int, default=2, help="shards of the source stream (default: 2)")
+    where.add_argument(
+        "--shards", type=number(0, whole=True), default=2, help="shards of the source stream (default: 2)"
+    )
     where.add_argument("--keep-streams", action="store_true", help="on AWS, do not delete the streams at the end")
     args = parser.parse_args(argv)
-    if args.short:
-        for name, value in SHORT.items():
+    for name, value in (SHORT if args.short else DEFAULTS).items():
+        if getattr(args, name) is None:  # an explicit flag wins over --short
             setattr(args, name, value)
-    if not 0 <= args.malformed <= len(MALFORMED_RECORDS):
-        parser.error(f"--malformed: got {args.malformed}; allowed: 0 to {len(MALFORMED_RECORDS)}")
     if args.timeout_seconds < 60:
         parser.error(
             f"--timeout-seconds: got {args.timeout_seconds:g}; allowed: 60 or more (Spark alone starts in 5-15 s)"
         )
-    if args.window_seconds <= 0 or args.shards <= 0:
-        parser.error("--window-seconds and --shards: allowed: whole numbers > 0")
+    # A local server takes any region; real Kinesis only its own (a typo would fail after the servers started).
+    if args.aws and not args.endpoint_url:
+        newer = f"give --endpoint-url https://kinesis.{args.region}.amazonaws.com"
+        problem = unknown_region_line(args.region, newer=newer)
+        if problem:
+            parser.error(problem)
     args.source_stream = args.source_stream or unique_name("demo-source")
     args.sink_stream = args.sink_stream or unique_name("demo-sink")
     return args
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: a number > 0")
-    return value
 
 
 # --- where: local servers or AWS -----------------------------------------------------------------------------

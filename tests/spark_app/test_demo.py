@@ -78,7 +78,7 @@ def test_demo_options_short_mode_and_errors(capsys):
     assert args.source_stream.startswith("demo-source-") and args.sink_stream.startswith("demo-sink-")
     assert not args.no_quotas and parse_args(["--no-quotas"]).no_quotas
     for argv, message in (
-        (["--malformed", "9"], "--malformed: got 9; allowed: 0 to 4"),
+        (["--malformed", "9"], "--malformed: got '9'; allowed: a whole number from 0 to 4"),
         (["--timeout-seconds", "10"], "--timeout-seconds: got 10; allowed: 60 or more"),
         (["--rate", "0"], "--rate: got '0'; allowed: a number > 0"),
     ):
