@@ -57,7 +57,8 @@ def build_app(
 ) -> Pipeline:
     """Create (or fill `app`) with the pipeline's stacks; `context` overrides cdk.json/-c values (tests)."""
     app = app or cdk.App(context=context or {})
-    config = InfraConfig.from_context(_getter(app, context), environ)
+    keys = {*app.node.get_all_context(), *(context or {})}  # cdk.json, -c, and the CDK's own (left alone)
+    config = InfraConfig.from_context(_getter(app, context), environ, keys)
     env = cdk.Environment(account=config.account, region=config.region)
     prefix = config.stack_prefix
 

@@ -1,19 +1,22 @@
 """Every deployment knob, read from CDK context (`cdk.json` or `-c key=value`) and validated in one place.
 
-`app.py` calls `InfraConfig.from_context(app.node.try_get_context)` once; the stacks only ever see the typed,
-checked result. Values given with `-c` arrive as strings, so numbers and booleans are parsed here, and every
-problem found is reported at once, each naming the context key, the value and what is allowed.
+`app.py` calls `InfraConfig.from_context(app.node.try_get_context, keys=<every context key>)` once; the stacks only
+ever see the typed, checked result. Values given with `-c` arrive as strings, so numbers and booleans are parsed
+here, and every problem found is reported at once, each naming the context key, the value and what is allowed. A
+key that is not one of the app's settings (`-c sourceShard=4`) is a problem too, with a "did you mean"; the keys
+the CDK itself sets or reads (`is_cdk_key`) are left alone.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from infra.wheelhouse import TARGET
+from pyspark_aws_kinesis.cli import did_you_mean
 
 STREAM_MODES = ("PROVISIONED", "ON_DEMAND")
 # EMR 7.x ships Spark 3.5, which has no Python streaming data sources; the emr-spark-8 line has Spark 4.
@@ -37,6 +40,15 @@ EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 # The cluster's Python must be the one the locked wheels are built for (infra/emr-lock.txt, infra.wheelhouse.TARGET).
 PYTHON_EXECUTABLE_RE = re.compile(rf"^(/[\w.-]+)*/?{re.escape(TARGET.interpreter)}$")
 ALARM_MS_RANGE = (1000, 7 * 24 * 3600 * 1000)  # 1 s to the stream's shortest retention
+# Context keys of the CDK's own, besides feature flags ("@aws-cdk/...") and keys with a colon (its "aws:cdk:..."
+# settings, cached lookups such as "availability-zones:account=...:region=..."): CLI settings kept in context
+# (cdk.json's "cli-telemetry", `cdk acknowledge`'s "acknowledged-issue-numbers").
+CDK_CONTEXT_KEYS = frozenset({"cli-telemetry", "acknowledged-issue-numbers"})
+
+
+def is_cdk_key(key: str) -> bool:
+    """Whether a context key is the CDK's (a feature flag, a setting or cached lookup of its own), not the app's."""
+    return key.startswith("@") or ":" in key or key in CDK_CONTEXT_KEYS
 
 
 class ConfigError(ValueError):
@@ -87,11 +99,14 @@ class InfraConfig:
         return self.consumer_account_id is not None
 
     @classmethod
-    def from_context(cls, get: Callable[[str], Any], environ: dict[str, str] | None = None) -> InfraConfig:
+    def from_context(
+        cls, get: Callable[[str], Any], environ: dict[str, str] | None = None, keys: Iterable[str] = ()
+    ) -> InfraConfig:
         """Build from a context getter (`app.node.try_get_context`); raise ConfigError listing every problem.
 
         `account` and `region` fall back to CDK_DEFAULT_ACCOUNT / CDK_DEFAULT_REGION (set by the CDK CLI from
-        the caller's profile); when neither is known the stacks synthesize environment-agnostic.
+        the caller's profile); when neither is known the stacks synthesize environment-agnostic. `keys`: every key
+        the context holds (cdk.json, `-c`); one that is neither a setting nor the CDK's is an error.
         """
         env = os.environ if environ is None else environ
         reader = _Reader(get)
@@ -145,6 +160,7 @@ class InfraConfig:
             wheel_cache=env.get("KINESIS_WHEEL_CACHE") or None,
         )
         reader.check_pairing(config)
+        reader.check_unknown(keys)
         reader.raise_if_errors()
         return config
 
@@ -167,11 +183,13 @@ class _Reader:
     def __init__(self, get: Callable[[str], Any]):
         self._get = get
         self.errors: list[str] = []
+        self.read: set[str] = set()  # every key asked for: the app's settings
 
     def _error(self, key: str, value: Any, allowed: str) -> None:
         self.errors.append(f"context {key!r}: got {value!r}; allowed: {allowed}")
 
     def _raw(self, key: str) -> Any:
+        self.read.add(key)
         value = self._get(key)
         return None if value is None or (isinstance(value, str) and value.strip() == "") else value
 
@@ -271,6 +289,18 @@ class _Reader:
                 "they must differ"
             )
 
+    def check_unknown(self, keys: Iterable[str]) -> None:
+        """A key given that is none of the settings read (and not the CDK's): a typo, or a setting this app lacks."""
+        for key in sorted(set(keys) - self.read):
+            if not is_cdk_key(key):
+                hint = did_you_mean(key, self.read)
+                self.errors.append(
+                    f"context {key!r}: not a setting of this app" + (f" ({hint})" if hint else "") + "; allowed: "
+                    "the keys of cdk.json's context, account and region (docs/infra.md, Settings)"
+                )
+
     def raise_if_errors(self) -> None:
+        if len(self.errors) == 1:  # one line: "CDK context 'sourceShard': not a setting of this app (...)"
+            raise ConfigError(f"CDK {self.errors[0]}")
         if self.errors:
             raise ConfigError("invalid CDK context:\n  " + "\n  ".join(self.errors))
