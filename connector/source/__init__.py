@@ -5,7 +5,10 @@ Modules, bottom up:
 - ``settings``: the source options, checked once and frozen for the query; which transport reads a shard;
 - ``catalog``: the driver's view of each stream's shards (listings cached, reshard lineage tracked);
 - ``call_window``: the query's GetRecords calls on each shard within AWS's sliding second;
-- ``probe``: is anything waiting at a shard's position? (one GetRecords, Limit 1, within the shard's budget);
+- ``probe_answers``: what a probe's GetRecords answer says about a shard (records, nothing, its end, gone);
+- ``probe_turns``: when each shard's next probe is due (idle shards in turn, busy ones within their second);
+- ``probe_deferral``: the steady shards a batch reads without a probe first;
+- ``probe``: is anything waiting at a shard's position? (one GetRecords, whose answer can be the batch's read);
 - ``guards``: the checks that the metadata store and the pinned options are still the query's;
 - ``health``: lag, data losses and dropped sub-records, as reads and probes report them (one writer);
 - ``completion``: completing the reads a batch left unfinished;

@@ -41,7 +41,8 @@ from .completion import complete_reads
 from .guards import check_pinned, source_document_name
 from .health import QueryHealth
 from .offsets import INITIAL_BATCH, KinesisOffset, is_readable
-from .probe import HELD_BYTES_PER_SHARD, Found, ProbeResult, ShardProber
+from .probe import HELD_BYTES_PER_SHARD, ShardProber
+from .probe_answers import Found, ProbeResult
 from .settings import SourceSettings
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from pyspark_aws_kinesis.positions import (
     shard_key,
 )
 from pyspark_aws_kinesis.source.offsets import parse_offset
-from pyspark_aws_kinesis.source.probe import Found
+from pyspark_aws_kinesis.source.probe_answers import Found
 
 SHARD = "shardId-000000000000"
 

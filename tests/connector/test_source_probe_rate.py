@@ -23,7 +23,8 @@ from pyspark_aws_kinesis.fetch.iterators import Handoff
 from pyspark_aws_kinesis.positions import AFTER_SEQUENCE_NUMBER, Position, shard_key
 from pyspark_aws_kinesis.retry import RetryPolicy
 from pyspark_aws_kinesis.source import probe as probe_module
-from pyspark_aws_kinesis.source.probe import Found, ShardProber
+from pyspark_aws_kinesis.source.probe import ShardProber
+from pyspark_aws_kinesis.source.probe_answers import Found
 
 STREAM = "s"
 SHARDS = ("shardId-000000000000", "shardId-000000000001")
