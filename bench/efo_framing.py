@@ -1,6 +1,6 @@
-"""What framing a SubscribeToShard answer costs, before and after ``fetch.efo_framing``: the same event streams split
+"""What framing a SubscribeToShard answer costs, before and after ``fetch.fanout.framing``: the same event streams split
 into messages and decoded into Pages by botocore's ``EventStreamBuffer`` fed 64 KiB reads (the path before: urllib3's
-``stream(65536)``) and by ``efo_framing.messages`` (a message's rest in one read sized by its prelude), taking turns
+``stream(65536)``) and by ``framing.messages`` (a message's rest in one read sized by its prelude), taking turns
 in one run. No server, no socket: CPU on one thread.
 
 Run: ``.venv/bin/python -m bench.efo_framing [--repeat 5]``. Two streams:
@@ -25,7 +25,7 @@ from botocore.eventstream import EventStreamBuffer
 
 from localaws.event_stream import encode_event
 from pyspark_aws_kinesis.fetch.decode import ShardContext, decode_subscribe_event
-from pyspark_aws_kinesis.fetch.efo_framing import messages
+from pyspark_aws_kinesis.fetch.fanout.framing import messages
 
 EVENT = {":message-type": "event", ":event-type": "SubscribeToShardEvent", ":content-type": "application/json"}
 READ = 65536

@@ -10,12 +10,12 @@ setup write to it directly).
 2. Throughput: ``--records`` 1 KiB records in another 1-shard stream are read from TRIM_HORIZON to the tip by
    the connector's range reader (``fetch.range.ShardRange``, no Spark) once through each transport.
 
-The EFO query reads through this host's subscription broker (``pyspark_aws_kinesis.fetch.efo_broker``), which keeps each
-shard's subscription open across micro-batches: without it every batch would resubscribe, and Kinesis (and
+The EFO query reads through this host's subscription broker (``pyspark_aws_kinesis.fetch.fanout.broker``), which keeps
+each shard's subscription open across micro-batches: without it every batch would resubscribe, and Kinesis (and
 kinesis-mock) refuse a new SubscribeToShard on the same consumer and shard within 5 s of the previous one
-(``AWS_KINESIS_EFO_BROKER=off`` measures that). The throughput part reads through the broker too. kinesis-mock
-pushes events about once a second and its speed is not AWS's: only the ratios of this run mean anything, and even
-they are a local server's. Nothing is asserted.
+(``AWS_KINESIS_EFO_BROKER=off`` measures that). The throughput part reads through the broker too. kinesis-mock pushes
+events about once a second and its speed is not AWS's: only the ratios of this run mean anything, and even they are a
+local server's. Nothing is asserted.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What the subscription broker's wire format costs: one page of 10,000 records (200-byte payloads) encoded, framed
-and decoded with all its checks (``fetch.efo_protocol``), beside a pickle round trip of the same page (the format
+and decoded with all its checks (``fetch.fanout.protocol``), beside a pickle round trip of the same page (the format
 before protocol 3, for scale). No server, no socket: the CPU per page at both ends together.
 
 Run: ``.venv/bin/python -m bench.efo_wire [--records 10000] [--size 200] [--repeat 20]``. Nothing is asserted.
@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 from pyspark_aws_kinesis.fetch.decode import Page
-from pyspark_aws_kinesis.fetch.efo_protocol import page_from_wire, page_to_wire
+from pyspark_aws_kinesis.fetch.fanout.protocol import page_from_wire, page_to_wire
 
 
 def _page(records: int, size: int) -> Page:

@@ -270,8 +270,8 @@ def raw_loop(kinesis, consumer_arn: str, shard: str, records: int) -> float:
     """kinesis-mock alone (the ceiling): its event stream read straight from the server (no proxy), split into
     messages and its records counted in the bytes, nothing decoded; the seconds until the event at the tip after
     ``records`` records (one subscription: kinesis-mock does not end them)."""
-    from pyspark_aws_kinesis.fetch.efo import RAW_EVENT_STREAM, release
-    from pyspark_aws_kinesis.fetch.efo_framing import messages
+    from pyspark_aws_kinesis.fetch.fanout.framing import messages
+    from pyspark_aws_kinesis.fetch.fanout.subscriber import RAW_EVENT_STREAM, release
 
     started, seen = time.monotonic(), 0
     start = {"Type": "TRIM_HORIZON"}
@@ -373,7 +373,7 @@ def run_reader(
 ) -> list[float]:
     """The seconds one reader (``EFO_READERS``) took per shard, all shards at once, one thread each (``settings``:
     ours, with its broker warm)."""
-    from pyspark_aws_kinesis.fetch.efo import prepare_client
+    from pyspark_aws_kinesis.fetch.fanout.subscriber import prepare_client
 
     config = Config(read_timeout=120, retries={"max_attempts": 10, "mode": "standard"})
     with ThreadPoolExecutor(len(shards)) as pool:

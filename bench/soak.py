@@ -62,7 +62,7 @@ from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE, KIN
 from localaws.streams import create_stream, iterate_shard, list_shard_ids, unique_name, wait_for_stream_active
 from pyspark_aws_kinesis.aws.clients import kinesis_client
 from pyspark_aws_kinesis.aws.settings import ClientSettings
-from pyspark_aws_kinesis.fetch.efo_protocol import ENV_DIR
+from pyspark_aws_kinesis.fetch.fanout.protocol import ENV_DIR
 from pyspark_aws_kinesis.kpl import deaggregate, is_aggregated
 from pyspark_aws_kinesis.shards import list_shards, open_shards
 

@@ -19,7 +19,7 @@ from typing import Any
 from bench import procfs
 
 SOURCE_RUNNER = b"python_streaming_source_runner"  # pyspark's driver-side Python process of a streaming source
-BROKER = b"pyspark_aws_kinesis.fetch.efo_broker"  # the subscription broker (connector/fetch/efo_broker.py)
+BROKER = b"pyspark_aws_kinesis.fetch.fanout.broker"  # the subscription broker (connector/fetch/fanout/broker.py)
 PYSPARK = b"pyspark"
 JCMD_TIMEOUT_S = 30
 

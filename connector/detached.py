@@ -1,6 +1,6 @@
 """Helper processes that outlive the process group that starts them.
 
-Who calls it: ``consumers`` (the deregistration watcher) and ``fetch.efo_client`` (the subscription broker). Spark
+Who calls it: ``consumers`` (the deregistration watcher) and ``fetch.fanout.client`` (the subscription broker). Spark
 kills a Python worker's or a source runner's whole process group, so these run in a session of their own. Their
 stdout/stderr are not the starter's (Spark may wait for those to end); each logs to a file of its own.
 """

@@ -1,7 +1,7 @@
 """Private per-user directories for what the connector writes on a host by default, opened without following links.
 
-Who calls it: ``fetch.efo_client`` and ``fetch.efo_broker`` (the subscription broker's socket, pid file, start lock
-and log), ``consumers`` (the deregistration watcher's log) and ``source.settings`` / ``metadata.filesystem`` (the
+Who calls it: ``fetch.fanout.client`` and ``fetch.fanout.broker`` (the subscription broker's socket, pid file, start
+lock and log), ``consumers`` (the deregistration watcher's log) and ``source.settings`` / ``metadata.filesystem`` (the
 default metadata path). A default under the shared temp directory is ``<temp dir>/<name>-<uid>``: another local user
 could create that name first (a directory of theirs, or a symbolic link to one), so every use opens it with
 ``O_DIRECTORY|O_NOFOLLOW`` and checks owner and mode on the open handle, and then works relative to that handle

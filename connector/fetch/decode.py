@@ -1,6 +1,6 @@
 """GetRecords answers and SubscribeToShard events -> user records (KPL de-aggregation) as columns -> Arrow batches.
 
-Who calls it: ``polling`` and ``efo`` (the two transports), for each answer or event of one shard;
+Who calls it: ``polling`` and ``fanout`` (the two transports), for each answer or event of one shard;
 ``pyspark_aws_kinesis.datasource`` takes the schema from here. The RecordBatches must match Spark's Arrow form of
 ``SCHEMA_DDL`` exactly (``string`` not ``large_string``, ``timestamp('us', tz='UTC')``, all fields nullable) or
 Spark refuses them.
@@ -429,9 +429,10 @@ def _in_range(unpacked: Unpacked, shard: ShardContext) -> tuple[list[bytes], lis
 def decode_subscribe_event(payload: bytes | str, shard: ShardContext) -> Page:
     """Decode a SubscribeToShardEvent's JSON payload (records as in a GetRecords answer) into a Page.
 
-    Who calls it: ``fetch.efo`` for each event of a subscription. The event's ``ContinuationSequenceNumber``
-    (where the next subscription continues; None once the shard has ended) goes into ``Page.next_iterator``,
-    so "None means shard end" holds for both transports; every other field is filled as for GetRecords.
+    Who calls it: ``fetch.fanout.subscriber`` for each event of a subscription. The event's
+    ``ContinuationSequenceNumber`` (where the next subscription continues; None once the shard has ended) goes into
+    ``Page.next_iterator``, so "None means shard end" holds for both transports; every other field is filled as for
+    GetRecords.
     """
     event = _decode(_SUBSCRIBE_EVENT, payload, "SubscribeToShardEvent", shard)
     return _records_page(event.Records or [], event.ContinuationSequenceNumber, event.MillisBehindLatest, shard)

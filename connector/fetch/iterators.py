@@ -1,9 +1,10 @@
 """Opening a shard iterator at a position, and telling lost data apart from other errors.
 
-Who calls it: ``fetch.polling.GetRecordsTransport`` (reading a shard), ``fetch.efo.ShardSubscriber`` (the same questions
-for SubscribeToShard) and the driver's ``probe.ShardProber`` (asking whether a shard has new records). All need the same
-answers to the same questions: which GetShardIterator request a position means, what to do when Kinesis thinks an
-AT_TIMESTAMP is in its future, and whether an error means the position's records are gone (``kinesis.failOnDataLoss``).
+Who calls it: ``fetch.polling.transport.GetRecordsTransport`` (reading a shard),
+``fetch.fanout.subscriber.ShardSubscriber`` (the same questions for SubscribeToShard) and the driver's
+``probe.ShardProber`` (asking whether a shard has new records). All need the same answers to the same questions:
+which GetShardIterator request a position means, what to do when Kinesis thinks an AT_TIMESTAMP is in its future,
+and whether an error means the position's records are gone (``kinesis.failOnDataLoss``).
 
 A ``Handoff`` is an iterator someone already holds at a known position (a read's last NextShardIterator, a probe's):
 the next read or probe of that position starts with GetRecords instead of GetShardIterator. A ``HeldAnswer`` is a

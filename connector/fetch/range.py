@@ -2,8 +2,8 @@
 
 Who calls it: the source's ``read()`` on executors, the batch reader, and the driver when it completes a read
 that no executor finished (``source.completion``). ``source.settings.SourceSettings.shard_reader`` builds their
-``ShardRange`` for a ``ShardTask`` and its transport (``fetch.polling.GetRecordsTransport``, or
-``fetch.efo_client.BrokeredSubscriber`` for enhanced fan-out); they iterate ``batches()`` (or ``slices()``) to the
+``ShardRange`` for a ``ShardTask`` and its transport (``fetch.polling.transport.GetRecordsTransport``, or
+``fetch.fanout.client.BrokeredSubscriber`` for enhanced fan-out); they iterate ``batches()`` (or ``slices()``) to the
 end; ``result`` then says where the read stopped and why, which the caller records in the metadata store.
 Nothing here calls AWS: the same rules apply whatever delivers the Pages.
 

@@ -17,8 +17,9 @@ from .. import options as opts
 from ..aws.clients import kinesis_reader_client
 from ..aws.settings import ClientSettings, retry_policy
 from ..fetch.decode import ShardContext
-from ..fetch.efo_client import BrokeredSubscriber
-from ..fetch.polling import FIRST_CALL_LIMIT, GetRecordsTransport, PollingSettings
+from ..fetch.fanout.client import BrokeredSubscriber
+from ..fetch.polling.settings import FIRST_CALL_LIMIT, PollingSettings
+from ..fetch.polling.transport import GetRecordsTransport
 from ..fetch.range import FetchLimits, ShardRange, ShardTask, ShardTransport
 from ..fetch.reads import ShardRead
 from ..metadata import open_store
@@ -107,7 +108,7 @@ class EfoSettings:
     subscribe_max_retries: int
     require_deregistration: bool
     # Drawn once per reader on the driver, travels to the tasks in the pickled settings: the job's subscription
-    # broker serves only requests that present it (``fetch.efo_client``); never compared, printed or logged.
+    # broker serves only requests that present it (``fetch.fanout.client``); never compared, printed or logged.
     broker_secret: str = field(default_factory=lambda: secrets.token_hex(32), repr=False, compare=False)
 
     @classmethod
@@ -242,7 +243,7 @@ class SourceSettings:
         """How ``task``'s shard is read: SubscribeToShard through the enhanced fan-out consumer ``consumer_arn``
         when given (the query's consumer of ``task.stream``: ``consumers.QueryConsumers``; ``kinesis`` is then
         unused), served by the query's subscription broker on this host, which keeps the subscription open across
-        micro-batches (``fetch.efo_client``; subscriptions take their own client with the
+        micro-batches (``fetch.fanout.client``; subscriptions take their own client with the
         ``subscribeToShard.timeoutSec`` read timeout), else GetRecords through ``kinesis`` (a raw-body reader
         client). The one place that picks a transport."""
         context = self.shard_context(task)

@@ -10,8 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from pyspark_aws_kinesis.fetch import efo_broker, efo_protocol
-from pyspark_aws_kinesis.fetch.efo_client import broker_pids
+from pyspark_aws_kinesis.fetch.fanout import broker as efo_broker
+from pyspark_aws_kinesis.fetch.fanout import protocol as efo_protocol
+from pyspark_aws_kinesis.fetch.fanout.client import broker_pids
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from pyspark_aws_kinesis.aws.clients import kinesis_client
 from pyspark_aws_kinesis.aws.settings import ClientSettings
 from pyspark_aws_kinesis.consumers import Consumer, WaitPolicy, ensure_consumer
 from pyspark_aws_kinesis.fetch.decode import Page, ShardContext
-from pyspark_aws_kinesis.fetch.efo import ShardSubscriber, subscription_client
+from pyspark_aws_kinesis.fetch.fanout.subscriber import ShardSubscriber, subscription_client
 from pyspark_aws_kinesis.positions import Position
 from pyspark_aws_kinesis.retry import RetryPolicy
 

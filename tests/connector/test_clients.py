@@ -11,7 +11,7 @@ import pytest
 
 from pyspark_aws_kinesis.aws.clients import kinesis_client, kinesis_reader_client, send_timestamps_to_the_millisecond
 from pyspark_aws_kinesis.aws.settings import ClientSettings
-from pyspark_aws_kinesis.fetch.efo import starting_position, subscription_client
+from pyspark_aws_kinesis.fetch.fanout.subscriber import starting_position, subscription_client
 from pyspark_aws_kinesis.fetch.iterators import iterator_request
 from pyspark_aws_kinesis.positions import AT_TIMESTAMP, Position
 

@@ -39,7 +39,7 @@ from pyspark_aws_kinesis.fetch.decode import (
     decode_get_records,
     decode_subscribe_event,
 )
-from pyspark_aws_kinesis.fetch.efo import RAW_EVENT_STREAM, release
+from pyspark_aws_kinesis.fetch.fanout.subscriber import RAW_EVENT_STREAM, release
 from pyspark_aws_kinesis.kpl import MAX_RECORD_BYTES
 from pyspark_aws_kinesis.shards import MAX_HASH_KEY
 

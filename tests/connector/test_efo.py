@@ -28,14 +28,14 @@ from localaws.quota_model import IN_USE
 from localaws.quota_proxy import QuotaProxy
 from localaws.streams import list_shard_ids, put_records
 from pyspark_aws_kinesis.fetch.decode import ShardContext, decode_get_records, decode_subscribe_event
-from pyspark_aws_kinesis.fetch.efo import (
+from pyspark_aws_kinesis.fetch.fanout.client import ENV_ENABLED, BrokeredSubscriber
+from pyspark_aws_kinesis.fetch.fanout.subscriber import (
     INITIAL_RESPONSE,
     RAW_EVENT_STREAM,
     SubscribePacer,
     SubscriptionError,
     starting_position,
 )
-from pyspark_aws_kinesis.fetch.efo_client import ENV_ENABLED, BrokeredSubscriber
 from pyspark_aws_kinesis.fetch.range import FetchLimits, ShardRange, ShardTask
 from pyspark_aws_kinesis.kpl import Aggregator
 from pyspark_aws_kinesis.positions import (

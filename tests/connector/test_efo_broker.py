@@ -27,10 +27,17 @@ from localaws.quota_model import CALLS
 from localaws.quota_proxy import QuotaProxy
 from localaws.streams import list_shard_ids, put_records
 from pyspark_aws_kinesis.aws.settings import AssumeRole, ClientSettings
-from pyspark_aws_kinesis.fetch import efo_broker, efo_protocol
 from pyspark_aws_kinesis.fetch.decode import Page, ShardContext, decode_subscribe_event
-from pyspark_aws_kinesis.fetch.efo_broker import locate
-from pyspark_aws_kinesis.fetch.efo_client import ENV_ENABLED, BrokeredSubscriber, broker_dir, broker_pids, broker_stats
+from pyspark_aws_kinesis.fetch.fanout import broker as efo_broker
+from pyspark_aws_kinesis.fetch.fanout import protocol as efo_protocol
+from pyspark_aws_kinesis.fetch.fanout.broker import locate
+from pyspark_aws_kinesis.fetch.fanout.client import (
+    ENV_ENABLED,
+    BrokeredSubscriber,
+    broker_dir,
+    broker_pids,
+    broker_stats,
+)
 from pyspark_aws_kinesis.fetch.range import FetchLimits, ShardRange, ShardTask
 from pyspark_aws_kinesis.kpl import Aggregator
 from pyspark_aws_kinesis.positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, LATEST, TRIM_HORIZON, Position

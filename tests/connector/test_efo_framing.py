@@ -1,4 +1,4 @@
-"""Event-stream framing of a SubscribeToShard answer (``fetch.efo_framing``): a multi-MiB event read in one sized
+"""Event-stream framing of a SubscribeToShard answer (``fetch.fanout.framing``): a multi-MiB event read in one sized
 read, the same messages as botocore's parser however the stream is split, and corrupt or cut streams refused."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from botocore.eventstream import ChecksumMismatch, EventStreamBuffer, InvalidPayloadLength
 
 from localaws.fault_proxy import encode_event
-from pyspark_aws_kinesis.fetch.efo_framing import PRELUDE, TruncatedMessageError, messages
+from pyspark_aws_kinesis.fetch.fanout.framing import PRELUDE, TruncatedMessageError, messages
 
 EVENT = {":message-type": "event", ":event-type": "SubscribeToShardEvent", ":content-type": "application/json"}
 MiB = 1 << 20
@@ -92,7 +92,7 @@ def test_a_stream_cut_inside_a_message_is_a_recoverable_error(keep: int) -> None
     event = encode_event(EVENT, os.urandom(1000))
     with pytest.raises(TruncatedMessageError, match="ended"):
         _ours(Source(encode_event(EVENT, b"{}") + event[:keep]))
-    assert issubclass(TruncatedMessageError, ConnectionError)  # fetch.efo resubscribes after it
+    assert issubclass(TruncatedMessageError, ConnectionError)  # fetch.fanout.subscriber resubscribes after it
 
 
 def test_corrupt_crcs_and_sizes_are_refused() -> None:
@@ -128,7 +128,7 @@ def test_the_subscriber_reads_a_16_mib_backlog_event_in_two_reads() -> None:
     from types import SimpleNamespace
 
     from pyspark_aws_kinesis.fetch.decode import ShardContext
-    from pyspark_aws_kinesis.fetch.efo import RAW_EVENT_STREAM, ShardSubscriber, SubscribePacer
+    from pyspark_aws_kinesis.fetch.fanout.subscriber import RAW_EVENT_STREAM, ShardSubscriber, SubscribePacer
     from pyspark_aws_kinesis.positions import TRIM_HORIZON, Position
     from pyspark_aws_kinesis.retry import RetryPolicy
 

@@ -83,8 +83,8 @@ def test_subscribe_to_shard_is_validated_then_accepted_by_the_source() -> None:
 
 def test_an_enhanced_fan_out_task_makes_no_getrecords_client(monkeypatch: pytest.MonkeyPatch) -> None:
     """Its pages come from the broker: making a GetRecords client (0.3-0.6 s in a fresh process) would be waste."""
-    from pyspark_aws_kinesis.fetch.efo_client import BrokeredSubscriber
-    from pyspark_aws_kinesis.fetch.polling import GetRecordsTransport
+    from pyspark_aws_kinesis.fetch.fanout.client import BrokeredSubscriber
+    from pyspark_aws_kinesis.fetch.polling.transport import GetRecordsTransport
     from pyspark_aws_kinesis.fetch.range import FetchLimits, ShardTask
     from pyspark_aws_kinesis.positions import TRIM_HORIZON, Position
     from pyspark_aws_kinesis.source import settings as settings_module

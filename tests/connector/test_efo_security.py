@@ -21,9 +21,9 @@ from source_util import put_numbered
 
 from localaws import LocalServer
 from localaws.streams import list_shard_ids
-from pyspark_aws_kinesis.fetch import efo_protocol
 from pyspark_aws_kinesis.fetch.decode import ShardContext
-from pyspark_aws_kinesis.fetch.efo_client import BrokeredSubscriber, broker_pids, broker_stats
+from pyspark_aws_kinesis.fetch.fanout import protocol as efo_protocol
+from pyspark_aws_kinesis.fetch.fanout.client import BrokeredSubscriber, broker_pids, broker_stats
 from pyspark_aws_kinesis.positions import TRIM_HORIZON, Position
 from pyspark_aws_kinesis.private import NotPrivateError, open_private_dir
 
@@ -140,7 +140,7 @@ def test_a_directory_of_another_owner_or_mode_is_refused(
 
 _OTHER_UID_CLIENT = """
 import ctypes, os, socket, sys
-from pyspark_aws_kinesis.fetch import efo_protocol
+from pyspark_aws_kinesis.fetch.fanout import protocol as efo_protocol
 os.seteuid(int(sys.argv[3]))  # SO_PEERCRED reports this uid ...
 ctypes.CDLL(None, use_errno=True).setfsuid(0)  # ... while the files stay reachable (the directory is root's 0700)
 conn = socket.socket(socket.AF_UNIX)

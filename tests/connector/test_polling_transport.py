@@ -23,13 +23,10 @@ from localaws.streams import put_records
 from pyspark_aws_kinesis.aws.clients import kinesis_reader_client
 from pyspark_aws_kinesis.clock import now_ms
 from pyspark_aws_kinesis.fetch.decode import ShardContext
-from pyspark_aws_kinesis.fetch.polling import (
-    MAX_CHARGE_LAG_S,
-    CallPacer,
-    GetRecordsTransport,
-    PollingSettings,
-    ShardMemory,
-)
+from pyspark_aws_kinesis.fetch.polling.memory import ShardMemory
+from pyspark_aws_kinesis.fetch.polling.pacing import MAX_CHARGE_LAG_S, CallPacer
+from pyspark_aws_kinesis.fetch.polling.settings import PollingSettings
+from pyspark_aws_kinesis.fetch.polling.transport import GetRecordsTransport
 from pyspark_aws_kinesis.fetch.range import FetchLimits, ShardRange, ShardTask
 from pyspark_aws_kinesis.fetch.reads import STOP_CAUGHT_UP, STOP_END, STOP_LIMIT
 from pyspark_aws_kinesis.positions import TRIM_HORIZON, Position
@@ -169,7 +166,7 @@ def test_calls_on_a_shard_start_an_interval_apart_counting_the_calls_own_time(
     kinesis = kinesalite.client("kinesis")
     put_records(kinesis, stream, [(f"k{i}".encode(), f"k{i}") for i in range(7)])
     shard = list_shards(kinesis, stream)[0]
-    interval_s = 0.3  # above the least interval of a read while more records wait (polling.MIN_BUSY_INTERVAL_S)
+    interval_s = 0.3  # above a read's least interval while more records wait (polling.settings.MIN_BUSY_INTERVAL_S)
     clock = SimulatedClock()
     calls = TimedCalls(_reader_client(kinesalite), clock, call_s)
     context = ShardContext(stream, shard.shard_id, shard.starting_hash_key, shard.ending_hash_key)

@@ -26,16 +26,10 @@ from pyspark_aws_kinesis.aws.clients import RAW_BODY, kinesis_reader_client
 from pyspark_aws_kinesis.clock import now_ms
 from pyspark_aws_kinesis.fetch.decode import Page, ShardContext
 from pyspark_aws_kinesis.fetch.iterators import Handoff, HeldAnswer
-from pyspark_aws_kinesis.fetch.polling import (
-    FIRST_CALL_LIMIT,
-    MIN_LIMIT,
-    RECOVER_AFTER,
-    CallPacer,
-    GetRecordsTransport,
-    PollingSettings,
-    ReadBackoff,
-    ShardMemory,
-)
+from pyspark_aws_kinesis.fetch.polling.memory import ShardMemory
+from pyspark_aws_kinesis.fetch.polling.pacing import MIN_LIMIT, RECOVER_AFTER, CallPacer, ReadBackoff
+from pyspark_aws_kinesis.fetch.polling.settings import FIRST_CALL_LIMIT, PollingSettings
+from pyspark_aws_kinesis.fetch.polling.transport import GetRecordsTransport
 from pyspark_aws_kinesis.fetch.range import FetchLimits, ShardRange, ShardTask
 from pyspark_aws_kinesis.fetch.reads import STOP_CAUGHT_UP
 from pyspark_aws_kinesis.metrics import progress_metrics

@@ -53,7 +53,7 @@ def test_the_release_wheel_holds_what_the_stacks_ship(release: tuple[Path, Path]
         in_sdist = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     # The packages as real folders under their import names (the checkout's links are resolved), so the wheel
     # built from the sdist holds them as the one built from the checkout does.
-    needed = ("pyproject.toml", "README.md", "LICENSE", "pyspark_aws_kinesis/fetch/polling.py")
+    needed = ("pyproject.toml", "README.md", "LICENSE", "pyspark_aws_kinesis/fetch/fanout/broker.py")
     for name in (*needed, "kinesis_generator/templates/seed.json"):
         assert name in in_sdist, name
     with tarfile.open(release[0]) as archive:

@@ -40,7 +40,7 @@ def test_wheel_holds_the_library_and_nothing_of_the_monorepo(wheel: Path) -> Non
     tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     # Distinctive top-level names only: no `connector` or `generator` another distribution could own too.
     assert tops == {"pyspark_aws_kinesis", "kinesis_generator"}
-    assert "kinesis_generator/templates/seed.json" in names and "pyspark_aws_kinesis/fetch/polling.py" in names
+    assert "kinesis_generator/templates/seed.json" in names and "pyspark_aws_kinesis/fetch/fanout/broker.py" in names
     assert "Name: pyspark-aws-kinesis" in metadata and "License-Expression: Apache-2.0" in metadata
     required = [line.split(": ", 1)[1] for line in metadata.splitlines() if line.startswith("Requires-Dist: ")]
     runtime = sorted(r for r in required if "extra ==" not in r)

@@ -1,21 +1,13 @@
-"""The enhanced fan-out transport that tasks use: pages from its query's broker on this host, or direct.
-
-Who calls it: ``SourceSettings.transport`` returns a ``BrokeredSubscriber`` for ``kinesis.consumerType=
-SubscribeToShard``; the range reader (``fetch.range.ShardRange``, in an executor's Python worker, or on the driver
-when the planner completes an unread read) iterates its ``pages(start)`` like any ``ShardTransport``.
-
-``pages(start)`` connects to its job's broker (``fetch.efo_broker``; started here, under a lock file, when nobody
-answers; the job's secret, drawn on the driver in ``EfoSettings``, handed to it on its stdin) and streams pages of
-the subscription the broker keeps open across micro-batches, so a batch's read costs no SubscribeToShard call when
-the previous batch's read left the subscription where this one starts. When the broker cannot be reached or started,
-it reads through a direct ``fetch.efo.ShardSubscriber`` (logged). When the broker goes away mid-read, it reconnects
-(a new broker starts) and goes on after the last record it returned: nothing is lost or repeated.
-
-The broker's directory is ``$AWS_KINESIS_EFO_BROKER_DIR`` or ``<temp dir>/aws-kinesis-efo-<uid>``, created 0700,
-opened without following links and refused unless it is this user's and private (``pyspark_aws_kinesis.private``:
-requests carry credentials); the socket is connected through that handle, the broker's uid checked (``SO_PEERCRED``)
-before a request is sent, and its replies are data checked field by field (``efo_protocol``). Any of these refused: one
-warning, and the read goes on direct. ``AWS_KINESIS_EFO_BROKER=off`` reads direct always (one subscription per read).
+"""The enhanced fan-out transport that tasks use: ``BrokeredSubscriber`` reads a shard's pages from its job's
+subscription broker on this host (``fanout.broker``, started here under a lock file when none answers, the job's
+secret, drawn on the driver in ``EfoSettings``, handed to it on its stdin), else direct through a
+``fanout.subscriber.ShardSubscriber`` (logged). Who calls it: ``SourceSettings.transport`` returns one for
+``kinesis.consumerType=SubscribeToShard``, and the range reader (``fetch.range.ShardRange``, in an executor's Python
+worker, or on the driver when the planner completes an unread read) iterates its ``pages(start)``. A broker lost
+mid-read is started again and the read goes on after the last record it returned; the broker's directory (this
+user's alone: ``pyspark_aws_kinesis.private``), its uid and its replies (``fanout.protocol``) are checked, any of
+them refused means one warning and a direct read, and ``AWS_KINESIS_EFO_BROKER=off`` always reads direct
+(docs/source.md, "Enhanced fan-out"; docs/security.md).
 """
 
 from __future__ import annotations
@@ -32,14 +24,14 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from ..aws.settings import ClientSettings
-from ..detached import spawn_detached
-from ..positions import AFTER_SEQUENCE_NUMBER, Position
-from ..private import open_private_dir, open_private_file, socket_address, user_temp_path
-from ..retry import RetryPolicy
-from .decode import Page, ShardContext
-from .efo import ShardSubscriber, SubscriptionError, subscription_client
-from .efo_protocol import (
+from ...aws.settings import ClientSettings
+from ...detached import spawn_detached
+from ...positions import AFTER_SEQUENCE_NUMBER, Position
+from ...private import open_private_dir, open_private_file, socket_address, user_temp_path
+from ...retry import RetryPolicy
+from ..decode import Page, ShardContext
+from ..iterators import PositionGoneError, ShardGoneError
+from .protocol import (
     ENV_DIR,
     NEXT,
     ProtocolError,
@@ -51,7 +43,7 @@ from .efo_protocol import (
     send,
     socket_name,
 )
-from .iterators import PositionGoneError, ShardGoneError
+from .subscriber import ShardSubscriber, SubscriptionError, subscription_client
 
 log = logging.getLogger(__name__)
 
@@ -112,11 +104,11 @@ def connect_broker(secret: str) -> socket.socket:
 
 
 def _start_broker(directory: str, secret: str) -> subprocess.Popen:
-    """``python -m pyspark_aws_kinesis.fetch.efo_broker`` in its own session (a kill of this process group spares it),
-    watching this process's parent (in a Spark worker: the Python daemon, which lives as long as the executor).
+    """``python -m pyspark_aws_kinesis.fetch.fanout.broker`` in its own session (a kill of this process group spares
+    it), watching this process's parent (in a Spark worker: the Python daemon, which lives as long as the executor).
     The job's secret goes through a pipe: argv and the environment are readable by other processes."""
     log.info("starting the enhanced fan-out subscription broker in %s", directory)
-    broker = spawn_detached(f"{__package__}.efo_broker", directory, str(os.getppid()), stdin=subprocess.PIPE)
+    broker = spawn_detached(f"{__package__}.broker", directory, str(os.getppid()), stdin=subprocess.PIPE)
     assert broker.stdin is not None
     broker.stdin.write(secret.encode() + b"\n")
     broker.stdin.close()

@@ -1,15 +1,8 @@
-"""AWS event-stream messages read off a SubscribeToShard answer, each with as few reads and copies as its size allows.
-
-Who calls it: ``fetch.efo.ShardSubscriber`` for each subscription's raw HTTP answer (the body botocore did not parse).
-
-Why not botocore's ``EventStreamBuffer``: it appends every chunk read to one ``bytes`` (``data += chunk``), so a
-message that arrives in n chunks is copied n times over; kinesis-mock pushes a 16 MiB backlog in one ~21 MiB event,
-which at 64 KiB a read is ~340 chunks and ~3.6 GiB copied. Here a message's 12-byte prelude says how long it is, and
-the rest of it is asked for in one read of exactly that size (the HTTP layer fills it from its chunks once).
-
-A message (AWS's format, as botocore checks it): total length and headers length (two big-endian u32), the prelude's
-CRC32, the headers, the payload, the message's CRC32 (over everything before it). Both CRCs, the header and payload
-bounds are checked with botocore's exceptions; headers are parsed by botocore's ``EventStreamHeaderParser``.
+"""AWS event-stream messages read off a SubscribeToShard answer: the rest of each message in one read sized by its
+prelude, both CRCs and the header and payload bounds checked with botocore's exceptions, headers parsed by botocore's
+``EventStreamHeaderParser``. Who calls it: ``fanout.subscriber.ShardSubscriber``, for each subscription's raw HTTP
+answer (the body botocore did not parse). Why not botocore's ``EventStreamBuffer`` (it copies a message once per
+chunk read): docs/source.md, "Enhanced fan-out", and bench/efo_framing.py.
 """
 
 from __future__ import annotations
@@ -27,6 +20,7 @@ from botocore.eventstream import (
     InvalidPayloadLength,
 )
 
+# A message: the prelude, the headers, the payload and the CRC32 of everything before it (AWS's format).
 PRELUDE = struct.Struct(">III")  # total length, headers length, CRC32 of the first 8 bytes
 _CRC = struct.Struct(">I")
 MAX_HEADERS = 128 * 1024  # botocore's bounds

@@ -1,21 +1,15 @@
-"""What a task and its job's subscription broker say to each other, over the broker's Unix socket: data only.
-
-Who calls it: ``efo_client.BrokeredSubscriber`` (a task's side) and ``efo_broker`` (the broker's side); see
-``efo_broker`` for what the broker does. The socket is ``broker-<PROTOCOL>-<job>.sock`` in a private directory
-(``$AWS_KINESIS_EFO_BROKER_DIR``, else ``<temp dir>/aws-kinesis-efo-<uid>``: ``pyspark_aws_kinesis.private``), ``<job>``
-a digest of the job's secret (``job_name``): each job (each reader of a query, which draws the secret on the driver
-and hands it to its tasks in the pickled settings) has a broker of its own, handed the secret at spawn on its
-stdin. One connection = one ``pages(start)`` call of one task:
-
-    client -> broker   {"secret", "kind": "read", "request": Request}  |  {"secret", "kind": "stats"}
-    client -> broker   NEXT (b"n") for each page it wants
-    broker -> client   {"kind": "page", "page": {...}} + the rows' data  |  {"kind": "tip"}
-                       |  {"kind": "error", "name", "message"}  |  the stats (a JSON object)
-
-A message is a frame: two big-endian u32 (the JSON's length, the blob's length), the UTF-8 JSON, the blob (a
-page's record payloads, back to back; their sizes are in the JSON). Nothing is unpickled or evaluated: a message
-that is not exactly this shape raises ProtocolError. Both ends check the peer's uid (``SO_PEERCRED``) before
-reading, and the broker compares the secret in constant time before doing anything a request asks.
+"""What a task and its job's subscription broker say to each other over the broker's Unix socket: data only.
+Who calls it: ``fanout.client.BrokeredSubscriber`` (a task's side) and ``fanout.broker`` (the broker's side). One
+connection is one task's ``pages(start)``: the client sends ``{"secret", "kind": "read", "request": Request}`` (or
+``{"secret", "kind": "stats"}``), then ``NEXT`` (b"n") for each page it wants; the broker answers each with
+``{"kind": "page", "page": {...}}`` and the rows' data, ``{"kind": "tip"}`` or ``{"kind": "error", "name",
+"message"}`` (or the stats, a JSON object). A frame is two big-endian u32 (the JSON's length, the blob's length), the
+UTF-8 JSON and the blob (a page's record payloads, back to back; their sizes are in the JSON); nothing is unpickled
+or evaluated, and a message not exactly this shape raises ProtocolError. The socket is ``broker-<PROTOCOL>-<job>.sock``
+in a private directory (``$AWS_KINESIS_EFO_BROKER_DIR``, else ``<temp dir>/aws-kinesis-efo-<uid>``:
+``pyspark_aws_kinesis.private``), ``<job>`` a digest of the job's secret (``job_name``), which the reader draws on
+the driver and hands to its tasks and to its broker; both ends check the peer's uid (``SO_PEERCRED``) and the broker
+compares the secret in constant time before doing anything a request asks (docs/security.md).
 """
 
 from __future__ import annotations
@@ -28,10 +22,10 @@ import struct
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from ..aws.settings import AssumeRole, ClientSettings
-from ..positions import Position
-from ..retry import RetryPolicy
-from .decode import Page, ShardContext
+from ...aws.settings import AssumeRole, ClientSettings
+from ...positions import Position
+from ...retry import RetryPolicy
+from ..decode import Page, ShardContext
 
 # Names the socket, so that a broker of another version (still running from an earlier install) is never spoken to:
 # bump it whenever a message changes (3: JSON frames, a job secret, peer checks; 2 and before: pickle).

@@ -1,33 +1,12 @@
 """The subscription broker: one process per query and host that keeps enhanced fan-out subscriptions open across
-micro-batches and serves their pages to the tasks that read the shards.
-
-Why: Kinesis refuses a new SubscribeToShard on a consumer+shard within 5 s of the previous call, so a subscription
-per task puts every micro-batch >= 5 s apart. Tasks run in Spark's Python worker processes, and which worker (and
-which host) reads a shard changes from batch to batch, so the subscription lives here, in a process of its own.
-
-Who calls it: ``fetch.efo_client.BrokeredSubscriber`` (the EFO ``ShardTransport`` that ``SourceSettings.transport``
-returns) starts it when no broker of its job answers (``python -m pyspark_aws_kinesis.fetch.efo_broker <dir> <pid>``,
-its own session, the job's secret on its stdin: never in argv or the environment, which other processes may read) and
-talks to it over the Unix socket ``<dir>/broker-<PROTOCOL>-<job>.sock``, one connection per ``pages(start)`` call
-of one task; what they say is ``efo_protocol``.
-
-Who it serves: a connection from a process of another uid (``SO_PEERCRED``), a frame that is not the protocol's,
-or a request without the job's secret is refused with one log line (``broker.log`` in the private directory) and
-closed, before anything it asks is done. The directory is opened without following links and checked on the
-handle (``pyspark_aws_kinesis.private``), and the socket bound through that handle.
-
-Per (credentials' identity, consumer ARN, shard), a ``Subscription`` holds a ``fetch.efo.ShardSubscriber`` (it
-resubscribes after the 5-minute end and on recoverable errors) whose pages a pump thread appends to a buffer bounded
-in bytes: when full, the pump stops reading the event stream (back-pressure) until a task consumes pages. A request
-at a position the buffer covers is served from it at once (rows at or before the position cut off, KPL sub-sequence
-positions included); any other position resubscribes there. A page is dropped once a task asked for the page after
-it (the task went through it). "At the tip" = the buffer is drained and the last event said millisBehindLatest 0:
-the task gets a ``"tip"`` at once instead of waiting for the next event.
-
-A subscription no task read for ``AWS_KINESIS_EFO_BROKER_IDLE_CLOSE_S`` (10 s) is closed, so another host can take
-the shard; the broker exits when it held nothing for ``..._IDLE_EXIT_S`` (60 s) or the process it watches (the
-starter's parent: Spark's Python daemon) is gone. ``..._MAX_BUFFER_BYTES`` (16 MiB) bounds each buffer. Clients
-come from ``pyspark_aws_kinesis.aws`` only (``fetch.efo.subscription_client``), built from the request's settings.
+micro-batches and serves their pages to the tasks that read the shards (Kinesis refuses a new SubscribeToShard on a
+consumer+shard within 5 s of the last, and the worker reading a shard changes from batch to batch). Who calls it:
+``fanout.client`` starts it when no broker of its job answers (``python -m pyspark_aws_kinesis.fetch.fanout.broker
+<dir> <pid>``, its own session, the job's secret on its stdin: never in argv or the environment) and talks to it
+over ``fanout.protocol``, one connection per ``pages(start)``. Each (credentials' identity, consumer ARN, shard) has a
+``Subscription``: a ``fanout.subscriber.ShardSubscriber`` pumped into a buffer bounded in bytes, which serves a
+request at a position it covers and resubscribes for any other. Idle subscriptions close and an idle broker exits
+(``AWS_KINESIS_EFO_BROKER_*`` below); the behaviour: docs/source.md, "Enhanced fan-out"; the checks: docs/security.md.
 """
 
 from __future__ import annotations
@@ -46,11 +25,11 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from ..positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, WHOLE_RECORD, Position
-from ..private import NotPrivateError, PrivateLog, open_private_dir, open_private_file, socket_address
-from .decode import Page
-from .efo import ShardSubscriber, subscription_client
-from .efo_protocol import (
+from ...positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, WHOLE_RECORD, Position
+from ...private import NotPrivateError, PrivateLog, open_private_dir, open_private_file, socket_address
+from ..decode import Page
+from ..range import skipped_rows
+from .protocol import (
     NEXT,
     ProtocolError,
     Request,
@@ -62,7 +41,7 @@ from .efo_protocol import (
     send,
     socket_name,
 )
-from .range import skipped_rows
+from .subscriber import ShardSubscriber, subscription_client
 
 log = logging.getLogger(__name__)
 
@@ -416,6 +395,6 @@ def main(directory: str, watch_pid: str) -> None:
 
 if __name__ == "__main__":
     # Through the module's own name (not __main__), as every other process knows it: its logger, its classes.
-    from . import efo_broker
+    from . import broker
 
-    efo_broker.main(*sys.argv[1:3])
+    broker.main(*sys.argv[1:3])

@@ -1,40 +1,14 @@
-"""The SubscribeToShard (enhanced fan-out) transport: one shard's records, pushed, as decoded Pages.
-
-Who calls it: the subscription broker (``fetch.efo_broker``, per query and host), whose pump threads keep one
-``ShardSubscriber`` per consumer+shard open across micro-batches, and ``fetch.efo_client.BrokeredSubscriber`` when no
-broker can serve a read (it then reads direct, in the task). Both serve the range reader (``fetch.range.ShardRange``,
-on an executor, or on the driver when it completes an unread shard) with ``kinesis.consumerType=SubscribeToShard``,
-in place of the GetRecords transport (``SourceSettings.transport`` picks it); the consumer (its ARN, carried in the
-partition) was made ACTIVE on the driver by ``pyspark_aws_kinesis.consumers``. ``abort()`` (from another thread) ends a
-subscription at once: the broker closes idle ones with it.
-
-It implements ``fetch.range.ShardTransport``: ``pages(start, wanted)`` subscribes at ``start`` and yields one ``Page``
-per SubscribeToShardEvent, empty events included, so the caller sees the tip (``Page.caught_up``: no records and
-millisBehindLatest 0) and stops when its own rules say so. ``Page.next_iterator`` holds the event's
-ContinuationSequenceNumber; None means the shard has ended (the generator then finishes).
-
-What it hides from the caller:
-- A subscription lasts about 5 minutes, then AWS ends the event stream: the next one starts AFTER the last
-  ContinuationSequenceNumber, at once.
-- SubscribeToShard calls of one consumer and shard start at least a second apart in this process, and none
-  within 5 s of the last success (``SubscribePacer``): Kinesis would refuse them (LimitExceededException,
-  ResourceInUseException), so a resubscription in this process (the broker's, the next task's) waits instead.
-- Recoverable errors resubscribe from the same place, up to ``retry.max_retries`` failures in a row; then
-  ``SubscriptionError`` names the shard, the consumer and the last error. A refusal (``refused_calls``, by code in
-  ``refusals``) is waited out by the pacer, never retried at once: LimitExceededException 1 s,
-  ResourceInUseException 5 s (another process subscribed less than 5 s before: a task moved to another host, a
-  broker restarted). Read timeouts, dropped connections and 5xx back off with jitter.
-- Where a subscription cannot start: a trimmed or foreign sequence number raises ``PositionGoneError``, a missing
-  shard ``ShardGoneError`` (as ``fetch.iterators`` does for GetShardIterator; the range applies
-  ``kinesis.failOnDataLoss``); an AT_TIMESTAMP a few milliseconds in Kinesis' future (the driver's clock is
-  ahead) is retried until Kinesis' clock passes it, without counting as a failure.
-- botocore waits for an ``initial-response`` event that AWS sends and kinesis-mock does not. A ``before-parse``
-  hook hands botocore a ready-made initial response and keeps the real body, whose events this module reads
-  itself (``fetch.efo_framing``: the rest of a message in one read sized by its prelude, where botocore's buffer
-  copied a big event once per 64 KiB chunk), skipping the real initial response when there is one. This also
-  decodes records with ``pyspark_aws_kinesis.fetch.decode`` (fast JSON path) instead of botocore's per-record datetimes.
-- Every event stream is closed and its connection handed back, also when the caller stops early (close the
-  generator, or let it be collected): botocore's ``EventStream.close()`` is reported to leak connections.
+"""The SubscribeToShard (enhanced fan-out) transport: one shard's records through one consumer, pushed, as
+decoded Pages. Who calls it: the subscription broker's pump threads (``fanout.broker``: one ``ShardSubscriber`` per
+consumer+shard, kept open across micro-batches) and ``fanout.client.BrokeredSubscriber`` when no broker can serve a
+read (it then reads direct, in the task); the consumer was made ACTIVE on the driver by
+``pyspark_aws_kinesis.consumers``. It implements ``fetch.range.ShardTransport`` with one ``Page`` per
+SubscribeToShardEvent, empty ones included (the range sees the tip), whose ``next_iterator`` is the event's
+ContinuationSequenceNumber (None: the shard has ended), and hides from its caller a subscription's 5-minute end,
+Kinesis's rules on when to subscribe again (``SubscribePacer``), recoverable errors (``SubscriptionError`` once the
+retries run out), a gone position or shard (raised as ``fetch.iterators`` does for GetShardIterator) and the event
+stream's framing (``fanout.framing``); ``abort()`` ends a subscription from another thread. The behaviour and why:
+docs/source.md, "Enhanced fan-out" and "What the source costs a shard".
 """
 
 from __future__ import annotations
@@ -52,19 +26,19 @@ from typing import Any
 import urllib3.exceptions
 from botocore.exceptions import ClientError
 
-from ..aws.clients import kinesis_client
-from ..aws.settings import ClientSettings
-from ..positions import AFTER_SEQUENCE_NUMBER, Position
-from ..retry import RetryPolicy, error_code, error_message, is_retryable
-from .decode import Page, ShardContext, decode_subscribe_event
-from .efo_framing import messages
-from .iterators import (
+from ...aws.clients import kinesis_client
+from ...aws.settings import ClientSettings
+from ...positions import AFTER_SEQUENCE_NUMBER, Position
+from ...retry import RetryPolicy, error_code, error_message, is_retryable
+from ..decode import Page, ShardContext, decode_subscribe_event
+from ..iterators import (
     FUTURE_TIMESTAMP_PAUSE_S,
     FUTURE_TIMESTAMP_WAITS,
     classify_missing,
     is_future_timestamp,
     iterator_request,
 )
+from .framing import messages
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +129,8 @@ class EndedWithoutEventsError(ConnectionError):
 
 
 class _InitialResponseOnly:
-    """What botocore parses in place of the real body: just an initial response."""
+    """What botocore parses in place of the real body: just an initial response (botocore waits for one, which AWS
+    sends first and kinesis-mock never; ``_page`` skips the real one when there is one)."""
 
     def stream(self) -> Iterator[bytes]:
         yield INITIAL_RESPONSE
@@ -165,7 +140,8 @@ class _InitialResponseOnly:
 
 
 def _keep_raw_event_stream(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_: Any) -> None:
-    """botocore's ``before-parse`` hook for SubscribeToShard: keep the real body, let botocore parse a stand-in."""
+    """botocore's ``before-parse`` hook for SubscribeToShard: keep the real body (framed here, decoded by
+    ``fetch.decode`` without botocore's per-record datetimes), let botocore parse a stand-in."""
     if response_dict.get("status_code") == 200:
         customized_response_dict[RAW_EVENT_STREAM] = response_dict["body"]
         response_dict["body"] = _InitialResponseOnly()
@@ -366,7 +342,8 @@ class ShardSubscriber:
 
 def release(raw: Any) -> None:
     """Close an event stream's HTTP answer and hand its (closed) connection back to the pool, which reopens it
-    when next needed: a half-read stream can never be reused, and a connection kept out of the pool leaks."""
+    when next needed: a half-read stream can never be reused, and a connection kept out of the pool leaks
+    (botocore's ``EventStream.close()`` is reported to leak it)."""
     try:
         raw.close()
     finally:
