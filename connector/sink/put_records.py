@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields
 
 from botocore.exceptions import ClientError
 
+from ..errors import KinesisConnectorError
 from ..retry import RETRYABLE_ERROR_CODES, RetriesExhaustedError, RetryPolicy, error_code
 from .encoded_body import RAW_ANSWER, PutResult, call_params, decode_answer, prepare_client
 from .entries import MAX_BYTES_PER_CALL, MAX_ENTRIES_PER_CALL, Entry
@@ -84,7 +85,7 @@ class PutStats:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-class PutRecordsFailedError(RuntimeError):
+class PutRecordsFailedError(KinesisConnectorError, RuntimeError):
     """Entries that could not be stored: retries ran out, or the service refused the call for good.
 
     Names the stream, how many entries were not stored, the error codes seen (with counts) and the last

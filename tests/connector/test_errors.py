@@ -31,17 +31,6 @@ INTERNAL = {
     "CliError",
 }
 
-# TEMPORARY: classes in files being split or moved by other changes (sink/put_records.py, fetch/efo*.py into
-# fetch/fanout/), given the base (as noted beside each) once those moves land. Empty this list then.
-PENDING_MOVE = {
-    "PutRecordsFailedError",  # -> (KinesisConnectorError, RuntimeError)
-    "SubscriptionError",  # -> (KinesisConnectorError, RuntimeError)
-    "EndedWithoutEventsError",  # -> (KinesisConnectorError, ConnectionError)
-    "BrokerUnavailableError",  # -> (KinesisConnectorError, OSError)
-    "TruncatedMessageError",  # -> (KinesisConnectorError, ConnectionError)
-    "ProtocolError",  # -> (KinesisConnectorError, ValueError)
-}
-
 
 def _raise(name: str) -> None:
     raise ImportError(f"cannot import {name}")
@@ -70,8 +59,8 @@ def test_the_walk_finds_the_connectors_errors() -> None:
 @pytest.mark.parametrize("key", sorted(CLASSES))
 def test_every_error_derives_from_the_base(key: str) -> None:
     cls = CLASSES[key]
-    if cls.__name__ in INTERNAL | PENDING_MOVE:
-        pytest.skip("allow-listed (INTERNAL / PENDING_MOVE)")
+    if cls.__name__ in INTERNAL:
+        pytest.skip("allow-listed (INTERNAL)")
     assert issubclass(cls, KinesisConnectorError), f"{key}: add KinesisConnectorError as its first base"
     if KinesisConnectorError in cls.__bases__ and len(cls.__bases__) > 1:
         # (KinesisConnectorError, <standard base>): `except ValueError` and the like keep catching it.
@@ -83,10 +72,8 @@ def test_every_error_derives_from_the_base(key: str) -> None:
 def test_the_allow_lists_name_classes_that_still_need_them() -> None:
     names = {cls.__name__: cls for cls in CLASSES.values()}
     assert len(names) == len(CLASSES), "two exception classes share a name: key the allow-lists by module too"
-    listed = INTERNAL | PENDING_MOVE
+    listed = INTERNAL
     assert listed <= set(names), f"gone or renamed: {sorted(listed - set(names))}"
-    done = sorted(name for name in PENDING_MOVE if issubclass(names[name], KinesisConnectorError))
-    assert not done, f"remove from PENDING_MOVE: {done}"
 
 
 @pytest.mark.parametrize("key", sorted(CLASSES))
@@ -95,7 +82,7 @@ def test_each_error_is_made_with_a_message_and_caught_by_both_bases(key: str) ->
     if not issubclass(cls, KinesisConnectorError) or any(
         "__init__" in vars(c) for c in cls.__mro__ if c.__module__.startswith(PACKAGE)
     ):
-        pytest.skip("not derived yet, or its own __init__ (tested on its own)")
+        pytest.skip("internal, or its own __init__ (tested on its own)")
     error = cls("what went wrong")
     assert str(error) == "what went wrong"
     for base in cls.__mro__[1:-1]:  # up to BaseException (object is last)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from ...aws.settings import ClientSettings
 from ...detached import spawn_detached
+from ...errors import KinesisConnectorError
 from ...positions import AFTER_SEQUENCE_NUMBER, Position
 from ...private import open_private_dir, open_private_file, socket_address, user_temp_path
 from ...retry import RetryPolicy
@@ -57,7 +58,7 @@ _ERRORS: dict[str, type[Exception]] = {
 }
 
 
-class BrokerUnavailableError(OSError):
+class BrokerUnavailableError(KinesisConnectorError, OSError):
     """No broker answers and none could be started."""
 
 

@@ -20,6 +20,8 @@ from botocore.eventstream import (
     InvalidPayloadLength,
 )
 
+from ...errors import KinesisConnectorError
+
 # A message: the prelude, the headers, the payload and the CRC32 of everything before it (AWS's format).
 PRELUDE = struct.Struct(">III")  # total length, headers length, CRC32 of the first 8 bytes
 _CRC = struct.Struct(">I")
@@ -28,7 +30,7 @@ MAX_PAYLOAD = 24 * 1024 * 1024
 _OVERHEAD = PRELUDE.size + _CRC.size
 
 
-class TruncatedMessageError(ConnectionError):
+class TruncatedMessageError(KinesisConnectorError, ConnectionError):
     """The event stream ended inside a message (a connection cut mid-event: worth a new subscription)."""
 
 

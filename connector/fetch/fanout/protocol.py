@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from ...aws.settings import AssumeRole, ClientSettings
+from ...errors import KinesisConnectorError
 from ...positions import Position
 from ...retry import RetryPolicy
 from ..decode import Page, ShardContext
@@ -37,7 +38,7 @@ MAX_JSON = 16 << 20  # a page's bookkeeping (keys, sequence numbers) for up to 1
 MAX_BLOB = 256 << 20
 
 
-class ProtocolError(ValueError):
+class ProtocolError(KinesisConnectorError, ValueError):
     """A message that is not what the protocol allows (or a peer of another user)."""
 
 

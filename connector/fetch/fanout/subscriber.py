@@ -28,6 +28,7 @@ from botocore.exceptions import ClientError
 
 from ...aws.clients import kinesis_client
 from ...aws.settings import ClientSettings
+from ...errors import KinesisConnectorError
 from ...positions import AFTER_SEQUENCE_NUMBER, Position
 from ...retry import RetryPolicy, error_code, error_message, is_retryable
 from ..decode import Page, ShardContext, decode_subscribe_event
@@ -120,11 +121,11 @@ class SubscribePacer:
 SUBSCRIBE_PACER = SubscribePacer()
 
 
-class SubscriptionError(RuntimeError):
+class SubscriptionError(KinesisConnectorError, RuntimeError):
     """Subscribing to a shard kept failing; the message names the shard, the consumer and the last error."""
 
 
-class EndedWithoutEventsError(ConnectionError):
+class EndedWithoutEventsError(KinesisConnectorError, ConnectionError):
     """A subscription's event stream ended before delivering any event (recoverable, but counted)."""
 
 
