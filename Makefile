@@ -1,4 +1,5 @@
 # Two commands for a new user: `make demo` and `make test`. Both install what they need first.
+# `make help` lists every target and the variables that pass arguments on (DEMO_ARGS, BENCH, ...).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -6,21 +7,49 @@ VENV_COMPAT := .venv-compat
 PY := $(VENV)/bin/python
 PY_COMPAT := $(VENV_COMPAT)/bin/python
 PYTEST_ARGS ?=
+DEMO_ARGS ?=
+BENCH ?=
+SERVERS_ARGS ?=
 # Tests that run the connector and jobs; the compat target runs them on EMR's pyspark 4.0.2.
 COMPAT_TESTS := tests/connector tests/spark_app
 
-.PHONY: setup demo demo-short test lint test-main test-compat bench clean synth emr-lock requirements dist
+.PHONY: help setup demo demo-short servers test lint test-main test-compat bench bench-no-soak clean synth emr-lock \
+	requirements dist
 
 setup: $(VENV)/.installed node_modules/.installed
+
+help:
+	@echo 'make demo            the whole pipeline on local Kinesis and local Spark, ends with VERDICT: PASS (docs/jobs.md)'
+	@echo '     DEMO_ARGS=...   flags of python -m spark_app.demo, e.g. make demo DEMO_ARGS=--no-quotas'
+	@echo 'make demo-short      the demo in CI mode: 12 s of events (make demo-short DEMO_ARGS=... too)'
+	@echo 'make test            lint, then the whole suite on pyspark 4.3 beside the connector and job tests on 4.0.2'
+	@echo '     TEST_JOBS=1     the two pytest sessions one after the other (default 2: side by side)'
+	@echo '     PYTEST_ARGS=... passed to both pytest sessions, e.g. make test PYTEST_ARGS="-x -k quota"'
+	@echo 'make servers         local Kinesis (behind the quotas) and moto until Ctrl-C; prints what to export'
+	@echo '     SERVERS_ARGS=.. flags of python -m localaws, e.g. SERVERS_ARGS="--kinesis kinesis-mock --no-quotas"'
+	@echo 'make bench           every benchmark in bench/, output in bench/results/; includes the 60-minute soak'
+	@echo '     BENCH=...       arguments of python -m bench.run_all: names (BENCH="decode latency") and/or --no-quotas'
+	@echo 'make bench-no-soak   every benchmark but the soak (BENCH=--no-quotas works here too)'
+	@echo 'make lint            ruff check and ruff format --check'
+	@echo 'make setup           .venv (the project editable, Spark workers on its python) and node_modules'
+	@echo 'make synth           the CDK app, offline (docs/infra.md); make dist: sdist and wheel into dist/'
+	@echo 'make requirements    re-lock requirements*.txt; make emr-lock: infra/emr-lock.txt (needs PyPI)'
+	@echo 'make clean           remove the venvs and node_modules'
 
 # Then the project itself, editable, so that `.venv/bin/python script.py` from any directory finds the connector and
 # pyspark finds format("aws-kinesis") by itself. Compat mode puts the checkout on sys.path (a .pth line): pyspark's
 # data source lookup lists modules with pkgutil.iter_modules, which does not see the default mode's import hook.
 # Offline: setuptools is pinned in requirements.txt. tests/package/test_editable.py runs this very line.
+# Last, a start-up hook (a .pth line run by every start of this venv's python): Spark starts its Python workers with
+# PYSPARK_PYTHON, `python3` from PATH when unset, which lacks the connector (load() fails with DATA_SOURCE_NOT_FOUND);
+# the hook sets it to this venv's python when unset, so `.venv/bin/python my_job.py` works. Not in the wheel
+# (docs/source.md, "Running a script from this checkout"); tests/package/test_spark_python_hook.py runs this line.
+SPARK_PYTHON_HOOK := import os, sys; sys.executable and os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation --config-settings editable_mode=compat -e .
+	$(PY) -c 'import sys, sysconfig; open(sysconfig.get_path("purelib") + "/pyspark_python_hook.pth", "w").write(sys.argv[1] + "\n")' '$(SPARK_PYTHON_HOOK)'
 	@touch $@
 
 $(VENV_COMPAT)/.installed: requirements-compat.txt
@@ -35,9 +64,13 @@ node_modules/.installed: package.json package-lock.json
 demo: setup
 	$(PY) -m spark_app.demo $(DEMO_ARGS)
 
-# The demo's CI mode (~40 s): fewer events, shorter windows; same verdict.
+# The demo's CI mode: fewer events, shorter windows; same verdict (how long it takes: docs/jobs.md).
 demo-short: setup
 	$(PY) -m spark_app.demo --short $(DEMO_ARGS)
+
+# Local servers for your own experiments, until Ctrl-C (docs/localaws.md).
+servers: setup
+	$(PY) -m localaws $(SERVERS_ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
@@ -70,8 +103,13 @@ test:
 dist: setup
 	$(PY) -c "from pathlib import Path; from infra.packaging import build_release; print(*build_release(Path('dist')))"
 
+# Every benchmark, one after another, each one's output into bench/results/ (docs/benchmarks.md). bench.soak alone
+# runs for 60 minutes: bench-no-soak leaves it out (run it alone with `make bench BENCH=soak`).
 bench: setup
 	$(PY) -m bench.run_all $(BENCH)
+
+bench-no-soak: setup
+	$(PY) -m bench.run_all $$($(PY) -c 'from bench.run_all import benchmark_names as b; print(*(n for n in b() if n != "soak"))') $(BENCH)
 
 # The CDK app (docs/infra.md): offline, with the pinned CLI, telemetry and notices off.
 synth: setup
