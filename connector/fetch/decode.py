@@ -1,22 +1,12 @@
 """GetRecords answers and SubscribeToShard events -> user records (KPL de-aggregation) as columns -> Arrow batches.
 
-Who calls it: ``polling`` and ``fanout`` (the two transports), for each answer or event of one shard;
-``pyspark_aws_kinesis.datasource`` takes the schema from here. The RecordBatches must match Spark's Arrow form of
-``SCHEMA_DDL`` exactly (``string`` not ``large_string``, ``timestamp('us', tz='UTC')``, all fields nullable) or
-Spark refuses them.
-
-Why not botocore's parsed answer: botocore turns every record into a dict with a ``datetime(tzinfo=tzlocal())``
-and runs ~76k records/s per core on 1 KiB records. So the reader's client hands us the raw body
-(``pyspark_aws_kinesis.aws.clients.kinesis_reader_client``) and this module decodes it straight into column lists, with
-msgspec: a JSON decoder into typed structs whose ``bytes`` field decodes the base64 ``Data`` in the same C pass.
-Chosen by measurement (``bench/decode.py``, docs/source.md): on 1 KiB records about 2.4 times ``orjson`` +
-``pybase64`` per record and 3 times ``json.loads`` + ``binascii``, which took 85-93 % of the decode before. msgspec
-is a required dependency: there is one decode path, no fallback.
+Who calls it: ``polling`` and ``fanout`` (the two transports), for each answer or event of one shard, and
+``datasource`` for the schema. The reader's client hands over the raw body, which msgspec decodes straight into
+typed structs, the base64 data in the same C pass (why, and what each step costs: docs/source.md, "Fast decoding").
 """
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -29,12 +19,17 @@ from ..errors import KinesisConnectorError
 from ..kpl import MAGIC, KplFormatError, Unpacked, hash_key_of, is_aggregated, unpack
 from ..positions import shard_label
 from ..shards import MAX_HASH_KEY
+from .arrow_columns import arrival_us, arrivals_column, value_bytes
+from .arrow_columns import binary_column as _binary_column
+from .arrow_columns import int64_array as _int64_array
+from .arrow_columns import string_array as _string_array
 
 SCHEMA_DDL = (
     "data BINARY, streamName STRING, partitionKey STRING, sequenceNumber STRING, subSequenceNumber BIGINT, "
     "shardId STRING, approximateArrivalTimestamp TIMESTAMP"
 )
 ARRIVAL_TYPE = pa.timestamp("us", tz="UTC")
+# Spark's Arrow form of SCHEMA_DDL exactly (``string`` not ``large_string``, all fields nullable), or Spark refuses it.
 ARROW_SCHEMA = pa.schema(
     [
         pa.field("data", pa.binary()),
@@ -51,10 +46,8 @@ ARROW_SCHEMA = pa.schema(
 class _Record(msgspec.Struct, gc=False):
     """One Kinesis record as GetRecords answers and SubscribeToShardEvents carry it (JSON 1.1).
 
-    ``Data`` is base64 on the wire; as a ``bytes`` field msgspec decodes it, and refuses what is not base64 (where
-    botocore's would skip such characters). Fields we do not use (``EncryptionType``) are skipped. ``gc=False``:
-    the structs hold no containers, so they cannot be part of a reference cycle, and the garbage collector need
-    not track 10,000 of them a page.
+    ``Data`` is base64 on the wire: msgspec decodes it and refuses what is not base64 (botocore would skip such
+    characters). ``gc=False``: the structs hold no containers, so the garbage collector need not track them.
     """
 
     Data: bytes
@@ -144,9 +137,8 @@ class Page:
     millis_behind_latest: int | None = None
     at_tip: bool = False
     called_ms: int | None = None  # when the call that got the page started (wall ms), if the transport knows
-    # Arrow columns the decode built anyway, by the name of the list field they hold, each with that very list
-    # (``_column`` uses one only while the field still holds it, at the same length). Not an init field:
-    # ``dataclasses.replace`` (a cut page) starts without them.
+    # Arrow columns the decode built, by list field, each with that very list (used only while the field holds it).
+    # Not an init field: ``dataclasses.replace`` (a cut page) starts without them.
     _arrow: dict[str, tuple[list[Any], pa.Array]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
@@ -184,7 +176,7 @@ class Page:
             self._column("sequences", start, stop, _string_array),
             self._column("subs", start, stop, _int64_array),
             constant_column(shard.shard_id, pa.string(), count),
-            # int64, then the same buffer seen as timestamps: ~40 % cheaper than converting ints to timestamps
+            # the int64 buffer seen as timestamps, cheaper than a cast
             self._column("arrivals_us", start, stop, _int64_array).view(ARRIVAL_TYPE),
         ]
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
@@ -205,17 +197,15 @@ class Page:
         return build(values[start:stop])
 
 
-# The constant columns kept, by (value, type): each the longest asked for so far (a slice of it serves shorter).
-# Bounded: a process that asks for more values than this starts over (a task reads 8 shards by default: a stream
-# name, 8 shard ids and the zeros). Arrow arrays are immutable, so batches can share them.
+# The constant columns kept, by (value, type), each the longest asked for so far (a task of 8 shards needs 10).
+# Arrow arrays are immutable, so batches can share them.
 _CONSTANTS_KEPT = 16
 _constant_columns: dict[tuple[str | int, pa.DataType], pa.Array] = {}
 
 
 def constant_column(value: str | int, type_: pa.DataType, count: int) -> pa.Array:
     """``count`` times ``value`` as a column of ``type_``: a zero-copy slice of the one kept for that value, built
-    again only when a longer one is asked for. Building the stream name, shard id and sub-sequence columns of
-    every batch anew was ~0.5 % of decoding a page of 1 KiB records to a batch."""
+    again only when a longer one is asked for."""
     key = (value, type_)
     column = _constant_columns.get(key)
     if column is None or len(column) < count:
@@ -226,59 +216,9 @@ def constant_column(value: str | int, type_: pa.DataType, count: int) -> pa.Arra
     return column.slice(0, count)
 
 
-def _int64_array(values: list[Any]) -> pa.Array:
-    return pa.array(values, pa.int64())
-
-
-def _string_array(values: list[Any]) -> pa.Array:
-    return pa.array(values, pa.string())
-
-
-# From this mean size on, a binary column is cheaper built from one joined buffer and its offsets than by
-# pa.array over the list (~0.9 against ~1.5 ms for 10,000 x 1 KiB; at 100 B pa.array takes half the time).
-_JOIN_FROM_MEAN_BYTES = 256
-
-
 def binary_array(items: list[bytes]) -> pa.Array:
     """``pa.array(items, pa.binary())``, built from ``b"".join(items)`` and the offsets when the items are large."""
     return _binary_column(items)[0]
-
-
-def _binary_column(items: list[bytes]) -> tuple[pa.Array, int]:
-    """``binary_array(items)`` and the items' total bytes. The lengths are read once, for both the choice and the
-    offsets: reading 10,000 items' lengths is a cache miss each (~0.18 ms of a 1 KiB page). They reach Arrow as
-    an ``array('i')`` buffer (cheaper than ``pa.array`` over the list: ~0.5 % of a 1 KiB page to a batch), the
-    total is the last offset, and offsets past what int32 addresses (``binary``, not ``large_binary``), or an
-    item past it, take pyarrow's way over the list."""
-    try:
-        lengths = array("i", [0, *map(len, items)])
-        sizes = pa.Array.from_buffers(pa.int32(), len(lengths), [None, pa.py_buffer(lengths)])
-        offsets = pc.cumulative_sum_checked(sizes)
-    except (OverflowError, pa.ArrowInvalid):
-        return pa.array(items, pa.binary()), sum(map(len, items))
-    total = _last_int32(offsets)
-    if total < _JOIN_FROM_MEAN_BYTES * len(items):
-        return pa.array(items, pa.binary()), total
-    joined = pa.py_buffer(b"".join(items))
-    return pa.Array.from_buffers(pa.binary(), len(items), [None, offsets.buffers()[1], joined]), total
-
-
-def _last_int32(values: pa.Array) -> int:
-    """The last value of a non-empty int32 column without nulls, read from its buffer (no Arrow scalar)."""
-    return memoryview(values.buffers()[1]).cast("i")[values.offset + len(values) - 1]
-
-
-def _value_bytes(column: pa.Array) -> int:
-    """The bytes of a string or binary column's values: its last offset less its first (no walk over them)."""
-    if len(column) == 0:
-        return 0
-    offsets = memoryview(column.buffers()[1]).cast("i")
-    return offsets[column.offset + len(column)] - offsets[column.offset]
-
-
-def arrival_us(seconds: float | None) -> int | None:
-    """Microseconds since the epoch of the wire format's arrival time (epoch seconds, millisecond precision)."""
-    return None if seconds is None else round(seconds * 1000) * 1000
 
 
 def decode_get_records(body: bytes | str, shard: ShardContext) -> Page:
@@ -326,7 +266,7 @@ def _records_page(
         arrivals_us=arrivals.to_pylist(),
         record_ends=[True] * count,
         kinesis_records=count,
-        kinesis_bytes=data_bytes + _value_bytes(keys_column),
+        kinesis_bytes=data_bytes + value_bytes(keys_column),
         last_sequence=records[-1].SequenceNumber if records else None,
         next_iterator=continuation,
         millis_behind_latest=millis_behind,
@@ -362,17 +302,6 @@ def _aggregates_page(
     for record in records:
         _append_record(page, record, shard)
     return page
-
-
-def arrivals_column(stamps: list[float | None]) -> pa.Array:
-    """``arrival_us`` of every ApproximateArrivalTimestamp of a page, as one int64 Arrow column.
-
-    Per record in Python (``round(seconds * 1000) * 1000``) this was ~10 % of decoding a page of 100-byte
-    records; Arrow's half-to-even rounding is Python's ``round``, so the values are the same (None stays None).
-    """
-    seconds = pa.array(stamps, pa.float64())
-    millis = pc.cast(pc.round(pc.multiply(seconds, 1000.0)), pa.int64())
-    return pc.multiply(millis, 1000)
 
 
 def _append_record(page: Page, record: _Record, shard: ShardContext) -> None:

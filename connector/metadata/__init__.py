@@ -3,8 +3,9 @@
 Modules: ``store`` (the interface, ``MetadataStore``, and ``PathStore``, a store over a tree of small JSON files),
 ``filesystem`` (path stores on a local or mounted filesystem, and on any filesystem pyarrow opens, e.g. HDFS),
 ``s3`` (a path store on S3, with conditional puts), ``dynamodb`` (items in a DynamoDB table,
-``kinesis.metadataCommitterType=DYNAMODB``). ``open_store`` picks the one an offset's ``metadataPath`` names;
-the backends are imported only when picked. What a store keeps per shard is a ``fetch.reads.ShardRead``.
+``kinesis.metadataCommitterType=DYNAMODB``; ``dynamodb_paging``: its calls that take several rounds). ``open_store``
+picks the one an offset's ``metadataPath`` names; the backends are imported only when picked. What a store keeps per
+shard is a ``fetch.reads.ShardRead``.
 """
 
 from __future__ import annotations

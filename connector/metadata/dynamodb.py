@@ -1,27 +1,11 @@
 """The metadata store in a DynamoDB table (``kinesis.metadataCommitterType=DYNAMODB``).
 
-Who calls it: the same callers as every store (``pyspark_aws_kinesis.metadata.store``): executors record and look up one
-shard's read per batch, the driver reads a batch's records at once (``get_shard_reads`` → BatchGetItem), keeps
-pyspark 4.0.2's pending-offset documents and purges old batches on commit. ``open_store`` builds it from an
-offset's ``metadataPath`` = ``dynamodb://<table>?region=<region>`` (``store_uri``), so a restart finds the
-same items; the endpoint comes from ``kinesis.dynamodb.endpointUrl``, never from the offset.
-
-Items (the CDK table's keys, ``infra/metadata.py``):
-- a shard read: ``sourceId`` = the query's source id, ``batchShard`` = ``store.batch_shard_key(...)``
-  (``<batch, 20 digits>/<stream>/<shardId>``), ``body`` = the ``ShardRead`` as JSON;
-- a driver document: ``sourceId`` = ``#document`` (``#`` cannot appear in a source id), ``batchShard`` = its name;
-- a batch document's marker (``put_batch_document``): ``sourceId`` = the source id, ``batchShard`` =
-  ``<batch, 20 digits>/#document/<name>``; ``purge`` meets it among the batch's items and deletes the document too.
-
-Guarantees: every write is a PutItem conditioned on ``attribute_not_exists(sourceId)`` (first write wins; a
-loser gets the winner's item back), every read is strongly consistent, purge Queries the source's partition
-for sort keys below the first retained batch and deletes them with BatchWriteItem (no Scan). No item carries
-``expiresAt``: DynamoDB's TTL never removes what a stopped query still needs, however long it is stopped;
-items leave only by the query's own purge (docs/source.md says how to remove an abandoned query's items).
-
-Calls go through ``pyspark_aws_kinesis.aws.clients.client`` with the application's own credentials (never the stream
-owner's role) and are retried (throttling, 5xx, unprocessed batch items) by the ``kinesis.metadata*Retr*`` policy. A
-missing table is created on first need (on demand, TTL on ``expiresAt``) and waited for.
+Who calls it: the same callers as every store (``metadata.store``); ``open_store`` builds it from an offset's
+``metadataPath`` = ``dynamodb://<table>?region=<region>`` (``store_uri``), the endpoint from
+``kinesis.dynamodb.endpointUrl``. Every write is a PutItem conditioned on ``attribute_not_exists(sourceId)`` (first
+write wins), every read strongly consistent, and a purge Queries the source's partition (never a Scan); calls use
+the application's own credentials and the ``kinesis.metadata*Retr*`` policy, and a missing table is created on first
+need. The items, and why none expires by TTL: docs/source.md, "Offsets, the metadata store and exact replay".
 """
 
 from __future__ import annotations
@@ -39,6 +23,7 @@ from ..aws.settings import ClientSettings
 from ..errors import KinesisConnectorError
 from ..fetch.reads import ShardRead
 from ..retry import RetriesExhaustedError, RetryPolicy, error_code
+from .dynamodb_paging import batch_get, batch_write, query_all
 from .store import BATCH_DIGITS, MetadataStore, batch_shard_key, check_id
 
 SCHEME = "dynamodb://"
@@ -61,6 +46,11 @@ class MetadataTableError(KinesisConnectorError, RuntimeError):
 def store_uri(table: str, region: str) -> str:
     """The ``metadataPath`` written into the offsets for a DynamoDB store."""
     return f"{SCHEME}{table}?region={region}"
+
+
+def item_key(source_id: str, sort_key: str) -> dict[str, Any]:
+    """The key of an item: its partition and sort key."""
+    return {PARTITION_KEY: {"S": source_id}, SORT_KEY: {"S": sort_key}}
 
 
 def parse_store_uri(uri: str) -> tuple[str, str | None]:
@@ -177,15 +167,11 @@ class DynamoDBStore(MetadataStore):
 
     # --- items ------------------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _key(source_id: str, sort_key: str) -> dict[str, Any]:
-        return {PARTITION_KEY: {"S": source_id}, SORT_KEY: {"S": sort_key}}
-
     def _shard_key(self, source_id: str, batch_id: int, stream: str, shard_id: str) -> dict[str, Any]:
         check_id("source id", source_id)
         check_id("stream name", stream)
         check_id("shard id", shard_id)
-        return self._key(source_id, batch_shard_key(batch_id, stream, shard_id))
+        return item_key(source_id, batch_shard_key(batch_id, stream, shard_id))
 
     def _put(self, key: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
         """Write ``body`` under ``key`` unless an item is there; returns the stored body (ours or the winner's)."""
@@ -233,34 +219,21 @@ class DynamoDBStore(MetadataStore):
         keys = [self._shard_key(source_id, batch_id, *shard) for shard in shards]
         chunks = [keys[i : i + BATCH_GET_LIMIT] for i in range(0, len(keys), BATCH_GET_LIMIT)]
         found: dict[tuple[str, str], ShardRead | None] = dict.fromkeys(shards)
-        for items in parallel_map(self._batch_get, chunks):
+        for items in parallel_map(lambda chunk: batch_get(self._call, self._retry, self.table, chunk), chunks):
             for item in items:
                 found[by_sort_key[item[SORT_KEY]["S"]]] = ShardRead.from_json(json.loads(item[BODY]["S"]))
         return found
 
-    def _batch_get(self, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
-        for attempt in range(self._retry.max_retries + 1):
-            answer = self._call("batch_get_item", RequestItems=request)
-            items.extend(answer.get("Responses", {}).get(self.table, []))
-            request = answer.get("UnprocessedKeys") or {}
-            if not request:
-                return items
-            if attempt < self._retry.max_retries:
-                self._retry.sleep_before_retry(attempt)
-        raise self._unprocessed("BatchGetItem", len(request[self.table]["Keys"]))
-
     def put_document(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self._put(self._key(DOCUMENT_SOURCE, check_id("document", name)), body)
+        return self._put(item_key(DOCUMENT_SOURCE, check_id("document", name)), body)
 
     def get_document(self, name: str) -> dict[str, Any] | None:
-        return self._get(self._key(DOCUMENT_SOURCE, check_id("document", name)))
+        return self._get(item_key(DOCUMENT_SOURCE, check_id("document", name)))
 
     def put_batch_document(self, source_id: str, batch_id: int, name: str, body: dict[str, Any]) -> dict[str, Any]:
         check_id("source id", source_id)
         marker = f"{batch_id:0{BATCH_DIGITS}d}{MARKER}{check_id('document', name)}"
-        self._put(self._key(source_id, marker), {"document": name})
+        self._put(item_key(source_id, marker), {"document": name})
         return self.put_document(name, body)
 
     # --- retention --------------------------------------------------------------------------------------------
@@ -272,14 +245,13 @@ class DynamoDBStore(MetadataStore):
         sort_keys = self._sort_keys_below(source_id, f"{below_batch:0{BATCH_DIGITS}d}")
         documents = [key.split(MARKER, 1)[1] for key in sort_keys if MARKER in key]
         # documents first: an interrupted purge keeps the markers that name them for the next purge
-        deletes = [{"DeleteRequest": {"Key": self._key(DOCUMENT_SOURCE, name)}} for name in documents]
-        deletes += [{"DeleteRequest": {"Key": self._key(source_id, key)}} for key in sort_keys]
+        deletes = [{"DeleteRequest": {"Key": item_key(DOCUMENT_SOURCE, name)}} for name in documents]
+        deletes += [{"DeleteRequest": {"Key": item_key(source_id, key)}} for key in sort_keys]
         for i in range(0, len(deletes), BATCH_WRITE_LIMIT):
-            self._batch_write(deletes[i : i + BATCH_WRITE_LIMIT])
+            batch_write(self._call, self._retry, self.table, deletes[i : i + BATCH_WRITE_LIMIT])
         return len({key[:BATCH_DIGITS] for key in sort_keys})
 
     def _sort_keys_below(self, source_id: str, bound: str) -> list[str]:
-        keys: list[str] = []
         query: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "#p = :source AND #s < :bound",
@@ -288,23 +260,4 @@ class DynamoDBStore(MetadataStore):
             "ProjectionExpression": "#s",
             "ConsistentRead": True,
         }
-        while True:
-            answer = self._call("query", **query)
-            keys.extend(item[SORT_KEY]["S"] for item in answer.get("Items", []))
-            if "LastEvaluatedKey" not in answer:
-                return keys
-            query["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
-
-    def _batch_write(self, requests: list[dict[str, Any]]) -> None:
-        pending: dict[str, Any] = {self.table: requests}
-        for attempt in range(self._retry.max_retries + 1):
-            pending = self._call("batch_write_item", RequestItems=pending).get("UnprocessedItems") or {}
-            if not pending:
-                return
-            if attempt < self._retry.max_retries:
-                self._retry.sleep_before_retry(attempt)
-        raise self._unprocessed("BatchWriteItem", len(pending[self.table]))
-
-    def _unprocessed(self, operation: str, count: int) -> RetriesExhaustedError:
-        error = RuntimeError(f"{count} items stayed unprocessed (throttled)")
-        return RetriesExhaustedError(f"DynamoDB {operation} on table {self.table}", self._retry.max_retries + 1, error)
+        return [item[SORT_KEY]["S"] for item in query_all(self._call, query)]
