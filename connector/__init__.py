@@ -1,13 +1,10 @@
-"""A pure-Python Amazon Kinesis source and sink for PySpark (``format("aws-kinesis")``).
+"""A pure-Python Amazon Kinesis source and sink for PySpark (``format("aws-kinesis")``), imported as
+``pyspark_aws_kinesis`` (the folder is ``connector/``: docs/design.md, "Folder and import name").
 
-Imported as ``pyspark_aws_kinesis`` (the folder is ``connector/``; the checkout's ``pyspark_aws_kinesis`` is a link
-to it, the wheel installs it under that name: docs/design.md). Installed (``pip install pyspark-aws-kinesis``),
-pyspark finds the source by itself: its data-source lookup (``pyspark/sql/worker/lookup_data_sources.py``) imports
-every top-level module named ``pyspark_*`` and registers its ``DefaultSource`` under ``DefaultSource.name()``, so
-``spark.readStream.format("aws-kinesis")`` or ``df.writeStream.format("aws-kinesis")`` needs no call. It runs where
-Spark looks sources up, so it also serves Spark Connect clients. Code shipped with ``--py-files`` instead calls
-``pyspark_aws_kinesis.register(spark)`` once per SparkSession. Options: docs/options.md; the source: docs/source.md.
-Every error it raises derives from ``KinesisConnectorError`` (``errors.py``); what to catch: docs/errors.md.
+Installed, the package is found by pyspark's data-source lookup, which registers its ``DefaultSource`` (Spark
+Connect clients included); code shipped with ``--py-files`` calls ``register(spark)`` once per SparkSession.
+Options: docs/options.md; the source: docs/source.md; every error derives from ``KinesisConnectorError``
+(docs/errors.md).
 """
 
 from __future__ import annotations
@@ -20,9 +17,8 @@ __all__ = ["NAME", "DefaultSource", "KinesisConnectorError", "register"]
 
 
 ALREADY_REGISTERED = "DATA_SOURCE_ALREADY_EXISTS"
-# Spark shows a source's options in plans (explain(), the UI, logs) except those whose key matches this SQL conf
-# (default "(?i)url") or spark.redaction.regex (default: secret, password, token, access key): the keys, the
-# token and the endpoints are hidden already, kinesis.stsExternalId is not.
+# Plans hide options whose key matches this SQL conf or spark.redaction.regex: by default the keys, the token and
+# the endpoints, not kinesis.stsExternalId (docs/security.md).
 OPTIONS_REDACTION = "spark.sql.redaction.options.regex"
 REDACTED = "externalid"
 

@@ -3,16 +3,9 @@
 Who calls it: the driver's planner once per query start with ``kinesis.consumerType=SubscribeToShard``, through
 ``QueryConsumers`` (``ensure_consumer`` for each stream, the ARNs then travel to executors in the partitions;
 ``deregister_quietly`` when the query ends and ``kinesis.requireConsumerDeregistration`` is true) and the
-clean-up command ``python -m pyspark_aws_kinesis consumers ...`` (``pyspark_aws_kinesis.__main__``). Clients come from
-``pyspark_aws_kinesis.aws``; every retried call goes through ``pyspark_aws_kinesis.retry``.
-
-Why the loop in ``ensure_consumer``: a consumer may be absent (register it), CREATING (wait), ACTIVE (reuse),
-DELETING from an earlier run (wait until it is gone, then register again: Flink leaks consumers by reusing a
-DELETING one, FLINK-37908), or registered by someone else between our describe and our register
-(``ResourceInUseException``: describe again and reuse). AWS allows 5 RegisterStreamConsumer calls per second and
-5 consumers CREATING per account (``LimitExceededException``): when many queries or streams start at once, a
-refused registration is waited out with jittered backoff (counted, logged) for as long as a consumer may take to
-become ACTIVE, and named with the limits if it outlasts that.
+clean-up command ``python -m pyspark_aws_kinesis consumers ...`` (``pyspark_aws_kinesis.__main__``). The states
+``ensure_consumer`` loops through (a DELETING consumer waited out, a refused registration waited out within AWS's
+limits): docs/source.md, "Consumer lifecycle".
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The Spark data source ``aws-kinesis``: its name, its schema, and which reader or writer Spark gets.
 
-Spark makes a ``KinesisDataSource(options)`` on the driver for every ``load()`` / ``save()`` / ``start()``.
-``schema()`` runs at ``load()`` (``spark.read`` and ``spark.readStream``; a write never calls it): every source
-option check that needs no AWS call runs there, so a bad option fails at ``load()`` instead of at query start,
-where pyspark buries it under "Failed to plan Python data source" and a misleading ``UnboundLocalError``.
-The one check ``schema()`` cannot make, ``kinesis.endingPosition`` on a streaming read (``schema()`` is the same
-for ``spark.read`` and ``spark.readStream``), is made by ``streamReader()`` at query start. Option errors leave
-with one frame of traceback (``short_traceback``), so that their line comes right under Spark's header.
-Readers come from ``stream_reader`` / ``batch_reader``; writers from ``pyspark_aws_kinesis.sink`` (imported lazily,
-so a reader never imports the sink).
+Who calls it: Spark, which makes a ``KinesisDataSource(options)`` on the driver for every ``load()`` / ``save()`` /
+``start()``. ``schema()`` runs at ``load()`` (reads only) and makes every option check that needs no AWS call, so a
+bad option fails there rather than buried under pyspark's "Failed to plan Python data source"; ``streamReader()``
+refuses ``kinesis.endingPosition``, which ``schema()`` cannot tell apart. Option errors leave with one frame of
+traceback (``short_traceback``). Readers come from ``source``, writers from ``sink`` (imported when asked for).
 """
 
 from __future__ import annotations

@@ -12,9 +12,8 @@ import subprocess
 import sys
 from typing import IO, Any
 
-# The directory holding the ``pyspark_aws_kinesis`` package (abspath, not realpath: in a checkout that is the link
-# at the root, not the connector/ folder it points to): put on the helper's PYTHONPATH, so that a connector shipped
-# with --py-files (not installed) is importable there too.
+# The package's parent by its import name (abspath, not realpath: the link at the checkout's root), on the helper's
+# PYTHONPATH so that a connector shipped with --py-files is importable there too.
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -1,24 +1,10 @@
 """Publish each streaming query's health to Amazon CloudWatch, opt-in, from a ``StreamingQueryListener``.
 
-One call turns it on::
-
-    from pyspark_aws_kinesis.metrics import publish_to_cloudwatch
-    publish_to_cloudwatch(spark, namespace="KinesisSpark", dimensions={"Job": "word_count"})
-
-Who calls what: the application calls ``publish_to_cloudwatch`` once per SparkSession; Spark then calls the
-listener's ``onQueryProgress`` after every micro-batch and ``onQueryIdle`` while a query waits for data
-(every ``spark.sql.streaming.noDataProgressEventInterval``, 10 s by default). In classic pyspark these run in
-the driver's Python process (Py4J callbacks); over Spark Connect (pyspark 4.0+) in the client's Python process
-(pyspark's client-side listener bus), so the client needs the network path and credentials to CloudWatch.
-
-What it sends: ``progress_metrics`` turns one progress event into CloudWatch data (names, units, dimensions in
-docs/source.md); the listener puts them with ONE ``PutMetricData`` call per progress event, and while a query
-is idle at most one heartbeat per ``heartbeat_s`` (rows per second 0), nothing else. A failed call is logged
-and dropped: no retry (the next batch publishes again), a bounded connect + read timeout, never an exception
-into Spark. The CloudWatch client comes from ``pyspark_aws_kinesis.aws`` like every other client.
-
-Lag and the source's counters come from ``sources[].latestOffset``, which only pyspark 4.2+ fills from the
-source's ``reportLatestOffset()``; on pyspark 4.0.2 a query publishes rows per second and batch duration only.
+Who calls it: the application, once per SparkSession (``publish_to_cloudwatch(spark, namespace=...,
+dimensions=...)``); Spark then calls the listener's ``onQueryProgress`` after every micro-batch and ``onQueryIdle``
+while a query waits, in the driver's Python process (or the Spark Connect client's). ``progress_metrics`` turns a
+progress event into one ``PutMetricData`` call; a failed call is logged and dropped, never raised into Spark. What
+it sends, when, and what pyspark 4.0.2 lacks: docs/source.md, "CloudWatch metrics (opt-in)".
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Positions in a shard, the ``startingPosition`` / ``endingPosition`` grammars, and shard keys and labels.
 
-- A ``Position`` says where reading a shard starts: TRIM_HORIZON, AT_TIMESTAMP, AT/AFTER a user record
-  (sequence number + sub-sequence number, so reading can resume inside a KPL aggregate), or SHARD_END (done).
-- ``parse_starting_position`` reads ``kinesis.startingPosition`` (one position, or a JSON map of per-shard ones),
-  ``parse_ending_position`` a batch read's ``kinesis.endingPosition`` (LATEST, or a JSON map of inclusive ends).
-  Per-shard maps are keyed ``shardId`` (any stream) or ``stream/shardId``; ``shard_entry`` looks a shard up in one.
-- ``shard_key`` names a shard in offsets and the planner's maps (``stream/shardId``), ``shard_label`` in messages.
-
-Who calls it: nearly every module: the source's driver half (offsets, plans, options), ``fetch`` on executors,
-the metadata stores (where a read started and stopped), ``options`` to validate the two position options.
-It imports nothing of the connector.
+Who calls it: nearly every module: the source's driver half (offsets, plans, options), ``fetch`` on executors, the
+metadata stores (where a read started and stopped), ``options`` to validate the two position options. A
+``Position`` says where reading a shard starts (TRIM_HORIZON, AT_TIMESTAMP, AT/AFTER a user record, inside a KPL
+aggregate too, or SHARD_END); ``parse_starting_position`` and ``parse_ending_position`` read the options (one
+position, or a JSON map keyed ``shardId`` or ``stream/shardId``, looked up with ``shard_entry``); ``shard_key`` names
+a shard in offsets and maps, ``shard_label`` in messages. It imports nothing of the connector.
 """
 
 from __future__ import annotations

@@ -2,10 +2,9 @@
 
 Who calls it: ``fetch.fanout.client`` and ``fetch.fanout.broker`` (the subscription broker's socket, pid file, start
 lock and log), ``consumers`` (the deregistration watcher's log) and ``source.settings`` / ``metadata.filesystem`` (the
-default metadata path). A default under the shared temp directory is ``<temp dir>/<name>-<uid>``: another local user
-could create that name first (a directory of theirs, or a symbolic link to one), so every use opens it with
-``O_DIRECTORY|O_NOFOLLOW`` and checks owner and mode on the open handle, and then works relative to that handle
-(``dir_fd``, or the ``/proc/self/fd/<n>/<name>`` path for a Unix socket), never by its name again.
+default metadata path). Another local user could create ``<temp dir>/<name>-<uid>`` first, so each use checks the
+opened handle and works relative to it, never by name again (docs/security.md, "Files the connector writes by
+default").
 """
 
 from __future__ import annotations
@@ -19,8 +18,8 @@ from typing import TextIO
 
 from .errors import KinesisConnectorError
 
-# On Linux a Unix socket can be bound and connected through the directory handle's /proc path, which the kernel
-# resolves to the opened directory itself (a rename or symbolic link swap of the name does not change it).
+# On Linux a Unix socket is bound and connected through the directory handle's /proc path: the opened directory
+# itself, whatever a rename or a link swap does to its name.
 _PROC_FD = "/proc/self/fd"
 
 

@@ -85,10 +85,8 @@ def is_retryable(exc: BaseException) -> bool:
     if isinstance(exc, ClientError):
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
         return error_code(exc) in RETRYABLE_ERROR_CODES or status >= 500
-    # ConnectionError and HTTPClientError cover refused, closed and timed-out connections; a body cut off
-    # mid-way surfaces as an incomplete read or a parser error.
-    # botocore.parsers is imported here, not at the top: it costs ~60 ms of CPU (urllib3 and more) in the driver's
-    # short-lived Python processes (load()'s schema, planning) that never call AWS.
+    # Refused, closed or timed-out connections; a cut-off body: incomplete read or parser error.
+    # Imported here: a process that never calls AWS skips it (docs/source.md, "A light start per Python worker").
     from botocore.parsers import ResponseParserError
 
     return isinstance(exc, BotocoreConnectionError | HTTPClientError | IncompleteReadError | ResponseParserError)

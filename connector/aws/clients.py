@@ -57,10 +57,8 @@ def _keep_raw_body(response_dict: dict[str, Any], customized_response_dict: dict
 
 def send_timestamps_to_the_millisecond(made: Any) -> None:
     """Send ``Timestamp`` (GetShardIterator's and SubscribeToShard's AT_TIMESTAMP) in epoch seconds with its
-    milliseconds. botocore releases before 1.44 (1.35.16 and 1.43.0 measured) send whole seconds, so Kinesis started
-    up to a second early: records from before a query's LATEST, or before the AT_TIMESTAMP asked for. Kinesis takes
-    fractional seconds. Only this client's serializer changes (botocore looks the converter up on it by name). A
-    botocore without these internals keeps its own converter (newer releases send the milliseconds themselves)."""
+    milliseconds, where older botocore sends whole seconds (docs/source.md, "Starting positions"). Only this
+    client's serializer changes; a botocore without these internals keeps its own converter."""
     serializer = getattr(made, "_serializer", None)
     serializer = getattr(serializer, "_serializer", serializer)  # the protocol's, behind parameter validation
     if callable(getattr(serializer, "_timestamp_unixtimestamp", None)):
@@ -75,14 +73,10 @@ _USER_AGENTS_KEPT = 64  # distinct feature sets per client; a probe or a read us
 
 
 def build_user_agent_once(made: Any) -> None:
-    """Make ``made`` build its User-Agent header once per set of features instead of twice per call.
-
-    botocore rebuilds the header from its parts (SDK, OS, Python, config, features) for every request, once
-    when it serializes the call and again just before sending it (``rebuild_and_replace_user_agent_handler``):
-    ~10 % of the CPU of a driver's GetRecords probe, which at 1,000+ idle shards adds up (``bench/user_agent.py``).
-    Every part but the features (the ``m/`` component, e.g. the retry mode or how credentials were found) is
-    fixed for a client's life, so the string is kept per feature set: the header stays what botocore would send.
-    Signing is untouched (SigV4 does not sign User-Agent). A botocore without these internals keeps its own way.
+    """Make ``made`` build its User-Agent header once per set of features instead of twice per call (its cost:
+    docs/source.md, "Fast decoding"). Every part but the features (the ``m/`` component) is fixed for a client's
+    life, so the header stays what botocore would send; SigV4 does not sign it. A botocore without these internals
+    keeps its own way.
     """
     creator = getattr(made, "_user_agent_creator", None)
     build = getattr(creator, "to_string", None)
@@ -112,9 +106,8 @@ def build_user_agent_once(made: Any) -> None:
 
 
 def _new_client(service: str, settings: ClientSettings) -> Any:
-    # botocore, not boto3: a boto3 client is this same botocore client, and importing boto3 (with s3transfer)
-    # costs every fresh Python worker ~20 ms of CPU before its first read, several times that on a cold disk or
-    # a loaded host (bench/source_throughput.py prints the first batch's parts).
+    # botocore, not boto3 (the same client): boto3's import would cost every fresh Python worker before its first
+    # read (docs/source.md, "A light start per Python worker").
     import botocore.session
     from botocore.config import Config
 
@@ -141,7 +134,6 @@ def kinesis_client(settings: ClientSettings) -> Any:
 
 
 def kinesis_reader_client(settings: ClientSettings) -> Any:
-    """The process's Kinesis client for reading records: its ``get_records`` answers ``{RAW_BODY: bytes}``
-    (decoded by ``pyspark_aws_kinesis.fetch.decode``, ~4x faster than botocore's parser); every other call is as
-    usual."""
+    """The process's Kinesis client for reading records: its ``get_records`` answers ``{RAW_BODY: bytes}``, for
+    ``fetch.decode`` (docs/source.md, "Fast decoding"); every other call is as usual."""
     return client("kinesis", settings, raw_get_records=True)

@@ -30,8 +30,7 @@ def credentials_provider(settings: ClientSettings) -> dict[str, str | None]:
 
 # --- the assumed role: once per process and settings, refreshed before it expires ---------------------------
 
-# Seconds before expiry at which an assumed role is refreshed (overrides the default of a third of the duration,
-# at most 15 min). For tests that watch a refresh happen within seconds; not a user setting.
+# Overrides the advisory refresh window (``refresh_windows``) for tests that watch a refresh; not a user setting.
 REFRESH_WINDOW_ENV = "AWS_KINESIS_STS_REFRESH_WINDOW_S"
 ROLE_METHOD = "aws-kinesis-assume-role"
 

@@ -1,9 +1,7 @@
-"""Is a region one AWS has? Checked against botocore's partition data, so that a misspelled region fails at once
-with a "did you mean" instead of after seconds of retries against a host that does not exist.
+"""Is a region one AWS has? Checked against botocore's partition data, so that a misspelled region fails at once.
 
-Who calls it: ``ClientSettings.from_options`` (at ``load()`` for the source, when the sink's settings are parsed)
-for ``kinesis.region`` and ``kinesis.kinesisRegion``, unless ``kinesis.allowUnknownRegion`` is true or the
-endpoint is a loopback one (local servers accept any region); every command line for ``--region``
+Who calls it: ``ClientSettings.from_options`` for ``kinesis.region`` and ``kinesis.kinesisRegion`` (unless
+``kinesis.allowUnknownRegion`` is true or the endpoint is a loopback one), and every command line for ``--region``
 (``unknown_region_line``: the consumers' command, the load generator, the submitters), in one wording.
 """
 
@@ -16,10 +14,9 @@ from ..cli import did_you_mean
 
 @lru_cache(maxsize=4)
 def known_regions(service: str = "kinesis") -> frozenset[str]:
-    """Every region botocore's partition data lists for ``service``, in every partition (aws, aws-cn, ...).
-    Loading the data costs ~0.1 s once per process; only the driver calls this."""
-    # Lazily: executors never check regions. Straight from botocore's data files, not through a session, which
-    # would read the AWS config files (and fail on an AWS_PROFILE they lack: not this check's business).
+    """Every region botocore's partition data lists for ``service``, in every partition (aws, aws-cn, ...); loaded
+    once per process, on the driver only."""
+    # From botocore's data files, not a session: a session reads the AWS config files (and fails on a missing profile).
     from botocore.exceptions import DataNotFoundError
     from botocore.loaders import create_loader
     from botocore.regions import EndpointResolver

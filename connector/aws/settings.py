@@ -182,10 +182,8 @@ def assume_role(options: ParsedOptions) -> AssumeRole | None:
     )
 
 
-# The session name's hex part, drawn once per process: the settings (a cache key of the process's clients and
-# role credentials, here and on the executors) are the same each time the options are parsed again: every
-# foreachBatch write, every restart of a query in a long-lived application. A new name each time made a new client
-# and a new AssumeRole in every process, kept for the process's life.
+# Drawn once per process: settings are the key of the process's clients and role credentials, so options parsed
+# again (each foreachBatch write, a restarted query) must give equal settings.
 _SESSION_TOKEN = secrets.token_hex(4)
 
 

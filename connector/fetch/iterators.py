@@ -1,17 +1,10 @@
 """Opening a shard iterator at a position, and telling lost data apart from other errors.
 
-Who calls it: ``fetch.polling.transport.GetRecordsTransport`` (reading a shard),
-``fetch.fanout.subscriber.ShardSubscriber`` (the same questions for SubscribeToShard) and the driver's
-``probe.ShardProber`` (asking whether a shard has new records). All need the same answers to the same questions:
-which GetShardIterator request a position means, what to do when Kinesis thinks an AT_TIMESTAMP is in its future,
-and whether an error means the position's records are gone (``kinesis.failOnDataLoss``).
-
-A ``Handoff`` is an iterator someone already holds at a known position (a read's last NextShardIterator, a probe's):
-the next read or probe of that position starts with GetRecords instead of GetShardIterator. A ``HeldAnswer`` is a
-whole GetRecords answer someone holds for a position (the driver's probe of it): the read of that position takes it
-as its first page and asks Kinesis only for what follows. Kinesis iterators are
-positions, not cursors (using one does not move it) and expire after 5 minutes; one Kinesis refuses
-(``refused_iterator``) is replaced by a fresh one at the same position.
+Who calls it: ``fetch.polling.transport.GetRecordsTransport``, ``fetch.fanout.subscriber.ShardSubscriber`` and the
+driver's ``probe.ShardProber``, for the same answers: which GetShardIterator request a position means, what to do
+when Kinesis thinks an AT_TIMESTAMP is in its future, and whether an error means the position's records are gone
+(``kinesis.failOnDataLoss``). A ``Handoff`` (an iterator held at a position) or a ``HeldAnswer`` (a probe's whole
+answer) spares the next read of that position its GetShardIterator: docs/source.md, "Iterator handoff".
 """
 
 from __future__ import annotations
@@ -33,8 +26,8 @@ log = logging.getLogger(__name__)
 FUTURE_TIMESTAMP_WAITS = 50
 FUTURE_TIMESTAMP_PAUSE_S = 0.2
 ITERATOR_MAX_AGE_MS = 240_000  # Kinesis iterators expire after 5 minutes: a minute's margin for clocks and queues
-# What GetRecords answers an iterator it will not take: expired, malformed or foreign (kinesalite, AWS), or one of a
-# stream that is gone or was re-created. GetShardIterator at the position then says what really happened.
+# GetRecords' answers to an iterator it will not take (expired, malformed, of a gone or re-created stream):
+# GetShardIterator at the position then says what really happened.
 REFUSED_ITERATOR = frozenset({"ExpiredIteratorException", "InvalidArgumentException", "ResourceNotFoundException"})
 
 

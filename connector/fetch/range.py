@@ -1,45 +1,11 @@
 """The range rules of one shard's read: which rows of a transport's Pages to return, when to stop, and the result.
 
-Who calls it: the source's ``read()`` on executors, the batch reader, and the driver when it completes a read
-that no executor finished (``source.completion``). ``source.settings.SourceSettings.shard_reader`` builds their
-``ShardRange`` for a ``ShardTask`` and its transport (``fetch.polling.transport.GetRecordsTransport``, or
-``fetch.fanout.client.BrokeredSubscriber`` for enhanced fan-out); they iterate ``batches()`` (or ``slices()``) to the
-end; ``result`` then says where the read stopped and why, which the caller records in the metadata store.
-Nothing here calls AWS: the same rules apply whatever delivers the Pages.
-
-The seam (``ShardTransport``): a transport turns a starting ``Position`` into ``decode.Page``s of one shard, in
-order, re-opening by itself where it is when its cursor expires. ``Page.next_iterator`` None means the shard is
-closed and this page holds its last records; ``Page.caught_up`` an empty answer at the tip. Opening at a position
-whose records are gone raises ``PositionGoneError``, at a shard that is gone ``ShardGoneError`` (both from
-``fetch.iterators``): the range decides what that means (``kinesis.failOnDataLoss``).
-
-Stop conditions, in order of precedence:
-- ``replay``: a batch that runs again stops exactly after the recorded last record (or returns nothing when the
-  first run returned nothing), ignoring every limit: exact replay. ``until`` (batch reads with an explicit end)
-  stops the same way but without requiring the record to exist;
-- the end of a closed shard;
-- ``max_records`` user records returned (may stop inside a KPL aggregate: the position keeps the sub-sequence);
-- ``stop_after_ms``: the first record that arrived after this time (the batch's planning time: a batch reads
-  what had arrived when it was planned, so a steady producer cannot keep a read going); a batch planned without
-  asking a busy shard (``stop_at_first_call``) reads what had arrived by its read's first call instead: that
-  page whole, later pages up to the arrival time of its last record or the call's start, whichever is later;
-- caught up: an empty answer with MillisBehindLatest 0, or (without a fixed end) a page the transport marks
-  ``at_tip``: records, but nothing after them, so the read stops without asking again (a pause earlier);
-- ``max_time_s`` spent (not during a replay, and never when the driver completes a read).
-
-Iterator handoff (GetRecords only): when the read consumed its last page whole, that page's NextShardIterator points
-exactly where the next read starts (``ShardRead.next_start()``), so the result carries it (``ShardRead.next_iterator``)
-for the planner to hand to the next probe or read of the shard (``ShardTask.handoff``). A read that stopped inside a
-page (a record cap, the arrival bound, a fixed end before the page's last record), or whose last records all came to
-nothing (KPL sub-records out of range, a start inside an aggregate), hands nothing: that iterator points elsewhere.
-
-A closed shard's end comes from the transport (``next_iterator`` None: GetRecords' missing NextShardIterator,
-SubscribeToShard's null ContinuationSequenceNumber). A subscription may instead keep sending empty events at the
-tip of a closed shard (kinesis-mock never ends it; AWS could stop at the tip before the end event): the read then
-stops caught up, and the planner's GetRecords probe of that caught-up shard finds the end (no records, no
-NextShardIterator), before any child is read. This range never concludes "ended" from the tip of a shard that
-ListShards shows closed: that would be a guess where the probe is Kinesis' own answer, and it costs one
-GetRecords per such shard, once.
+Who calls it: the source's ``read()`` on executors, the batch reader, and the driver when it completes a read that no
+executor finished (``source.completion``); ``source.settings.SourceSettings.shard_reader`` builds their
+``ShardRange`` for a ``ShardTask`` and its ``ShardTransport`` (GetRecords or enhanced fan-out). They iterate
+``batches()`` (or ``slices()``) to the end; ``result`` then says where the read stopped and why, for the metadata
+store. Nothing here calls AWS. The rules, the iterator handoff and why a closed shard's tip is never taken for its
+end: docs/source.md, "How a micro-batch is planned and read" and "Resharding".
 """
 
 from __future__ import annotations
@@ -85,12 +51,16 @@ class ShardTask:
 
 @dataclass(frozen=True)
 class FetchLimits:
-    """How much one read of one shard may take (see the module doc for precedence)."""
+    """How much one read of one shard may take. A read stops at the first of, in this order: a fixed end
+    (``replay``, ``until``: every limit ignored); the end of a closed shard; ``max_records`` user records (maybe
+    inside a KPL aggregate); the first record that arrived after ``stop_after_ms`` (with ``stop_at_first_call``,
+    after the read's first call); caught up (an empty answer at the tip, or a page marked ``at_tip``);
+    ``max_time_s`` (never in a replay, nor when the driver completes a read)."""
 
     max_records: int | None = None
     max_time_s: float | None = None
     stop_after_ms: int | None = None
-    stop_at_first_call: bool = False  # without ``stop_after_ms``: bound by the first page (see the module doc)
+    stop_at_first_call: bool = False  # without ``stop_after_ms``: bound by the first page
 
     @classmethod
     def of_batch(cls, max_records: int | None, max_time_s: float | None, until_ms: int | None) -> FetchLimits:
@@ -100,7 +70,10 @@ class FetchLimits:
 
 
 class ShardTransport(Protocol):
-    """Delivers one shard's records as decoded Pages (see the module doc); GetRecords or SubscribeToShard."""
+    """Delivers one shard's records as decoded Pages, in order, re-opening by itself when its cursor expires
+    (GetRecords or SubscribeToShard). ``Page.next_iterator`` None: the shard is closed and the page holds its last
+    records. A start whose records or shard are gone raises ``PositionGoneError`` / ``ShardGoneError``, which the
+    range judges (``kinesis.failOnDataLoss``)."""
 
     def pages(self, start: Position, wanted: Callable[[], int | None]) -> Iterator[Page]:
         """Pages from ``start`` on, in order, until the caller stops iterating or a page ends the shard.
@@ -140,7 +113,8 @@ def skipped_rows(position: Position, page: Page, start: int = 0) -> int:
 
 class ShardRange:
     """Applies the range rules to one ShardTask; iterate ``batches()`` (or ``slices()``) to the end, then read
-    ``result``."""
+    ``result``. ``replay``: a batch that runs again stops exactly after the recorded last record (returns nothing
+    if the first run did); ``until`` (a batch read's explicit end) stops the same way, the record need not exist."""
 
     def __init__(
         self,

@@ -20,11 +20,11 @@ STOP_BOUND = "bound"  # the next record arrived after the batch's planning time 
 STOP_CAUGHT_UP = "caughtUp"  # an empty answer at the tip
 STOP_SHARD_END = "shardEnd"  # a closed shard read to its end (or a shard that vanished)
 STOP_END = "end"  # a fixed end reached: a replay's recorded last record, a batch read's ending position
-# Stops after which the shard has records waiting, so the next plan reads it without probing first (a bound stop
-# saw the next record; AvailableNow's own bound probes anyway: see source.planner._find_waiting).
+# Stops after which records wait, so the next plan reads the shard without a probe (AvailableNow's bound probes
+# anyway: source.planner._find_waiting).
 MORE_WAITING = frozenset({STOP_LIMIT, STOP_TIME, STOP_BOUND})
-# A read's last call starts kept (``ShardRead.call_starts_ms``): AWS admits 5 GetRecords a second per shard, and a
-# read's calls start at least 200 ms apart, so older ones are out of the second of any call after its last.
+# Call starts kept per read (``ShardRead.call_starts_ms``): its calls start at least 200 ms apart, so older ones
+# are out of AWS's second before any later call.
 CALLS_KEPT = 5
 
 

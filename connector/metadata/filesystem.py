@@ -1,15 +1,9 @@
 """Path stores on a local (or mounted shared) filesystem and on any filesystem pyarrow opens (HDFS).
 
-Local files are created atomically and exclusively (write a temporary file, then ``os.link`` it into place,
-which fails if the name exists), so two attempts of one task cannot both win.
-
-On HDFS (and any pyarrow filesystem) first-write-wins holds only between attempts that do not write at the same
-moment: the store checks that the file is absent, then moves a temporary file into place, and pyarrow's
-``move`` *replaces* an existing file (its HDFS move deletes the target and renames again when the rename is
-refused). Two attempts of one task that both pass the check before either moves are both told they won; the
-file keeps the later one. Spark runs two attempts of a task at once only with speculation (``spark.speculation``,
-off by default) or when a lost executor's task still runs; docs/source.md says to keep speculation off with this
-store or to use S3 or DynamoDB. pyarrow's HadoopFileSystem needs libhdfs and a Hadoop CLASSPATH (as on EMR).
+Who calls it: ``open_store``, for a local path, ``file://`` or a URI pyarrow knows. A local file is linked into
+place (``os.link`` fails if the name exists), so two attempts of one task cannot both win; pyarrow's ``move``
+replaces an existing file, so there first-write-wins holds only between attempts that do not overlap (docs/source.md,
+"First write wins, store by store"). pyarrow's HadoopFileSystem needs libhdfs and a Hadoop CLASSPATH (as on EMR).
 """
 
 from __future__ import annotations

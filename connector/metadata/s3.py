@@ -1,12 +1,9 @@
-"""A path store on S3 through boto3: conditional puts (``If-None-Match: *``) make every write first-write-wins.
+"""A path store on S3: conditional puts (``If-None-Match: *``) make every write first-write-wins.
 
-A 412 PreconditionFailed means another attempt's object is there (we lost); a 409 ConditionalRequestConflict
-means a concurrent conditional write of the same key is in flight, and is retried (``pyspark_aws_kinesis.retry``). An
-S3-compatible store that ignores ``If-None-Match`` overwrites instead: see docs/source.md for that limit.
-
-The S3 client comes from ``pyspark_aws_kinesis.aws`` with the application's own credentials (``without_role``) and the
-source's region; its endpoint is ``kinesis.metadata.s3EndpointUrl`` when set (a local S3 such as moto), else
-AWS's; its retries follow the ``kinesis.metadata*Retr*`` options.
+Who calls it: ``open_store``, for ``s3://``. A 412 means another attempt's object is there (we lost); a 409 (a
+concurrent conditional write of the key in flight) is retried. The client has the application's own credentials,
+the ``kinesis.metadata*Retr*`` policy and ``kinesis.metadata.s3EndpointUrl`` when set. Stores that ignore
+``If-None-Match``: docs/source.md, "First write wins, store by store".
 """
 
 from __future__ import annotations

@@ -3,19 +3,9 @@
 Who calls it: executors (``source.stream_reader.KinesisStreamReader.read``) look up a batch's record before
 reading a shard, so that a batch that runs again stops at exactly the same record, and write it when they finish
 (first write wins); the driver reads the previous batch's records to plan the next batch, keeps pyspark 4.0.2's
-pending-offset resolutions and the source document here, and purges batches older than
-``kinesis.minBatchesToRetain``. A record is a ``fetch.reads.ShardRead`` as JSON.
-
-Layout (fixed: stores written by earlier versions are read back): partition key ``sourceId``; sort key
-``batchShard`` = ``<batch id, 20 digits>/<streamName>/<shardId>``; the DynamoDB store (``dynamodb.py``) uses these
-keys, and no item of it expires by TTL. Path stores (``PathStore`` here; ``filesystem.py``, ``s3.py``) keep one
-JSON file per key: ``<metadataPath>/<sourceId>/<batch 20 digits>/<streamName>/<shardId>.json``, and documents
-under ``<metadataPath>/pending/<name>.json``.
-
-A document that belongs to a batch (pyspark 4.0.2's pending-offset resolutions: one per driver start) is written
-with ``put_batch_document``, which first leaves a marker under that batch (path stores: an empty file
-``<sourceId>/<batch>/document-<name>``; DynamoDB: the item ``<batch>/#document/<name>`` in the source's
-partition), so that ``purge`` deletes the document together with its batch and the documents do not pile up.
+pending-offset documents and the source document here, and purges batches older than
+``kinesis.minBatchesToRetain``. ``PathStore`` is a store over a tree of small JSON files. The layout is fixed
+(stores written by earlier versions are read back): docs/source.md, "Offsets, the metadata store and exact replay".
 """
 
 from __future__ import annotations

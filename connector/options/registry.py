@@ -92,10 +92,8 @@ def get(name: str) -> Option:
     return REGISTRY[name.lower()]
 
 
-# Option names other Kinesis connectors document (Databricks, qubole kinesis-sql, the awslabs connector without
-# its prefix, Flink), lower-cased, mapped to ours in order of preference (the first registered one is suggested).
-# Spark hands every option to the source, so without this a pasted `streamName` would be silently ignored.
-# Our own names without `kinesis.` are recognised too (see `_foreign_suggestion`).
+# Other Kinesis connectors' option names, lower-cased, mapped to ours (the first registered is suggested): Spark
+# hands every option over, so a pasted `streamName` would be silently ignored.
 FOREIGN_NAMES: dict[str, tuple[str, ...]] = {
     "streamarn": ("kinesis.streamARN", "kinesis.streamName"),
     "endpoint": ("kinesis.endpointUrl",),

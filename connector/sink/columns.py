@@ -68,8 +68,8 @@ def resolve_columns(schema: StructType, default_stream: str | None) -> SinkColum
     data = column(DATA, (BinaryType, StringType), required=True)
     partition_key = column(PARTITION_KEY, (StringType,), required=True)
     explicit_hash_key = column(EXPLICIT_HASH_KEY, (StringType,), required=False)
-    # Like Kafka's sink and its `topic` column: the option wins over the column. So a DataFrame read from
-    # Kinesis, which carries its source stream in `streamName`, never loops back into its source by accident.
+    # The option wins over the column (as Kafka's over `topic`): a DataFrame read from Kinesis, whose `streamName`
+    # is its source, never loops back into it by accident.
     stream_name = None if default_stream else column(STREAM_NAME, (StringType,), required=False)
     if stream_name is None and not default_stream:
         problems.append(f"no target stream: set the option kinesis.streamName or add a string column {STREAM_NAME}")

@@ -1,32 +1,11 @@
 """Writing at a shard's quota without hammering it: our share of each shard, and when it has room for more.
 
-Kinesis takes 1,000 records and 1 MiB a second per shard, shared by every writer; beyond that PutRecords refuses
-single entries with ``ProvisionedThroughputExceededException``. ``put_records.put_all`` keeps one ``WritePacer`` per
-call sequence (the generator one per sending thread) and asks it, before each PutRecords call, which of the pending
-entries to send and how long to wait first:
-
-- **Buckets**: every stored entry is remembered for one second in the bucket of its shard (known before the call
-  when the caller routes entries by the stream's shard map: ``routing.shard_buckets``), else in one bucket for all
-  entries (``ANY_SHARD``: it stands for the stream, whose keys spread the entries over its shards).
-- **Stamps**: the stream counts a write from when the call arrived, somewhere in its round trip; a write counts
-  for us from ``lag`` of the way through it, learned per pacer: half-way at first, ``LAG_LATER`` later after a
-  refusal our own writes explain (``_Bucket.ours_fill``: the ones answered less than a second before the call
-  fill the shard's quota, so our stamps were early), ``LAG_EARLIER`` earlier after each second without one.
-  Counting from the answer left each shard's second unused for a call's latency, every second.
-- **Budget, AIMD**: a shard's bucket starts at the shard's quota (a lone writer is not refused); the stream
-  bucket starts unbounded and its first refusal sets it to what we stored in the last second. A refusal that our
-  own writes do not explain (others fill the shard) shrinks the budget to ``DECREASE`` of itself, once a second
-  (the calls already made in that second overshot together); after a second without refusal in which the budget
-  held entries back, it grows by a step that starts at ``INCREASE`` of the quota and doubles each time (a shard
-  bucket never beyond the quota). Writers sharing a shard without talking (two Spark tasks) converge this way to
-  shares whose sum swings around the quota, and one left alone is back at the quota within a few seconds.
-- **Pacing**: a call carries, bucket by bucket and in order within each bucket, the entries that fit the budgets,
-  at most ``CALL_SHARE`` of a shard's second per call (smaller calls lose less of each second to the stamps, and
-  leave other writers turns); a full bucket's entries wait while the others' go. When nothing fits, the pacer
-  waits until the oldest write of a full bucket leaves the second, i.e. until the shard has paid it back: never a
-  busy retry. After a refusal a bucket takes nothing until the shard has paid back our oldest write (or, with none
-  of ours in the second, a jittered half to whole second: other writers fill it, and take turns). Otherwise a
-  bucket with nothing of ours in its last second always takes one entry.
+Who calls it: ``put_records.put_all``, which keeps one ``WritePacer`` per call sequence (the generator one per
+sending thread) and asks it before each PutRecords call which pending entries to send and how long to wait first.
+Our writes of the last second are counted per shard (``routing.shard_buckets``; one ``ANY_SHARD`` bucket when the
+caller does not route) from a learned point of each call's round trip (``lag``), against a budget that starts at
+the quota and follows AIMD when others fill the shard; when nothing fits the pacer waits until the shard has paid
+back our oldest write, never a busy retry. The rules and their measurements: docs/sink.md, "At the write quota".
 """
 
 from __future__ import annotations
@@ -43,13 +22,12 @@ SHARD_QUOTA = (1000, 1024 * 1024)  # records, bytes a second per shard (AWS's, p
 DECREASE = 0.9  # the budget after a refusal, of what it was
 INCREASE = 0.2  # of the quota (the stream bucket: of its first take): the first step of growth, doubling after
 # each second without refusal in which the budget held entries back
-LAG_START, LAG_MIN, LAG_MAX = 0.5, 0.05, 1.0  # where in a call's round trip its writes count from (doc: stamps)
+LAG_START, LAG_MIN, LAG_MAX = 0.5, 0.05, 1.0  # where in a call's round trip its writes count from
 # Steps of ``lag`` (parts of a round trip): earlier after a second without refusal, later after a refusal that
 # our own writes explain
 LAG_EARLIER, LAG_LATER = 0.1, 0.25
-# At most this share of a shard's second in one call: a write is paid back a round trip's part after it counts
-# for us (stamps), so smaller calls lose less of each second; and a shard's second spread over calls leaves the
-# others turns. (One call a second carrying a shard's whole second ran at 1.03-1.08 s a cycle.)
+# At most this share of a shard's second in one call: smaller calls lose less of each second to the count, and leave
+# other writers turns (docs/sink.md, "At the write quota").
 CALL_SHARE = 0.25
 FULL = 0.98  # our writes that fill this much of a shard's quota explain its refusal
 ANY_SHARD = "*"  # the bucket of entries whose shard is not known before the answer

@@ -1,19 +1,11 @@
 """One Spark task's write: the rows checked, planned into Kinesis records and sent, stream by stream.
 
-``pyspark_aws_kinesis.sink.writer``'s ``write()`` calls ``write_task`` in the task with its rows as Arrow RecordBatches:
-every row is checked (``pyspark_aws_kinesis.sink.columns``) before anything is sent, then each target stream's rows are
-planned (``pyspark_aws_kinesis.sink.planning``: plain, or KPL-aggregated per shard of a
-``pyspark_aws_kinesis.sink.routing`` listing) and put through ``pyspark_aws_kinesis.sink.put_records`` on one or more
-lanes. The counts go back in a SinkCommitMessage.
-
-Resharding: an aggregate is routed by its first user record's key to the shard the task's listing says holds
-all of them. A split or merge between that listing and PutRecords can put it on a shard whose range does not
-hold some of them, and readers (ours, the KCL) drop those. The PutRecords answer names the shard each record
-landed on; the task lists the shards again, and sends the user records that landed outside their shard's range
-once more, aggregated for the shards that hold them now (as the KPL does), for up to MAX_RESEND_ROUNDS rounds.
-
-Delivery is at-least-once: a task that fails after some calls succeeded, or is retried by Spark, sends its
-records again; Kinesis has no transactions to undo them.
+Who calls it: ``sink.writer``'s ``write()``, in the task, with its rows as Arrow RecordBatches (``write_task``).
+Every row is checked (``columns``) before anything is sent, then each target stream's rows are planned
+(``planning``: plain, or KPL-aggregated per shard of a ``routing`` listing) and put through ``put_records`` on one or
+more lanes; the counts go back in a SinkCommitMessage. Aggregates that a split or merge landed on a shard not
+holding all their records are sent again for the shards that hold them now, for up to ``MAX_RESEND_ROUNDS`` rounds
+(docs/sink.md, "Resharding"); delivery is at least once (docs/sink.md, "Delivery: at least once").
 """
 
 from __future__ import annotations

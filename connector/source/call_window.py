@@ -1,9 +1,9 @@
 """Driver side: the query's GetRecords calls on each shard within the last second, as AWS counts a shard's calls.
 
-Who calls it: ``probe.ShardProber``, which records its probes' calls here and the calls of batches' reads the planner
-hears of (``ShardRead.call_starts_ms``), and asks before each probe whether the shard's second has room for one more
-of the query's calls. AWS admits 5 GetRecords a second per shard, counted over a sliding second and shared by every
-reader of the shard; the query keeps to ``calls_per_s`` of them (4 by default: one left to another reader).
+Who calls it: ``probe_turns`` and ``probe_deferral``, which ask whether a shard's second has room for one more of the
+query's calls (``room_in``); ``probe.ShardProber``, which records its probes' calls and those of batches' reads the
+planner hears of (``ShardRead.call_starts_ms``). The query keeps to ``calls_per_s`` of the shard's 5 a second (4 by
+default): docs/source.md, "What the source costs a shard".
 """
 
 from __future__ import annotations
@@ -11,15 +11,11 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-# AWS counts a shard's calls in a sliding window of a second, from when each reaches it. Ours are counted over 10 ms
-# more: a call that took longer to get there than the one a second after it (two shards probed at once, the proxy
-# or the network busy) made that one the 6th of its second beside a neighbour's (bench.quotas: 3 of our 65 calls
-# refused, each followed by a backoff of a second or two). More margin costs latency: 4 calls fit a 200 ms grid
-# only exactly a second apart, so a trigger with a call later by the margin waits (``window_wait_s``) or is skipped.
+# AWS's sliding second and 10 ms: a call that reached AWS late would make the next the 6th of its second beside
+# another reader's (docs/source.md, "What the source costs a shard").
 RATE_WINDOW_S = 1.01
-# A call this much older than one that came in later can never count again (a second of slack for a read's calls
-# heard late): dropped as calls come in, so a busy shard planned from its reads, whose room is never asked, holds
-# its last seconds' calls and not its whole history.
+# Older calls can never count again (a second of slack for a read's calls heard late): a shard planned from its reads
+# keeps its last seconds' calls, not its history.
 KEPT_S = RATE_WINDOW_S + 1.0
 
 

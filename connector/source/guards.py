@@ -1,12 +1,11 @@
 """Checks that a query still has what it started with: the options that decide which rows exist, and a metadata
 store that driver and executors share and that still holds what the query wrote there.
 
-When a query starts, the driver writes a source document into the metadata store (its id, start time and pinned
-options, under ``source_document_name``). Who calls what: ``planner`` writes it and refuses changed pinned options
-before planning (``check_pinned``); ``query_offsets`` refuses them for a batch that runs again and fails when a
-pending offset's resolution is gone; ``completion`` fails when the source document is gone (the store was lost);
-``stream_reader.read`` checks on each executor, once per process and source, that it sees the document
-(``check_store_shared``): a store the executors do not share fails the first batch.
+Who calls it: ``planner`` writes the source document when the query starts and refuses changed pinned options
+(``check_pinned``); ``query_offsets`` refuses them for a batch that runs again and fails when a pending offset's
+resolution is gone; ``completion`` fails when the source document is gone; ``stream_reader.read`` checks once per
+executor process and source that it sees the document (``check_store_shared``). docs/source.md, "Offsets, the
+metadata store and exact replay".
 """
 
 from __future__ import annotations

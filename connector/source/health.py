@@ -1,13 +1,10 @@
-"""The query's health as the driver sees it: lag per shard, what reads found (data lost, KPL sub-records
-dropped outside their shard's hash range, shards that vanished), and the calls Kinesis refused for a shard's
-read quota (reads and probes back off on their own; each refusal is logged here and counted per shard).
+"""The query's health as the driver sees it: lag per shard, what reads found (data lost, KPL sub-records dropped
+outside their shard's hash range, vanished shards), and the calls Kinesis refused for a shard's read quota.
 
-One writer: everything the planner learns about a shard's lag comes in here, from the previous batch's reads
-(``read``) and from probes (``probed``), and leaves with the shard (``forget``). Executors only log locally what
-they find; it reaches the driver in their records (``fetch.reads.ShardRead``), and ``read`` logs it here and
-counts it for the progress report. Who calls it: ``planner.BatchPlanner`` as it plans; the stream reader's
-``reportLatestOffset`` returns ``progress_report()`` (pyspark 4.2+ shows it as the source's ``latestOffset`` in
-the query progress), and the planner's log line for each batch names the worst lag (``lag_report``).
+Who calls it: ``planner.BatchPlanner`` as it plans, the one writer: the previous batch's reads (``read``, from
+their ``fetch.reads.ShardRead``) and probes (``probed``) come in, a shard leaves with ``forget``. The stream reader's
+``reportLatestOffset`` returns ``progress_report()`` (pyspark 4.2+), and the planner's log line for each batch names
+the worst lag (``lag_report``): docs/source.md, "Lag and what reads found".
 """
 
 from __future__ import annotations

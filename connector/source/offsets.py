@@ -1,19 +1,10 @@
 """The source's offsets and their JSON form: what Spark checkpoints for every micro-batch.
 
-Model (see docs/source.md, "Offsets and exact replay"):
-- ``KinesisOffset`` for batch ``k`` holds, for every shard, the position batch ``k`` starts reading at. Where a
-  batch *stopped* is only known once executors have read; they record it in the metadata store
-  (``pyspark_aws_kinesis.metadata``) under the offset's ``source_id`` and ``batch_id``, and the next offset is built
-  from those records. A batch that runs again finds its records there and stops at exactly the same place.
-- Their JSON form (format 2, ``KinesisOffset.to_dict``) is compact, since Spark writes it to the checkpoint every
-  batch and carries it in every progress event: per stream, shards by number (``shardId-000000000042`` is ``42``)
-  grouped by position type, ~70 bytes a shard. ``parse_offset`` also reads format 1 (full shard keys, one JSON
-  object per position), which checkpoints written before format 2 hold.
-- ``PendingOffset`` is what pyspark 4.0.2's argument-less ``latestOffset()`` returns while the reader does not
-  yet know where the query is (first call after a start or restart); ``partitions(start, end)`` resolves it
-  from ``start`` and records the resolution, so a replay resolves it identically.
-
-Who calls it: the source's driver half (``planner``, ``query_offsets``; offsets never reach executors).
+Who calls it: the source's driver half (``planner``, ``query_offsets``; offsets never reach executors). A
+``KinesisOffset`` for batch ``k`` holds the position each shard starts at in batch ``k``; where the batch stopped is
+in the metadata store. Its JSON form is compact (format 2, ``to_dict``); ``parse_offset`` also reads format 1, which
+older checkpoints hold. A ``PendingOffset`` is pyspark 4.0.2's answer while the reader does not yet know where the
+query is. The model and the format: docs/source.md, "Offsets, the metadata store and exact replay".
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """Driver side: from where the last micro-batch stopped to the next batch's plan, or no plan when nothing waits.
 
 Who calls it: ``query_offsets.QueryOffsets`` (for the reader's ``initialOffset``, ``latestOffset`` and
-``partitions``). To plan, it asks three things:
-
-1. the metadata store: where each shard's read in the last batch stopped, and why (``ShardRead.stop``); a read
-   the batch left unfinished is completed first (``completion``);
-2. ``catalog.ShardCatalog``: which shards exist now; ``catalog.track_listing`` adds children of a reshard (read
-   only once their parents are read to their end), forgets finished shards that expired, and reports vanished
-   ones;
-3. ``probe.ShardProber``: whether the readable shards whose last read caught up have records waiting; a steady
-   shard is planned without asking (``ShardProber.deferred``), and its read makes the call.
-
-A batch is planned only when some shard has records waiting (or is steady), so an idle stream runs no empty
-micro-batches; a steady stream that stops runs one. The plan (a ``KinesisOffset``) names the shards to read, their
-starting positions, their share of ``kinesis.maxRecordsPerTrigger`` and the arrival time after which records wait
-for a later batch (none when a steady shard is read: each read takes what had arrived by its first call). What
-reads and probes say about lag and lost data goes to ``health``; the checks that the store and the pinned options
-are still the query's are ``guards``. When the query starts, the planner writes the source document (``guards``).
+``partitions``). To plan, it asks the metadata store where each shard's last read stopped and why (completing an
+unfinished one through ``completion``), ``catalog`` which shards exist now (children read once their parents are
+read to their end), and ``probe`` whether the shards whose last read caught up have records waiting (a steady shard
+is planned without asking). The plan, a ``KinesisOffset``, goes to Spark; what reads and probes say goes to
+``health``, and ``guards`` keeps the store and the pinned options the query's: docs/source.md, "How a micro-batch
+is planned and read".
 """
 
 from __future__ import annotations

@@ -3,15 +3,9 @@
 Who calls it: ``stream_reader.KinesisStreamReader``, whose Spark calls forward here and nowhere else:
 ``initialOffset`` -> ``initial``, ``latestOffset`` -> ``latest``, ``partitions`` -> ``batch`` then ``tasks`` and
 ``consumer_arns``, ``commit`` -> ``committed``, ``reportLatestOffset`` -> ``progress_report``, ``stop`` ->
-``release``. ``planner.BatchPlanner`` makes each plan; this class keeps what the two pyspark calling conventions
-need between calls:
-
-- pyspark 4.2+ passes ``latestOffset(start, limit)``: the next plan comes from ``start``.
-- pyspark 4.0.2 calls ``latestOffset()`` with no start, also before ``initialOffset`` and right after a restart,
-  when the reader knows nothing yet (docs/source.md, "pyspark 4.0.2"). The last offset planned or committed
-  stands in for ``start``; while there is none, the answer is a ``PendingOffset`` (a nonce) which
-  ``batch(start, end)`` resolves from ``start`` once and records in the metadata store, so a batch that runs
-  again resolves it identically.
+``release``. ``planner.BatchPlanner`` makes each plan; this class keeps what pyspark's two calling conventions need
+between calls: 4.2+ passes ``latestOffset(start, limit)``, 4.0.2 none, before ``initialOffset`` too, so the last
+offset planned stands in or a ``PendingOffset`` is answered (docs/source.md, "pyspark 4.0.2").
 """
 
 from __future__ import annotations

@@ -107,8 +107,8 @@ class EfoSettings:
     subscribe_timeout_s: float
     subscribe_max_retries: int
     require_deregistration: bool
-    # Drawn once per reader on the driver, travels to the tasks in the pickled settings: the job's subscription
-    # broker serves only requests that present it (``fetch.fanout.client``); never compared, printed or logged.
+    # Drawn once per reader on the driver, pickled to the tasks: the job's subscription broker serves only requests
+    # that present it (``fetch.fanout.client``); never compared, printed or logged.
     broker_secret: str = field(default_factory=lambda: secrets.token_hex(32), repr=False, compare=False)
 
     @classmethod
@@ -275,8 +275,8 @@ class SourceSettings:
         stream reader's tasks (``replay``: the batch's recorded read, when it runs again), the batch reader's
         (``until``: the shard's inclusive end) and the planner's completion of reads a batch left unfinished."""
         shard_range = ShardRange(task, limits, self.shard_context(task), replay, until, self.fail_on_data_loss)
-        # Enhanced fan-out reads through the broker (or a subscription client of its own): a GetRecords client, whose
-        # making costs a task's process 0.3-0.6 s the first time, would never be used.
+        # Enhanced fan-out never uses a GetRecords client, which costs a fresh process to make (docs/source.md,
+        # "Enhanced fan-out").
         kinesis = kinesis_reader_client(self.client) if consumer_arn is None else None
         return shard_range, self.transport(kinesis, task, consumer_arn)
 

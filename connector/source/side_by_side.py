@@ -1,19 +1,11 @@
 """A partition's shards read side by side: one thread per shard feeding one bounded queue, the task taking whatever
-is ready.
-
-Why: a shard's read is paced by its quota (2 MiB and 5 GetRecords per second, ``fetch.polling``), so it mostly
-waits. Read one after another, a task holds a core while it waits, and a query reads at (cores x quota); read side
-by side, a task of n shards reads at n x quota while Python decodes what arrives.
+is ready (a read at the quota mostly waits: docs/source.md, "How many shards a task reads").
 
 Who calls it: ``KinesisStreamReader.read`` and ``KinesisBatchReader.read`` on executors, with one ``make`` per shard
-(it builds the shard's iterator on the shard's thread, so the store lookups and first calls overlap too).
-
-Rules: each shard's items come in its own order; at most ``capacity`` items wait in the queue (each thread holds
-one more it is handing over, and its transport one page ahead): memory is bounded; the first error of any shard is
-raised to the caller, and the other shards stop; when the caller stops taking (the generator is closed: a
-``limit``, a killed task), every thread stops at its next item and closes its shard's iterator, so nothing that
-runs at an iterator's end (the stream reader's recording) happens for an unfinished shard. A single shard is read
-on the caller's thread, as before.
+(it builds the shard's iterator on the shard's thread, so the store lookups and first calls overlap too). Each
+shard's items keep their order and memory is bounded; the first error of any shard is raised and stops the others;
+when the caller stops taking, every thread stops at its next item and closes its shard's iterator, so nothing that
+runs at an iterator's end (the stream reader's recording) happens for an unfinished shard.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """The streaming reader: plans micro-batches on the driver, reads shards on executors, with exact replay.
 
-Who calls what (see docs/source.md for the full story):
-- Driver, one long-lived reader per query: ``initialOffset`` (new query only), ``latestOffset`` every trigger,
-  ``partitions(start, end)`` for each batch (also when a batch runs again after a restart), ``commit(end)``;
-  with ``Trigger.AvailableNow`` first ``prepareForTriggerAvailableNow``; ``reportLatestOffset`` for progress.
-- Executors: ``read(partition)`` on an unpickled copy of the reader; everything it needs is in the partition.
-
-The driver's calls only forward to ``query_offsets`` (the offsets Spark hands over, including pyspark 4.0.2's
-pending offsets) and ``planner`` (the plans). Offsets (``offsets``): batch ``k``'s offset holds the position each
-shard starts at in batch ``k`` and which shards it reads. Executors record where they stopped in the metadata
-store under (source id, batch id, shard); the planner builds batch ``k+1``'s offset from batch ``k``'s records, and
-answers "no new batch" (the start offset itself) while no shard has records waiting. A batch that runs again (task
-retry, restart before commit) finds its records and stops at exactly the same record, whatever the limits say.
+Who calls it: Spark. On the driver, one long-lived reader per query: ``initialOffset`` (new query only),
+``latestOffset`` every trigger, ``partitions(start, end)`` for each batch (also when a batch runs again),
+``commit(end)``, ``prepareForTriggerAvailableNow`` and ``reportLatestOffset``; these only forward to
+``query_offsets``. On executors: ``read(partition)`` on an unpickled copy of the reader, which reads the partition's
+shards and records where each stopped in the metadata store, so a batch that runs again stops at exactly the same
+record (docs/source.md, "Offsets, the metadata store and exact replay").
 """
 
 from __future__ import annotations
