@@ -88,7 +88,7 @@ test-compat: $(VENV_COMPAT)/.installed node_modules/.installed
 # local servers on free ports and its own SparkSession. Alone, each keeps 0.9-1.5 of CI's two cores busy (it
 # mostly waits on Spark triggers, server round trips and JVM start-ups), so side by side they end minutes
 # earlier (tests/spark_app on both: 168 s + 120 s one after the other, 187 s side by side; with
-# tests/connector/test_source_spark.py added: 236 s + 201 s, 335 s side by side; all green).
+# tests/connector/queries/test_source.py added: 236 s + 201 s, 335 s side by side; all green).
 # Every test still runs once on the newest pyspark and the connector + jobs once on 4.0.2.
 # `make test TEST_JOBS=1` runs them one after the other, as before: on a machine already loaded with other
 # work, Spark's fixed 10 s wait for a new Python worker to connect back can run out. --output-sync prints

@@ -8,7 +8,7 @@ Run: ``.venv/bin/python -m bench.efo_framing [--repeat 5]``. Two streams:
 - 2,000 small events of 8 records of 1 KiB each (an event per HTTP chunk, as the proxy relays them; reads never
   cross a message's end, as a socket's do not when events come one by one).
 Printed: ms per stream (best of ``--repeat``), framing alone and framing + decode, and after / before. Nothing is
-asserted (tests/connector/test_efo_framing.py counts the reads).
+asserted (tests/connector/fetch/fanout/test_framing.py counts the reads).
 """
 
 from __future__ import annotations

@@ -33,9 +33,10 @@ Two phases, one Spark streaming query each, the connector's default options and 
    bytes are paid back at 2 MiB/s, so the tip event marks the end), against the 2 MiB/s line, and the CPU seconds
    kinesis-mock's process spent meanwhile; then each reader's median, ours / the baseline per round, and the
    SubscribeToShard calls and refusals of each.
-Rates and ratios are printed, never asserted (tests/connector/test_source_share.py asserts the counts). ``--plot``
-(matplotlib; "" for none) draws phases 1 and 2 second by second as the proxy counted them: each shard's read rate
-against the 2 MiB/s line, and each reader's GetRecords calls per shard against the 5 calls/s line, refusals marked.
+Rates and ratios are printed, never asserted (tests/connector/queries/test_source_share.py asserts the counts).
+``--plot`` (matplotlib; "" for none) draws phases 1 and 2 second by second as the proxy counted them: each shard's
+read rate against the 2 MiB/s line, and each reader's GetRecords calls per shard against the 5 calls/s line,
+refusals marked.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ shard, and in 1) and ``generator`` (``kinesis_generator.run`` asked for 1.5 time
 Per shard, from the proxy's per-second counts: the mean rate over the whole seconds between the first and the last
 second that moved a tenth of the limit (those two left out: they are partly spent before and after), its share of
 the limit, and the refused share of the entries offered (refused / (stored + refused)). Printed, never asserted
-(tests/connector/test_sink_quotas.py and tests/generator/test_quotas.py assert the counts).
+(tests/connector/queries/test_sink_quotas.py and tests/generator/test_quotas.py assert the counts).
 """
 
 from __future__ import annotations

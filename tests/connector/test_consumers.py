@@ -4,21 +4,18 @@ consumer still DELETING, deregistration; and the ``python -m pyspark_aws_kinesis
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import subprocess
-import sys
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from efo_util import FAST, QUICK_WAIT, kinesis
 
-from localaws import LocalAws, LocalServer, project_root
+from localaws import LocalAws, LocalServer
 from localaws.fault_proxy import FaultProxy, Faults
-from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, kinesis_mock_taking
+from localaws.servers import kinesis_mock_taking
 from localaws.streams import create_stream, unique_name
 from pyspark_aws_kinesis.__main__ import CREDENTIALS_HINT
 from pyspark_aws_kinesis.consumers import (
@@ -29,17 +26,13 @@ from pyspark_aws_kinesis.consumers import (
     deregister_quietly,
     describe_consumer,
     ensure_consumer,
-    list_consumers,
     stream_arn,
 )
 from pyspark_aws_kinesis.retry import RetryPolicy
+from tests.connector.support.consumers_util import _cli, _names
+from tests.connector.support.efo_util import FAST, QUICK_WAIT, kinesis
 
 LOGGED_WAIT = WaitPolicy(timeout_s=30, poll_s=0.05, log_every_s=0)
-
-
-def _names(server: LocalServer, stream: str) -> dict[str, str]:
-    client = kinesis(server.endpoint_url)
-    return {c.name: c.status for c in list_consumers(client, stream_arn(client, stream, FAST), FAST)}
 
 
 def test_registers_when_absent_and_reuses_when_present(kinesis_mock: LocalServer, mock_stream) -> None:
@@ -170,24 +163,6 @@ def test_deregistration(kinesis_mock: LocalServer, mock_stream, caplog: pytest.L
 
 
 # -- the command -----------------------------------------------------------------------------------------------
-
-
-def _cli(server: LocalServer | None, *args: str, keys: bool = True, **aws_env: str) -> subprocess.CompletedProcess:
-    """Run ``python -m pyspark_aws_kinesis consumers *args`` (against ``server`` unless None) as a user would; ``keys``
-    False: no credentials anywhere (no keys, no profile files, no instance metadata)."""
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
-        "AWS_CONFIG_FILE": os.devnull,
-        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-        "AWS_EC2_METADATA_DISABLED": "true",
-        "PYTHONPATH": str(project_root()),
-    }
-    if keys:
-        env.update(AWS_ACCESS_KEY_ID=DUMMY_ACCESS_KEY, AWS_SECRET_ACCESS_KEY=DUMMY_SECRET_KEY)
-    env.update(aws_env)
-    endpoint = ["--endpoint-url", server.endpoint_url] if server else []
-    command = [sys.executable, "-m", "pyspark_aws_kinesis", "consumers", *args, *endpoint]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, cwd=project_root())
 
 
 def _one_line(result: subprocess.CompletedProcess, code: int) -> str:

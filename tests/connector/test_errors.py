@@ -20,6 +20,7 @@ from pyspark_aws_kinesis.retry import RetriesExhaustedError
 
 PACKAGE = pyspark_aws_kinesis.__name__
 
+
 # Exceptions that never reach a user, by class name (names are unique in the package; modules move). Each needs
 # its reason.
 INTERNAL = {

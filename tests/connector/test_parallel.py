@@ -8,7 +8,7 @@ import time
 
 from localaws import LocalServer
 from pyspark_aws_kinesis.parallel import WORKERS, parallel_map
-from tests.connector.source_util import reader, source_options
+from tests.connector.support.source_util import reader, source_options
 
 
 def test_parallel_map_runs_at_most_workers_calls_at_once() -> None:

@@ -16,7 +16,7 @@ from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 from localaws.streams import create_stream, put_records, unique_name
 from pyspark_aws_kinesis.aws.settings import ClientSettings
 from pyspark_aws_kinesis.metadata.dynamodb import DynamoDBStore
-from tests.connector.source_util import read_all, reader, roundtrip, run_batch, source_options
+from tests.connector.support.source_util import read_all, reader, roundtrip, run_batch, source_options
 
 
 def _create_table(moto: LocalServer, table: str) -> None:

@@ -8,19 +8,14 @@ must still allow every one of these calls."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from infra.access import CONSUMER_ACTIONS, STREAM_ACTIONS, STREAM_READ_ACTIONS
 from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "connector"))  # the connector tests' helpers
-from efo_util import efo_options
-from source_util import next_batch, put_numbered, reader, roundtrip
-from test_consumers import _cli
+from tests.connector.support.consumers_util import _cli
+from tests.connector.support.efo_util import efo_options
+from tests.connector.support.source_util import next_batch, put_numbered, reader, roundtrip
 
 # What only the polling reader (and the planner's probes) and the sink call: granted, but not for enhanced fan-out.
 NOT_EFO = {"ListShards", "GetShardIterator", "GetRecords", "PutRecord", "PutRecords"}

@@ -21,7 +21,7 @@ import pytest
 
 from infra.packaging import build_pyfiles_zip
 from localaws import LocalServer
-from tests.connector.source_util import source_options
+from tests.connector.support.source_util import source_options
 from tests.reliability.cluster_app import FAIL_TASK_ONCE, KILL_EXECUTOR
 from tests.reliability.keyed_records import KeyedProducer, assert_exactly_once_in_order
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.connector.source_util import FORMAT, source_options
+from tests.connector.support.source_util import FORMAT, source_options
 from tests.reliability.keyed_records import KeyedProducer, duplicates, ids
 
 ROUNDS = 4

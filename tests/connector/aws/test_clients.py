@@ -1,0 +1,138 @@
+"""``pyspark_aws_kinesis.aws.clients``, the one place that builds AWS clients: what they send whatever botocore version
+is installed (the pyspark 4.0.2 venv runs these with the lowest botocore we support), and a User-Agent header built
+once per client that still says what botocore would.
+
+The User-Agent test runs against kinesalite: the headers a client sends are recorded (botocore's ``before-send``
+event, after signing), and botocore's User-Agent builder is counted. A plain botocore client is the reference."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import secrets
+import types
+from typing import Any
+
+import pytest
+from botocore.useragent import UserAgentString
+
+from localaws import LocalServer
+from localaws.servers import DUMMY_SECRET_KEY
+from pyspark_aws_kinesis.aws.clients import (
+    _new_client,
+    kinesis_client,
+    kinesis_reader_client,
+    send_timestamps_to_the_millisecond,
+)
+from pyspark_aws_kinesis.aws.settings import ClientSettings
+from pyspark_aws_kinesis.fetch.fanout.subscriber import starting_position, subscription_client
+from pyspark_aws_kinesis.fetch.iterators import iterator_request
+from pyspark_aws_kinesis.positions import AT_TIMESTAMP, Position
+
+# 2026-11-26T12:34:56.789Z: the milliseconds are what a whole-second Timestamp loses
+AT_MS = 1795696496789
+
+
+def _sent_body(kinesis: Any, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The JSON body ``kinesis`` would send for ``operation``, as serialized for the wire (nothing is sent)."""
+    model = kinesis.meta.service_model.operation_model(operation)
+    return json.loads(kinesis._serializer.serialize_to_request(params, model)["body"])
+
+
+@pytest.mark.parametrize("make", [kinesis_client, kinesis_reader_client], ids=["client", "reader"])
+def test_get_shard_iterator_sends_at_timestamp_to_the_millisecond(make: Any) -> None:
+    kinesis = make(ClientSettings("us-east-1", "http://127.0.0.1:9", "AKIDCLIENTSTEST", "secret"))
+    params = {"StreamName": "s", "ShardId": "shardId-000000000000"}
+    params.update(iterator_request(Position(AT_TIMESTAMP, timestamp_ms=AT_MS)))
+    assert _sent_body(kinesis, "GetShardIterator", params)["Timestamp"] == AT_MS / 1000
+
+
+def test_subscribe_to_shard_sends_at_timestamp_to_the_millisecond() -> None:
+    kinesis = subscription_client(ClientSettings("us-east-1", "http://127.0.0.1:9", "AKIDCLIENTSTEST", "secret"), 5.0)
+    params = {
+        "ConsumerARN": "arn:aws:kinesis:us-east-1:123456789012:stream/s/consumer/c:1",
+        "ShardId": "shardId-000000000000",
+        "StartingPosition": starting_position(Position(AT_TIMESTAMP, timestamp_ms=AT_MS)),
+    }
+    assert _sent_body(kinesis, "SubscribeToShard", params)["StartingPosition"]["Timestamp"] == AT_MS / 1000
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2], ids=["no-serializer", "no-converter", "validated-no-converter"])
+def test_a_botocore_without_the_internals_keeps_its_own_converter(depth: int) -> None:
+    innermost = types.SimpleNamespace()
+    client = innermost
+    for _ in range(depth):
+        client = types.SimpleNamespace(_serializer=client)
+    send_timestamps_to_the_millisecond(client)  # must not fail the client's creation, nor add a converter
+    assert not hasattr(innermost, "_timestamp_unixtimestamp")
+
+
+CALLS = 4
+# botocore's request contexts (which carry a call's features) are what the kept strings are keyed on.
+KEYED_BY_CONTEXT = importlib.util.find_spec("botocore.context") is not None
+
+
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every User-Agent string botocore builds from now on (for clients created from now on)."""
+    built: list[str] = []
+    original = UserAgentString.to_string
+
+    def counted(self: UserAgentString) -> str:
+        built.append(original(self))
+        return built[-1]
+
+    monkeypatch.setattr(UserAgentString, "to_string", counted)
+    return built
+
+
+def _fresh_settings(server: LocalServer) -> ClientSettings:
+    """Settings no earlier test used, so the process's client cache makes a new client (after the patch)."""
+    return ClientSettings("us-east-1", server.endpoint_url, f"AKID{secrets.token_hex(6).upper()}", DUMMY_SECRET_KEY)
+
+
+def _sent_headers(kinesis: Any) -> list[dict[str, bytes]]:
+    sent: list[dict[str, bytes]] = []
+    kinesis.meta.events.register("before-send.kinesis", lambda request, **_: sent.append(dict(request.headers)))
+    return sent
+
+
+def _agent(headers: dict[str, bytes]) -> list[str]:
+    """The User-Agent's parts, the features of its ``m/`` part sorted (botocore joins a set: any order)."""
+    parts = headers["User-Agent"].decode().split(" ")
+    return [f"m/{','.join(sorted(part[2:].split(',')))}" if part.startswith("m/") else part for part in parts]
+
+
+def _probe(kinesis: Any, stream: str) -> None:
+    iterator = kinesis.get_shard_iterator(
+        StreamName=stream, ShardId="shardId-000000000000", ShardIteratorType="LATEST"
+    )["ShardIterator"]
+    for _ in range(CALLS):  # an idle shard's probes (the same iterator: nothing is consumed)
+        kinesis.get_records(ShardIterator=iterator, Limit=1)
+
+
+@pytest.mark.parametrize("make", [kinesis_client, kinesis_reader_client], ids=["client", "reader"])
+def test_the_user_agent_is_built_once_per_client_and_unchanged(
+    make: Any, kinesalite: LocalServer, lite_stream, builds: list[str]
+) -> None:
+    stream = lite_stream(shards=1)
+    builds.clear()  # creating the stream built some
+    reference = _new_client("kinesis", _fresh_settings(kinesalite))  # as botocore builds it: per call
+    reference_sent = _sent_headers(reference)
+    _probe(reference, stream)
+    # botocore builds it per call: when serializing and again before sending (1.35.16, the lowest we support: once)
+    assert len(builds) >= CALLS + 1
+    botocores_own = len(builds)
+    builds.clear()
+
+    settings = _fresh_settings(kinesalite)
+    ours = make(settings)
+    ours_sent = _sent_headers(ours)
+    _probe(ours, stream)
+    if KEYED_BY_CONTEXT:
+        assert len(builds) <= 2  # once per feature set (GetShardIterator and GetRecords may differ), not per call
+    else:  # a botocore without request contexts: nothing to key the string on, so botocore's own way, unchanged
+        assert len(builds) == botocores_own
+    assert [_agent(h) for h in ours_sent] == [_agent(h) for h in reference_sent]
+    for headers in ours_sent:  # still signed, by the client's own key
+        assert f"Credential={settings.access_key_id}/".encode() in headers["Authorization"]
