@@ -62,6 +62,15 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.fixture
+def no_aws_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No region, profile or credentials from the machine: what a CLI says must not depend on them."""
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+
+
 @pytest.fixture(scope="session")
 def kinesis_mock(local_aws: LocalAws) -> LocalServer:
     return local_aws.kinesis_mock

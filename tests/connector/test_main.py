@@ -18,13 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 STREAM = ["--stream", "s"]
 
 
-@pytest.fixture(autouse=True)
-def no_aws_config(monkeypatch, tmp_path):
-    """No region, profile or credentials from the machine: what a mistake says must not depend on them."""
-    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+pytestmark = pytest.mark.usefixtures("no_aws_config")
 
 
 def mistake(capsys, *argv: str) -> str:

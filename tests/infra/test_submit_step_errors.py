@@ -21,12 +21,7 @@ SERVERLESS = ["--serverless", "--application-id", "00f1", "--region", "eu-west-1
 JOBS = "the jobs are: country_counts, fan_out, kinesis_to_kinesis, word_count"
 
 
-@pytest.fixture(autouse=True)
-def no_aws_config(monkeypatch, tmp_path):
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+pytestmark = pytest.mark.usefixtures("no_aws_config")
 
 
 def mistake(capsys, argv: list[str]) -> str:

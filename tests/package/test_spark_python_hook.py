@@ -23,25 +23,9 @@ from tests.package.test_wheel import ROOT, run
 
 SHOW = "import os; print(os.environ.get('PYSPARK_PYTHON')); print(os.environ.get('PYSPARK_DRIVER_PYTHON'))"
 
-FIRST_SCRIPT = """
-import json, sys
-from pyspark.sql import SparkSession
-
-stream, endpoint, metadata = sys.argv[1:4]
-spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
-rows = (
-    spark.read.format("aws-kinesis")
-    .option("kinesis.streamName", stream)
-    .option("kinesis.endpointUrl", endpoint)
-    .option("kinesis.startingPosition", "TRIM_HORIZON")
-    .option("kinesis.metadataPath", metadata)
-    .load()
-    .selectExpr("CAST(data AS STRING) AS data")
-    .collect()
-)
-print("RESULT " + json.dumps(sorted(row.data for row in rows)))
-spark.stop()
-"""
+# The editable install's script without its PYSPARK_PYTHON line: the hook alone must make it work.
+SETS_SPARK_PYTHON = 'os.environ.setdefault("PYSPARK_PYTHON", sys.executable)\n'
+FIRST_SCRIPT = (Path(__file__).with_name("editable_app.py")).read_text().replace(SETS_SPARK_PYTHON, "")
 
 
 def makefile_hook_command(python: Path) -> str:
@@ -105,8 +89,9 @@ def test_a_first_script_without_pyspark_python_reads_a_stream(
     work = tmp_path / "work"
     work.mkdir()
     script = work / "my_job.py"
+    assert "os.environ" not in FIRST_SCRIPT  # nothing but the hook sets PYSPARK_PYTHON
     script.write_text(FIRST_SCRIPT)
     keys = {"AWS_ACCESS_KEY_ID": DUMMY_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": DUMMY_SECRET_KEY}
     out = run([python, script, stream, kinesis_mock.endpoint_url, work / "metadata"], work, timeout=300, **keys)
     (line,) = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
-    assert json.loads(line.removeprefix("RESULT ")) == produced
+    assert json.loads(line.removeprefix("RESULT "))["rows"] == produced
