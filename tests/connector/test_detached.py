@@ -167,6 +167,8 @@ def test_the_helper_survives_the_death_of_the_starters_process_group(helper: str
             str(release),
         ],
         start_new_session=True,  # the worker's own group, which Spark kills whole
+        # The starter imports the connector from the checkout (pyspark 4.0.2's venv does not install it).
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_PARENT, os.environ.get("PYTHONPATH")]))},
     )
     helper_pid = None
     try:
