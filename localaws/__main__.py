@@ -22,25 +22,18 @@ from typing import NoReturn
 from localaws.local_aws import LocalAws
 from localaws.servers import DEFAULT_REGION, DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE, KINESIS_MOCK, MOTO
 from localaws.streams import create_stream
+from pyspark_aws_kinesis.cli import EXIT_USAGE, OneLineParser
 
 PROG = "python -m localaws"
 EXIT_SERVER_DIED = 1
-EXIT_USAGE = 2
 KINESIS_SERVERS = {spec.name: spec for spec in (KINESALITE, KINESIS_MOCK)}
 STREAM = re.compile(r"^([A-Za-z0-9_.-]{1,128})(?::([1-9][0-9]{0,2}))?$")
 READY_LINE = "Ctrl-C (or SIGTERM) stops them"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: the terminal closed
 
 
-class _Parser(argparse.ArgumentParser):
-    """A mistake is one line (``error: ...``) and exit code 2, without argparse's usage block."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"error: {message} ({PROG} --help lists the flags)\n")
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = _Parser(
+    parser = OneLineParser(
         prog=PROG,
         description="Local AWS servers for your own experiments, until Ctrl-C: a Kinesis server (behind AWS's Kinesis "
         "quotas unless --no-quotas) and moto; prints the endpoints and what to export (docs/localaws.md).",
