@@ -283,9 +283,11 @@ class Broker:
                 if not free:
                     continue  # a task is reading it
                 with self.lock:
-                    sub = self.subscriptions.pop(key)
+                    sub = self.subscriptions[key]
                 log.info("closing the idle subscription to %s", sub.subscriber.what)
                 sub.close()
+                with self.lock:  # dropped once closed: stats never show a gone subscription's socket still open
+                    self.subscriptions.pop(key)
         with self.lock:
             if self.subscriptions or self.connections:
                 self.last_busy = time.monotonic()
