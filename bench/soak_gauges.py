@@ -163,15 +163,25 @@ def jvm(pid: int | None) -> JvmGauge:
 def parse_jvm(printed: str) -> JvmGauge:
     """The gauge from ``GC.heap_info`` and ``Compiler.codecache`` output. With G1 (the JVM's default on a server
     class machine) the young regions in use are what was allocated after the full GC: they are not counted as
-    what the GC left. Other collectors print no young regions; their whole used heap counts."""
+    what the GC left. The generational collectors (Serial, Parallel) empty their young generation in a full GC:
+    what the old one holds is what it left. Any other output reads as zeros, never a guess."""
     heap_used = re.search(r"heap\s+total \d+K, used (\d+)K", printed)
     young = re.search(r"\d+ young \((\d+)K\)", printed)
+    generation = r"^\s*(?:{})\s+total \d+K, used (\d+)K"
+    young_generation = re.search(generation.format("def new generation|PSYoungGen"), printed, re.M)
+    old_generation = re.search(generation.format("tenured generation|ParOldGen"), printed, re.M)
     metaspace = re.search(r"Metaspace\s+used (\d+)K", printed)
     code_used = sum(int(kb) for kb in re.findall(r"\bused=(\d+)Kb", printed))
-    used_kb = int(heap_used.group(1)) if heap_used else 0
-    young_kb = min(int(young.group(1)), used_kb) if young else 0
+    if heap_used:
+        used_kb = int(heap_used.group(1))
+        young_kb = min(int(young.group(1)), used_kb) if young else 0
+        left_kb = used_kb - young_kb
+    elif young_generation and old_generation:
+        young_kb, left_kb = int(young_generation.group(1)), int(old_generation.group(1))
+    else:
+        young_kb = left_kb = 0
     return JvmGauge(
-        (used_kb - young_kb) / 1024,
+        left_kb / 1024,
         young_kb / 1024,
         int(metaspace.group(1)) / 1024 if metaspace else 0.0,
         code_used / 1024,

@@ -27,6 +27,20 @@ PARALLEL_AFTER_FULL_GC = """ PSYoungGen      total 76288K, used 3932K
  Metaspace       used 131451K, committed 132544K, reserved 1179648K
 """
 
+# What JDK 17 printed for a Spark driver started with -XX:+UseSerialGC (the tests' JVMs).
+SERIAL = """8799:
+ def new generation   total 116224K, used 99228K [0x00000000c0000000, 0x00000000c7e10000, 0x00000000d5550000)
+  eden space 103360K,  96% used [0x00000000c0000000, 0x00000000c60e7020, 0x00000000c64f0000)
+  from space 12864K,   0% used [0x00000000c64f0000, 0x00000000c64f0000, 0x00000000c7180000)
+ tenured generation   total 258048K, used 35774K [0x00000000d5550000, 0x00000000e5150000, 0x0000000100000000)
+   the space 258048K,  13% used [0x00000000d5550000, 0x00000000d783f8c0, 0x00000000d783fa00, 0x00000000e5150000)
+ Metaspace       used 76498K, committed 76992K, reserved 1179648K
+"""
+
+Z_HEAP = """ ZHeap           used 180M, capacity 256M, max capacity 4096M
+ Metaspace       used 131451K, committed 132544K, reserved 1179648K
+"""
+
 
 def test_young_regions_allocated_after_the_gc_are_not_counted_as_what_it_left() -> None:
     gauge = soak_gauges.parse_jvm(G1_AFTER_FULL_GC)
@@ -36,10 +50,19 @@ def test_young_regions_allocated_after_the_gc_are_not_counted_as_what_it_left() 
     assert gauge.code_cache_mb == pytest.approx(30.0)
 
 
-def test_a_collector_without_young_regions_counts_its_whole_used_heap() -> None:
-    gauge = soak_gauges.parse_jvm(PARALLEL_AFTER_FULL_GC)
-    assert gauge.young_after_gc_mb == 0.0
-    assert gauge.heap_after_gc_mb == 0.0  # no "heap total" line: nothing read, never a guess
+@pytest.mark.parametrize(
+    ("printed", "young_kb", "old_kb"), [(PARALLEL_AFTER_FULL_GC, 3932, 65536), (SERIAL, 99228, 35774)]
+)
+def test_a_generational_collector_left_what_its_old_generation_holds(printed: str, young_kb: int, old_kb: int) -> None:
+    gauge = soak_gauges.parse_jvm(printed)
+    assert gauge.young_after_gc_mb == pytest.approx(young_kb / 1024)
+    assert gauge.heap_after_gc_mb == pytest.approx(old_kb / 1024)
+
+
+def test_a_heap_printed_in_another_form_reads_as_nothing_never_a_guess() -> None:
+    gauge = soak_gauges.parse_jvm(Z_HEAP)
+    assert (gauge.heap_after_gc_mb, gauge.young_after_gc_mb) == (0.0, 0.0)
+    assert gauge.metaspace_mb == pytest.approx(131451 / 1024)
 
 
 def test_an_older_csv_without_the_young_column_is_read_again(tmp_path) -> None:
