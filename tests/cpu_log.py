@@ -1,0 +1,85 @@
+"""Where the suite's CPU goes: with KINESIS_TEST_CPU_LOG=FILE set, each test appends one JSON line to FILE: its id,
+the xdist worker, its wall seconds and the CPU seconds of the pytest process and everything it started (Spark's JVM
+and Python workers, the local servers, subprocesses), setup and teardown included. What to read from it:
+docs/testing.md. ``python -m tests.cpu_log FILE`` sums it by file.
+
+A process reparented away from the tree (a detached helper) is not counted; one that exits is counted once reaped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ENV = "KINESIS_TEST_CPU_LOG"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds of ``root`` and its live descendants, with what each of them has reaped."""
+    children: dict[int, list[int]] = defaultdict(list)
+    used: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        children[int(fields[1])].append(int(entry))
+        used[int(entry)] = sum(int(ticks) for ticks in fields[11:15]) / TICKS  # utime stime cutime cstime
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += used.get(pid, 0.0)
+        todo.extend(children.get(pid, ()))
+    return total
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    path = os.environ.get(ENV)
+    if not path:
+        yield
+        return
+    cpu, wall = tree_cpu_s(os.getpid()), time.monotonic()
+    yield
+    line = {
+        "test": item.nodeid,
+        "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+        "wall_s": round(time.monotonic() - wall, 3),
+        "cpu_s": round(tree_cpu_s(os.getpid()) - cpu, 3),
+    }
+    with open(path, "a") as log:  # one short write a line: workers append side by side
+        log.write(json.dumps(line) + "\n")
+
+
+def by_file(lines: list[dict]) -> list[tuple[str, float, float]]:
+    """(file, CPU s, wall s) summed over the log's tests, most CPU first."""
+    cpu: Counter[str] = Counter()
+    wall: Counter[str] = Counter()
+    for line in lines:
+        name = line["test"].split("::")[0]
+        cpu[name] += line["cpu_s"]
+        wall[name] += line["wall_s"]
+    return [(name, cpu[name], wall[name]) for name, _ in cpu.most_common()]
+
+
+def main(argv: list[str]) -> None:
+    lines = [json.loads(text) for text in Path(argv[0]).read_text().splitlines() if text]
+    rows = by_file(lines)
+    print(f"{len(lines)} tests: {sum(r[1] for r in rows):.0f} CPU s in {sum(r[2] for r in rows):.0f} test s")
+    for name, cpu, wall in rows[: int(argv[1]) if len(argv) > 1 else 30]:
+        print(f"{cpu:8.1f} CPU s {wall:8.1f} s  {name}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
