@@ -7,6 +7,9 @@ VENV_COMPAT := .venv-compat
 PY := $(VENV)/bin/python
 PY_COMPAT := $(VENV_COMPAT)/bin/python
 PYTEST_ARGS ?=
+# pytest-xdist workers of each pytest session, each with its own local servers and SparkSession (docs/testing.md).
+TEST_WORKERS ?= 4
+COMPAT_WORKERS ?= 3
 DEMO_ARGS ?=
 BENCH ?=
 SERVERS_ARGS ?=
@@ -24,6 +27,8 @@ help:
 	@echo 'make demo-short      the demo in CI mode: 12 s of events (make demo-short DEMO_ARGS=... too)'
 	@echo 'make test            lint, then the whole suite on pyspark 4.3 beside the connector and job tests on 4.0.2'
 	@echo '     TEST_JOBS=1     the two pytest sessions one after the other (default 2: side by side)'
+	@echo '     TEST_WORKERS=N  pytest-xdist workers of the pyspark 4.3 session (default 4; 0: none)'
+	@echo '     COMPAT_WORKERS=N  the same for the pyspark 4.0.2 session (default 3)'
 	@echo '     PYTEST_ARGS=... passed to both pytest sessions, e.g. make test PYTEST_ARGS="-x -k quota"'
 	@echo 'make servers         local Kinesis (behind the quotas) and moto until Ctrl-C; prints what to export'
 	@echo '     SERVERS_ARGS=.. flags of python -m localaws, e.g. SERVERS_ARGS="--kinesis kinesis-mock --no-quotas"'
@@ -78,20 +83,17 @@ lint: $(VENV)/.installed
 
 # tests/package installs the wheel against both venvs' pyspark (newest and 4.0.2).
 test-main: setup $(VENV_COMPAT)/.installed
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test-compat: $(VENV_COMPAT)/.installed node_modules/.installed
-	$(PY_COMPAT) -m pytest $(COMPAT_TESTS) $(PYTEST_ARGS)
+	$(PY_COMPAT) -m pytest -n $(COMPAT_WORKERS) --dist loadgroup $(COMPAT_TESTS) $(PYTEST_ARGS)
 
 # The README's test command: the installs side by side (two venvs, npm), lint, then the whole suite on the newest
-# pyspark and the connector + jobs on 4.0.2 side by side (TEST_JOBS=2): two pytest sessions, each with its own
-# local servers on free ports and its own SparkSession. Alone, each keeps 0.9-1.5 of CI's two cores busy (it
-# mostly waits on Spark triggers, server round trips and JVM start-ups), so side by side they end minutes
-# earlier (tests/spark_app on both: 168 s + 120 s one after the other, 187 s side by side; with
-# tests/connector/queries/test_source.py added: 236 s + 201 s, 335 s side by side; all green).
-# Every test still runs once on the newest pyspark and the connector + jobs once on 4.0.2.
-# `make test TEST_JOBS=1` runs them one after the other, as before: on a machine already loaded with other
-# work, Spark's fixed 10 s wait for a new Python worker to connect back can run out. --output-sync prints
+# pyspark and the connector + jobs on 4.0.2 side by side (TEST_JOBS=2), each pytest session spread over
+# TEST_WORKERS / COMPAT_WORKERS xdist workers, each worker with its own local servers on free ports and its own
+# SparkSession. The suite keeps CI's two cores busy that way; the figures, and what each knob costs: docs/testing.md.
+# `make test TEST_JOBS=1 TEST_WORKERS=0 COMPAT_WORKERS=0` runs one test at a time, as before (a machine loaded with
+# other work: Spark's fixed 10 s wait for a new Python worker to connect back can run out). --output-sync prints
 # each target's output whole once it ends (test-main's last).
 TEST_JOBS ?= 2
 test:
