@@ -6,6 +6,7 @@ Who calls it: the tests' session fixtures, the demo and the benchmarks (``from l
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -31,6 +32,8 @@ class LocalAws:
         quotas: Quotas | bool = False,
     ):
         self.specs = tuple(specs)
+        # A directory made here goes at stop(); pass ``log_dir`` to keep the servers' logs.
+        self._made_log_dir = not log_dir
         self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="localaws-"))
         self.servers: dict[str, LocalServer] = {}
         self.quotas = quotas
@@ -61,6 +64,8 @@ class LocalAws:
             front.quota_proxy.stop()
         for server in self.servers.values():
             server.stop()
+        if self._made_log_dir:
+            shutil.rmtree(self.log_dir, ignore_errors=True)
 
     def quota_summary(self) -> str:
         """What each quota proxy counted and refused (``QuotaReport.summary``), "" without quotas."""
