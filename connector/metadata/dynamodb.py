@@ -24,7 +24,7 @@ from ..errors import KinesisConnectorError
 from ..fetch.reads import ShardRead
 from ..retry import RetriesExhaustedError, RetryPolicy, error_code
 from .dynamodb_paging import batch_get, batch_write, query_all
-from .store import BATCH_DIGITS, MetadataStore, batch_shard_key, check_id
+from .store import BATCH_DIGITS, MetadataConflictError, MetadataStore, batch_shard_key, check_id
 
 SCHEME = "dynamodb://"
 PARTITION_KEY = "sourceId"
@@ -193,7 +193,7 @@ class DynamoDBStore(MetadataStore):
             return json.loads(winner[BODY]["S"])
         stored = self._get(key)  # servers that do not return the item: read it (strongly consistent)
         if stored is None:  # deleted between our attempt and our read: only a purge does that
-            raise RuntimeError(f"metadata item {key} in table {self.table} vanished while being written")
+            raise MetadataConflictError(f"metadata item {key} in table {self.table} vanished while being written")
         return stored
 
     def _get(self, key: dict[str, Any]) -> dict[str, Any] | None:

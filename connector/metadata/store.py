@@ -25,7 +25,8 @@ MARKER_PREFIX = "document-"  # a path store's marker file in a batch directory (
 
 
 class MetadataConflictError(KinesisConnectorError, RuntimeError):
-    """Another attempt of the same batch recorded a different end for a shard: this attempt must not be kept."""
+    """Another attempt of the same batch recorded a different end for a shard, or a purge deleted what this attempt
+    was recording: this attempt must not be kept."""
 
 
 def batch_shard_key(batch_id: int, stream: str, shard_id: str) -> str:
@@ -137,7 +138,7 @@ class PathStore(MetadataStore):
             return body
         stored = self._read(relative)
         if stored is None:  # deleted between our attempt and our read: only a purge does that
-            raise RuntimeError(f"metadata file {self.root}/{relative} vanished while being written")
+            raise MetadataConflictError(f"metadata file {self.root}/{relative} vanished while being written")
         return json.loads(stored)
 
     def put_shard_read(self, source_id: str, batch_id: int, read: ShardRead) -> ShardRead:

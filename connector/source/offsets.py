@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import KinesisConnectorError
 from ..positions import (
     AFTER_SEQUENCE_NUMBER,
     AT_SEQUENCE_NUMBER,
@@ -151,18 +152,23 @@ class PendingOffset:
         return json.dumps(self.to_dict(), separators=(",", ":"))
 
 
+class OffsetFormatError(KinesisConnectorError, ValueError):
+    """A checkpoint's offset that this version cannot read: another source's, or a newer format."""
+
+
 def parse_offset(value: str | Mapping[str, Any]) -> KinesisOffset | PendingOffset:
     """An offset from its JSON text (Spark passes JSON strings) or an already decoded dict, in either format."""
     body = json.loads(value) if isinstance(value, str) else dict(value)
     version = body.get("v")
     if version not in (V1, OFFSET_VERSION):
-        raise ValueError(f"offset version {version!r} is not supported (expected {V1} or {OFFSET_VERSION}): {body}")
+        expected = f"expected {V1} or {OFFSET_VERSION}"
+        raise OffsetFormatError(f"offset version {version!r} is not supported ({expected}): {body}")
     try:
         if "pending" in body:
             return PendingOffset(body["pending"], body["metadataPath"])
         return _parse_v1(body) if version == V1 else _parse_v2(body)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ValueError(f"not an aws-kinesis offset of format {version} ({exc!r}): {str(body)[:500]}") from None
+        raise OffsetFormatError(f"not an aws-kinesis offset of format {version} ({exc!r}): {str(body)[:500]}") from None
 
 
 def _parse_v1(body: dict[str, Any]) -> KinesisOffset:

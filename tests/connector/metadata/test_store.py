@@ -128,3 +128,18 @@ def test_the_conflict_check_compares_positions_not_bookkeeping(tmp_path: Path) -
         store.record_shard_read("src", 0, _read(records=3, last="18"))
     with pytest.raises(MetadataConflictError):  # same count and last record, another start
         store.record_shard_read("src", 0, replace(first, start=Position(AFTER_SEQUENCE_NUMBER, "5")))
+
+
+class _PurgedMeanwhile(LocalStore):
+    """Another attempt's record is there when this one creates its own, and purged when this one reads it."""
+
+    def _create(self, relative: str, body: bytes) -> bool:
+        return False
+
+    def _read(self, relative: str) -> bytes | None:
+        return None
+
+
+def test_a_record_purged_while_being_written_is_a_conflict(tmp_path: Path) -> None:
+    with pytest.raises(MetadataConflictError, match="vanished while being written"):
+        _PurgedMeanwhile(str(tmp_path)).put_shard_read("src", 3, _read())

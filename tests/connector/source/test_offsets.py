@@ -21,7 +21,7 @@ from pyspark_aws_kinesis.positions import (
     WHOLE_RECORD,
     Position,
 )
-from pyspark_aws_kinesis.source.offsets import KinesisOffset, PendingOffset, parse_offset
+from pyspark_aws_kinesis.source.offsets import KinesisOffset, OffsetFormatError, PendingOffset, parse_offset
 from tests.connector.support.source_util import format_1_json, reader, source_options
 
 
@@ -40,7 +40,7 @@ def test_offsets_round_trip_through_json() -> None:
     assert list(offset.active()) == ["s/shardId-1", "s/shardId-2"]
     pending = PendingOffset("abc", "/meta")
     assert parse_offset(pending.to_json()) == pending
-    with pytest.raises(ValueError, match="offset version"):
+    with pytest.raises(OffsetFormatError, match="offset version"):
         parse_offset('{"v": 99}')
 
 
@@ -181,7 +181,7 @@ def test_offset_size_per_shard_at_10000_shards() -> None:
 
 
 def test_a_damaged_offset_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match="not an aws-kinesis offset of format 2"):
+    with pytest.raises(OffsetFormatError, match="not an aws-kinesis offset of format 2"):
         parse_offset('{"v": 2, "sourceId": "s", "metadataPath": "/m", "batchId": 1, "streams": {"s": {"after": 5}}}')
     with pytest.raises(ValueError, match="needs a decimal sequence number"):
         parse_offset(
