@@ -3,7 +3,8 @@ the xdist worker, its wall seconds and the CPU seconds of the pytest process and
 and Python workers, the local servers, subprocesses), setup and teardown included. What to read from it:
 docs/testing.md. ``python -m tests.cpu_log FILE`` sums it by file.
 
-A process reparented away from the tree (a detached helper) is not counted; one that exits is counted once reaped.
+A process reparented away from the tree is not counted: a detached helper, or the JVM of a Spark app run as a
+subprocess once the app has exited (pyspark does not wait for it). One that exits is counted once reaped.
 """
 
 from __future__ import annotations
