@@ -193,8 +193,8 @@ def _send_all(
         stalled_rounds = stalled_rounds + 1 if len(outcome.pending) == len(sending) else 0
         stalled_since = pacer.clock() if stalled_rounds == 1 else stalled_since
         full_second = bool(outcome.throttled) and not outcome.unexplained
-        # Refusals for a shard's full second are sent again (when it has room) for as long as the policy's backoff
-        # would have waited in all: the shard pays its second back, others take turns. Other failures: its rounds.
+        # Refusals for a shard's full second are sent again (when it has room) as long as the policy's backoff
+        # would have waited in all: the shard pays its second back. Other failures get the policy's rounds.
         patient = full_second and pacer.clock() - stalled_since < _patience_s(retry)
         if stalled_rounds > retry.max_retries and not patient:
             stats.failed_entries += len(queues)

@@ -29,7 +29,7 @@ from ...retry import RetryPolicy
 from ..decode import Page, ShardContext
 
 # Names the socket, so that a broker of another version (still running from an earlier install) is never spoken to:
-# bump it whenever a message changes (3: JSON frames, a job secret, peer checks; 2 and before: pickle).
+# bump it when a message changes (3: JSON frames, a job secret, peer checks; 2: pickle).
 PROTOCOL = 3
 NEXT = b"n"
 ENV_DIR = "AWS_KINESIS_EFO_BROKER_DIR"

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from ...record_sizes import SHARD_READ_BYTES_PER_S
 from ...retry import quota_backoff
 
-# A call's bytes count from the call's start, but from no longer than this before its answer: a slow call leaves the
-# shard at most half the second's debt Kinesis tolerates (docs/source.md, "Reading at the shard's limit").
+# A call's bytes count from its start, but from no longer than this before its answer: a slow call leaves the
+# shard at most half the debt Kinesis tolerates (docs/source.md, "Reading at the shard's limit").
 MAX_CHARGE_LAG_S = 0.5
 NEGLIGIBLE_WAIT_S = 0.001  # a pay-back wait shorter than this is not worth a sleep
 MAX_BACKOFF_S = 10.0  # a refused shard's calls wait at most this long (a 10 MiB answer blocks its readers for 5 s)
