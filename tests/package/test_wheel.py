@@ -22,7 +22,17 @@ import pytest
 from infra import packaging
 from localaws import LocalServer
 
-from .venvs import ROOT, VENVS, filled_stream_options, fresh_venv, project_python, pyspark_home, run
+from .venvs import (
+    CONNECT_PORT,
+    ROOT,
+    VENVS,
+    filled_stream_options,
+    fresh_venv,
+    project_python,
+    pyspark_home,
+    run,
+    wait_until_port_free,
+)
 
 APP = Path(__file__).with_name("wheel_app.py")
 
@@ -112,6 +122,8 @@ def test_installed_wheel_reads_without_registering_in_pyspark_spark_submit_and_o
     for mode, (command, stdin) in runs.items():
         # -i: the REPL stays interactive with a piped stdin, so the shell's startup (its `spark`) runs first.
         shell_env = {"PYSPARK_DRIVER_PYTHON_OPTS": "-i"} if stdin else {}
+        if mode == "connect":
+            wait_until_port_free(CONNECT_PORT)  # the other pyspark's connect run may not have let it go yet
         out = run(command, work, timeout=420, stdin=stdin, **spark_env, **shell_env)
         (line,) = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
         result = json.loads(line.removeprefix("RESULT "))

@@ -13,7 +13,9 @@ requirement already satisfied (no index to fall back on) and install nothing but
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -37,6 +39,26 @@ CLEAN_ENV_KEYS = ("PATH", "HOME", "JAVA_HOME", "LANG", "TMPDIR")
 def clean_env(**extra: str) -> dict[str, str]:
     env = {key: os.environ[key] for key in CLEAN_ENV_KEYS if key in os.environ}
     return {**env, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1", **extra}
+
+
+# Where builder.remote("local[...]") starts its Spark Connect server: the client it returns knows no other port.
+CONNECT_PORT = 15002
+
+
+def wait_until_port_free(port: int, timeout_s: float = 120.0) -> None:
+    """Until 127.0.0.1:``port`` can be bound: the last app's JVM may outlive its Python (pyspark does not wait
+    for it) and still hold the port for a while on a busy machine."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed connection's TIME_WAIT is no owner
+            try:
+                probe.bind(("127.0.0.1", port))
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"127.0.0.1:{port} still in use after {timeout_s} s") from None
+        time.sleep(0.5)
 
 
 def run(
