@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 PY_COMPAT := $(VENV_COMPAT)/bin/python
 PYTEST_ARGS ?=
 # pytest-xdist workers of each pytest session, each with its own local servers and SparkSession (docs/testing.md).
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 COMPAT_WORKERS ?= 2
 DEMO_ARGS ?=
 BENCH ?=
@@ -27,7 +27,7 @@ help:
 	@echo 'make demo-short      the demo in CI mode: 12 s of events (make demo-short DEMO_ARGS=... too)'
 	@echo 'make test            lint, then the whole suite on pyspark 4.3 beside the connector and job tests on 4.0.2'
 	@echo '     TEST_JOBS=1     the two pytest sessions one after the other (default 2: side by side)'
-	@echo '     TEST_WORKERS=N  pytest-xdist workers of the pyspark 4.3 session (default 2; 0: none)'
+	@echo '     TEST_WORKERS=N  pytest-xdist workers of the pyspark 4.3 session (default 3; 0: none)'
 	@echo '     COMPAT_WORKERS=N  the same for the pyspark 4.0.2 session (default 2)'
 	@echo '     PYTEST_ARGS=... passed to both pytest sessions, e.g. make test PYTEST_ARGS="-x -k quota"'
 	@echo 'make servers         local Kinesis (behind the quotas) and moto until Ctrl-C; prints what to export'
