@@ -159,9 +159,8 @@ def group_cpu_s() -> float:
     they reaped: this benchmark, its Spark JVM, the source runner and the Python workers, but not the local servers
     (each runs in a session of its own). The difference over a phase is what that phase cost the machine's client
     side, whichever of the group's processes did the work."""
-    group, tick = os.getpgrp(), os.sysconf("SC_CLK_TCK")
-    ticks = sum(sum(int(v) for v in fields[11:15]) for _pid, fields in procfs.stat_fields() if int(fields[2]) == group)
-    return ticks / tick
+    group = os.getpgrp()
+    return sum(procfs.cpu_s(fields) for _pid, fields in procfs.stat_fields() if int(fields[2]) == group)
 
 
 def spark_session(master: str = "local[2]", **conf: str):

@@ -1,7 +1,7 @@
 """Every live process's ``/proc/<pid>/stat``, for the benchmarks that measure processes from outside them.
 
-Who calls it: ``bench.common.group_cpu_s`` (CPU time of a process group) and ``bench.soak_gauges`` (the process
-tree below the driver).
+Who calls it: ``bench.common.group_cpu_s`` (CPU time of a process group), ``bench.soak_gauges`` (the process
+tree below the driver) and ``tests/cpu_log.py`` (the CPU of a test worker's tree).
 """
 
 from __future__ import annotations
@@ -22,3 +22,21 @@ def stat_fields() -> Iterator[tuple[int, list[str]]]:
             except OSError:
                 continue
             yield int(entry.name), text.rsplit(")", 1)[1].split()
+
+
+def below(root: int, stats: dict[int, list[str]]) -> list[int]:
+    """Every process below ``root`` in ``stats`` (``dict(stat_fields())``), from the parent links."""
+    children: dict[int, list[int]] = {}
+    for pid, fields in stats.items():
+        children.setdefault(int(fields[1]), []).append(pid)
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def cpu_s(fields: list[str]) -> float:
+    """A process's CPU seconds from its stat fields: user and system, with what it has reaped."""
+    return sum(int(ticks) for ticks in fields[11:15]) / os.sysconf("SC_CLK_TCK")

@@ -72,22 +72,9 @@ def total(pids: list[int]) -> ProcessGauge:
     return found
 
 
-def _parents() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for pid, fields in procfs.stat_fields():
-        children.setdefault(int(fields[1]), []).append(pid)
-    return children
-
-
 def descendants(root: int) -> list[int]:
     """Every live process below ``root`` (from /proc's parent links)."""
-    children = _parents()
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
+    return procfs.below(root, dict(procfs.stat_fields()))
 
 
 def command(pid: int) -> bytes:

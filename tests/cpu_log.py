@@ -13,35 +13,21 @@ import json
 import os
 import sys
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from bench import procfs
+
 ENV = "KINESIS_TEST_CPU_LOG"
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def tree_cpu_s(root: int) -> float:
     """CPU seconds of ``root`` and its live descendants, with what each of them has reaped."""
-    children: dict[int, list[int]] = defaultdict(list)
-    used: dict[int, float] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # gone meanwhile
-        children[int(fields[1])].append(int(entry))
-        used[int(entry)] = sum(int(ticks) for ticks in fields[11:15]) / TICKS  # utime stime cutime cstime
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
-        total += used.get(pid, 0.0)
-        todo.extend(children.get(pid, ()))
-    return total
+    stats = dict(procfs.stat_fields())
+    return sum(procfs.cpu_s(stats[pid]) for pid in [root, *procfs.below(root, stats)] if pid in stats)
 
 
 @pytest.hookimpl(hookwrapper=True)
