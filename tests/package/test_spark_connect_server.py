@@ -23,6 +23,7 @@ import pytest
 
 from infra import packaging
 from localaws import LocalServer
+from localaws.servers import free_port
 
 from .venvs import (
     VENVS,
@@ -42,12 +43,6 @@ SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return packaging.build_wheel(tmp_path_factory.mktemp("dist"))
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def server_command(spark_home: Path, port: int) -> list:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import pytest
 from infra import packaging
 from localaws import LocalServer
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
+from tests.connector.support.source_util import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 # The project venvs whose pyspark the fresh venvs borrow; WHEEL_TEST_VENV_NEWEST / _COMPAT override them (a
@@ -45,20 +45,21 @@ def clean_env(**extra: str) -> dict[str, str]:
 CONNECT_PORT = 15002
 
 
+def port_is_free(port: int) -> bool:
+    """Whether 127.0.0.1:``port`` can be bound now, as Spark Connect binds it: without SO_REUSEADDR, so a closed
+    connection's TIME_WAIT on the port still holds it (up to a minute)."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def wait_until_port_free(port: int, timeout_s: float = 120.0) -> None:
     """Until 127.0.0.1:``port`` can be bound: the last app's JVM may outlive its Python (pyspark does not wait
     for it) and still hold the port for a while on a busy machine."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        with socket.socket() as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed connection's TIME_WAIT is no owner
-            try:
-                probe.bind(("127.0.0.1", port))
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"127.0.0.1:{port} still in use after {timeout_s} s") from None
-        time.sleep(0.5)
+    wait_for(lambda: port_is_free(port), timeout_s, 0.5, f"127.0.0.1:{port} to be free")
 
 
 def run(

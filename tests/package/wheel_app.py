@@ -30,9 +30,10 @@ def main() -> None:
     def phase(name: str) -> None:  # seconds since start, for the test's report when something is slow
         phases[name] = round(time.monotonic() - started, 1)
 
-    builder = SparkSession.builder.master("local[2]")
     if mode == "connect":  # its server on 127.0.0.1 only (pyspark's default is every interface)
         builder = SparkSession.builder.remote("local[2]").config("spark.connect.grpc.binding.address", "127.0.0.1")
+    else:
+        builder = SparkSession.builder.master("local[2]")
     spark = builder.config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate()
     phase("session")
     batch = spark.read.format("aws-kinesis").options(**options).load()
