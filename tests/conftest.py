@@ -24,7 +24,6 @@ ROOT = Path(__file__).resolve().parent.parent
 # Every Spark JVM the tests start (the session's and those of the apps run as subprocesses) compiles with C1 only and
 # collects with one thread: a start then costs 9-10 s of CPU instead of 16-18 on CI's 2 cores (docs/testing.md).
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-WIDE_SCOPES = ("module", "package", "session")
 
 
 _running: list[LocalAws] = []  # the session's servers, once started
@@ -165,30 +164,6 @@ def _register_connector(session) -> None:
     register = getattr(pyspark_aws_kinesis, "register", None)
     if register is not None:
         register(session)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`make test`): tests that share a fixture built once per module or directory (a wheel, a
-    synthesized template) run on one worker, so it is built once; and slow tests are handed out first, so that the
-    last ones to end are short (docs/testing.md)."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        return
-    for item in items:
-        group = _shared_fixture_home(item)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
-def _shared_fixture_home(item: pytest.Item) -> str | None:
-    """Where the widest-scoped fixture ``item`` uses is defined (its module or conftest directory), leaving out
-    this file's servers and Spark: each worker has its own of those anyway."""
-    homes = []
-    for definitions in item._fixtureinfo.name2fixturedefs.values():  # type: ignore[attr-defined]
-        fixture = definitions[-1]
-        if fixture.scope in WIDE_SCOPES and fixture.baseid not in ("", "tests"):
-            homes.append((WIDE_SCOPES.index(fixture.scope), fixture.baseid))
-    return max(homes)[1] if homes else None
 
 
 @pytest.hookimpl(hookwrapper=True)
