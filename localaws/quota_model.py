@@ -199,10 +199,11 @@ class QuotaBook:
             found = self._paybacks[key] = PayBack(rate)
         return found
 
-    def get_records(self, shard: ShardKey) -> Refusal | None:
-        """A GetRecords call on ``shard``: refused beyond 5 calls in a second, or while more than a second of its
-        bytes is still to be paid back."""
-        now, (stream, shard_id) = self.clock.now(), shard
+    def get_records(self, shard: ShardKey, now: float | None = None) -> Refusal | None:
+        """A GetRecords call on ``shard`` at ``now`` (the clock's now if None): refused beyond 5 calls in a second,
+        or while more than a second of its bytes is still to be paid back."""
+        now = self.clock.now() if now is None else now
+        stream, shard_id = shard
         message = f"Rate exceeded for Shard - {ACCOUNT_ID}/{stream}/{shard_id}"
         with self._lock:
             owed_s = self._payback(("read", shard), self.quotas.get_records_bytes).wait(now)

@@ -132,7 +132,8 @@ class QuotaHandler(FaultHandler):
         except ValueError as error:
             self._reply(400, [("Content-Type", "text/plain")], str(error).encode())
             return
-        document = self.proxy.report(groups or None).to_json()
+        with_calls = parse_qs(url.query).get("calls") == ["1"]
+        document = self.proxy.report(groups or None).to_json(with_calls)
         self._reply(200, [("Content-Type", "application/json")], json.dumps(document).encode())
 
     def do_POST(self) -> None:
@@ -177,7 +178,8 @@ class QuotaHandler(FaultHandler):
             self._count(call, ("", UNKNOWN_SHARD), calls=1)
             self._forward(call.body)
             return
-        if self._refused(call, shard, self.proxy.book.get_records(shard)):
+        decided_at = self.proxy.clock.now()  # logged: where the call falls in the shard's sliding second
+        if self._refused(call, shard, self.proxy.book.get_records(shard, decided_at), decided_at=decided_at):
             return
         status, headers, payload = self._send_upstream(call.body)
         records = nbytes = 0
@@ -187,7 +189,7 @@ class QuotaHandler(FaultHandler):
             self.proxy.book.charge_read(shard, nbytes)
             if answer.get("NextShardIterator"):
                 self.proxy.iterators.learn(answer["NextShardIterator"], shard)
-        self._count(call, shard, calls=1, records=records, nbytes=nbytes)
+        self._count(call, shard, calls=1, records=records, nbytes=nbytes, decided_at=decided_at)
         self._reply(status, headers, payload)
 
     def _get_shard_iterator(self, call: _Call) -> None:
@@ -334,11 +336,13 @@ class QuotaHandler(FaultHandler):
 
     # --- answers and counts --------------------------------------------------------------------------------
 
-    def _refused(self, call: _Call, shard: ShardKey, refusal: Refusal | None, consumer: str = "") -> bool:
+    def _refused(
+        self, call: _Call, shard: ShardKey, refusal: Refusal | None, consumer: str = "", **counts: Any
+    ) -> bool:
         """Answer ``refusal`` (and count it), if there is one."""
         if refusal is None:
             return False
-        self._count(call, shard, consumer, calls=1, refused=1, reason=refusal.reason)
+        self._count(call, shard, consumer, calls=1, refused=1, reason=refusal.reason, **counts)
         self._refuse(refusal)
         return True
 

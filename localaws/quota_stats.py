@@ -14,10 +14,15 @@ Counters of a row (``Tally``):
   ``records``, ``in_use``, ``creating``: see ``localaws.quota_model``);
 - ``records`` / ``bytes``: records and record bytes moved (GetRecords answers, events pushed, entries written);
 - ``refused_records``: PutRecords entries (and PutRecord calls) refused for the shard's write quota.
+
+Besides the rows, every GetRecords call is logged with the moment the proxy decided on it (``LoggedCall``): AWS
+counts a shard's calls over a sliding second, which per-second rows cannot show. ``report.most_in_a_second(...)``
+counts a client's calls in every sliding second of the log; over HTTP the log comes with ``calls=True``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -34,6 +39,7 @@ STATS_PATH = "/__quota_stats"
 OTHER = "other"
 COUNTERS = ("calls", "refused", "records", "refused_records", "bytes")
 KEYS = ("second", "client", "action", "stream", "shard", "consumer")
+LOGGED_ACTIONS = frozenset({"GetRecords"})  # AWS's tightest per-shard call quota (5 a second)
 
 
 @dataclass
@@ -88,6 +94,27 @@ class Row:
         )
 
 
+@dataclass(frozen=True)
+class LoggedCall:
+    at_s: float  # when the proxy decided on it, seconds since the proxy started
+    client: str
+    action: str
+    stream: str
+    shard: str
+    refused: bool
+
+
+def most_in_a_second(times: Iterable[float], span_s: float = 1.0) -> int:
+    """The most of ``times`` in any sliding ``span_s``, counted as AWS counts a shard's calls: one at u counts for
+    one at t while t - u < span_s."""
+    ordered, most, start = sorted(times), 0, 0
+    for end, at in enumerate(ordered):
+        while ordered[start] <= at - span_s:
+            start += 1
+        most = max(most, end - start + 1)
+    return most
+
+
 class QuotaStats:
     """The proxy's live counters (thread-safe); ``report()`` takes a snapshot."""
 
@@ -96,6 +123,7 @@ class QuotaStats:
         self.started = clock.now()
         self.started_epoch_s = time.time()
         self._rows: dict[tuple, Tally] = {}
+        self._calls: list[LoggedCall] = []
         self._lock = threading.Lock()
 
     def count(
@@ -112,10 +140,16 @@ class QuotaStats:
         records: int = 0,
         refused_records: int = 0,
         nbytes: int = 0,
+        decided_at: float | None = None,
     ) -> None:
+        """Add to the row of this second; a call of ``LOGGED_ACTIONS`` is also logged at ``decided_at`` (the
+        clock's time of the proxy's decision)."""
         second = int(self.clock.now() - self.started)
         key = (second, client, action, stream, shard, consumer)
         with self._lock:
+            if decided_at is not None and action in LOGGED_ACTIONS:
+                at_s = decided_at - self.started
+                self._calls.append(LoggedCall(at_s, client, action, stream, shard, refused > 0))
             tally = self._rows.get(key)
             if tally is None:
                 tally = self._rows[key] = Tally()
@@ -130,7 +164,8 @@ class QuotaStats:
     def report(self, groups: Mapping[str, str] | None = None) -> QuotaReport:
         with self._lock:
             rows = [Row(*key, tally=Tally.from_dict(tally.as_dict())) for key, tally in self._rows.items()]
-        report = QuotaReport(rows, self.started_epoch_s, self.clock.now() - self.started, self.quotas)
+            calls = list(self._calls)
+        report = QuotaReport(rows, self.started_epoch_s, self.clock.now() - self.started, self.quotas, calls)
         return report.grouped(groups) if groups else report
 
 
@@ -142,8 +177,16 @@ class QuotaReport:
     line the seconds up with its own events.
     """
 
-    def __init__(self, rows: list[Row], started_epoch_s: float, elapsed_s: float, quotas: Mapping[str, Any]):
+    def __init__(
+        self,
+        rows: list[Row],
+        started_epoch_s: float,
+        elapsed_s: float,
+        quotas: Mapping[str, Any],
+        calls: list[LoggedCall] | None = None,
+    ):
         self.rows, self.started_epoch_s, self.elapsed_s, self.quotas = rows, started_epoch_s, elapsed_s, quotas
+        self.calls = calls or []  # the logged calls (``LOGGED_ACTIONS``), in the order they were decided
 
     def select(
         self,
@@ -174,6 +217,15 @@ class QuotaReport:
             series[row.second].add(row.tally)
         return series
 
+    def most_in_a_second(self, client: str, stream: str | None = None, action: str = "GetRecords") -> dict[str, int]:
+        """Per shard, the most calls of ``client`` (a User-Agent substring or group label) in any sliding second of
+        the call log, refused ones included (needs the log: ``fetch(..., calls=True)`` over HTTP)."""
+        times: dict[str, list[float]] = {}
+        for call in self.calls:
+            if client in call.client and call.action == action and stream in (None, call.stream):
+                times.setdefault(call.shard, []).append(call.at_s)
+        return {shard: most_in_a_second(at) for shard, at in sorted(times.items())}
+
     def clients(self) -> list[str]:
         return sorted({row.client for row in self.rows})
 
@@ -188,25 +240,33 @@ class QuotaReport:
             key = (row.second, label(row.client), row.action, row.stream, row.shard, row.consumer)
             merged.setdefault(key, Tally()).add(row.tally)
         rows = [Row(*key, tally=tally) for key, tally in merged.items()]
-        return QuotaReport(rows, self.started_epoch_s, self.elapsed_s, self.quotas)
+        calls = [dataclasses.replace(call, client=label(call.client)) for call in self.calls]
+        return QuotaReport(rows, self.started_epoch_s, self.elapsed_s, self.quotas, calls)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, with_calls: bool = False) -> dict[str, Any]:
+        """The report as JSON; the call log only ``with_calls`` (a long run logs many)."""
         return {
             "started_epoch_s": self.started_epoch_s,
             "elapsed_s": self.elapsed_s,
             "quotas": self.quotas,
             "rows": [{**{k: getattr(row, k) for k in KEYS}, **row.tally.as_dict()} for row in self.rows],
+            **({"calls": [dataclasses.astuple(call) for call in self.calls]} if with_calls else {}),
         }
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> QuotaReport:
         rows = [Row(*(item[k] for k in KEYS), tally=Tally.from_dict(item)) for item in doc["rows"]]
-        return cls(rows, doc["started_epoch_s"], doc["elapsed_s"], doc["quotas"])
+        calls = [LoggedCall(*item) for item in doc.get("calls", [])]
+        return cls(rows, doc["started_epoch_s"], doc["elapsed_s"], doc["quotas"], calls)
 
     @classmethod
-    def fetch(cls, proxy_url: str, groups: Mapping[str, str] | None = None, timeout_s: float = 10) -> QuotaReport:
-        """The report of the quota proxy at ``proxy_url`` (its endpoint URL), read over HTTP."""
-        query = urllib.parse.urlencode([("group", f"{name}={token}") for name, token in (groups or {}).items()])
+    def fetch(
+        cls, proxy_url: str, groups: Mapping[str, str] | None = None, timeout_s: float = 10, calls: bool = False
+    ) -> QuotaReport:
+        """The report of the quota proxy at ``proxy_url`` (its endpoint URL), read over HTTP; with the call log if
+        ``calls``."""
+        pairs = [("group", f"{name}={token}") for name, token in (groups or {}).items()]
+        query = urllib.parse.urlencode(pairs + ([("calls", "1")] if calls else []))
         with urllib.request.urlopen(f"{proxy_url}{STATS_PATH}?{query}", timeout=timeout_s) as answer:
             return cls.from_json(json.load(answer))
 

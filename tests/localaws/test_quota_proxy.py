@@ -12,7 +12,6 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 from botocore.config import Config
@@ -20,7 +19,7 @@ from botocore.exceptions import ClientError
 
 from localaws import KINESALITE, LocalAws, LocalServer, aws_client
 from localaws.neighbour import NEIGHBOUR_TOKEN, Neighbour
-from localaws.quota_model import ManualClock, MiB
+from localaws.quota_model import MiB
 from localaws.quota_proxy import QuotaProxy, QuotaServer
 from localaws.quota_stats import QuotaReport, assert_refused_at_most
 from localaws.streams import create_stream, patiently, put_records, read_stream, wait_for_stream_active
@@ -28,12 +27,6 @@ from localaws.streams import create_stream, patiently, put_records, read_stream,
 SHARD_0, SHARD_1 = "shardId-000000000000", "shardId-000000000001"
 LOW, HIGH = "0", str(2**128 - 1)  # explicit hash keys on the first and the last shard
 THROTTLED = "ProvisionedThroughputExceededException"
-
-
-@pytest.fixture
-def proxy(kinesalite: LocalServer) -> Iterator[QuotaProxy]:
-    with QuotaProxy(kinesalite.endpoint_url, clock=ManualClock()) as running:
-        yield running
 
 
 def client(proxy: QuotaProxy, name: str = "quota-test"):
