@@ -62,6 +62,15 @@ $(VENV_COMPAT)/.installed: requirements-compat.txt
 	$(PY_COMPAT) -m pip install --quiet --disable-pip-version-check -r requirements-compat.txt
 	@touch $@
 
+# A class-data-sharing archive of Spark's classes per venv: the tests' Spark JVMs start on about half the CPU
+# (tests/spark_classes.py, docs/testing.md). Made once, after the venv's installs; about 30 s each.
+SPARK_CLASSES := $(VENV)/spark-classes.jsa $(VENV_COMPAT)/spark-classes.jsa
+$(VENV)/spark-classes.jsa: $(VENV)/.installed
+	$(PY) -m tests.spark_classes $@
+
+$(VENV_COMPAT)/spark-classes.jsa: $(VENV_COMPAT)/.installed
+	$(PY_COMPAT) -m tests.spark_classes $@
+
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
@@ -82,10 +91,10 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check .
 
 # tests/package installs the wheel against both venvs' pyspark (newest and 4.0.2).
-test-main: setup $(VENV_COMPAT)/.installed
+test-main: setup $(VENV_COMPAT)/.installed $(VENV)/spark-classes.jsa
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
-test-compat: $(VENV_COMPAT)/.installed node_modules/.installed
+test-compat: $(VENV_COMPAT)/.installed node_modules/.installed $(VENV_COMPAT)/spark-classes.jsa
 	$(PY_COMPAT) -m pytest -n $(COMPAT_WORKERS) --dist loadgroup $(COMPAT_TESTS) $(PYTEST_ARGS)
 
 # The README's test command: the installs side by side (two venvs, npm), lint, then the whole suite on the newest
@@ -97,7 +106,7 @@ test-compat: $(VENV_COMPAT)/.installed node_modules/.installed
 # each target's output whole once it ends (test-main's last).
 TEST_JOBS ?= 2
 test:
-	@$(MAKE) --no-print-directory -j3 --output-sync=target setup $(VENV_COMPAT)/.installed
+	@$(MAKE) --no-print-directory -j3 --output-sync=target setup $(VENV_COMPAT)/.installed $(SPARK_CLASSES)
 	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-main test-compat
 

@@ -18,12 +18,14 @@ import pytest
 from localaws import LocalAws, LocalServer
 from localaws.quota_proxy import QuotaProxy
 from localaws.streams import create_stream, unique_name
+from tests import spark_classes
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Every Spark JVM the tests start (the session's and those of the apps run as subprocesses) compiles with C1 only and
-# collects with one thread: a start then costs 9-10 s of CPU instead of 16-18 on CI's 2 cores (docs/testing.md).
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# Every Spark JVM the tests start (the session's and those of the apps run as subprocesses) compiles with C1 only,
+# collects with one thread and maps the venv's archive of Spark's classes: a start then costs about 5 s of CPU
+# instead of 16-18 on CI's 2 cores (docs/testing.md).
+os.environ.setdefault("SPARK_SUBMIT_OPTS", spark_classes.java_options(spark_classes.venv_archive()))
 
 
 _running: list[LocalAws] = []  # the session's servers, once started

@@ -1,0 +1,55 @@
+"""The archive of Spark's classes the tests' JVMs map (tests/spark_classes.py): it fits this venv's Spark JVM, and
+a JVM it does not fit runs without it, and says nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import spark_classes
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The venv's archive (``make test`` makes it), or one made here when the venv has none."""
+    made = spark_classes.venv_archive()
+    if not made.is_file():
+        made = tmp_path_factory.mktemp("classes") / "spark-classes.jsa"
+        spark_classes.dump(made)
+    return made
+
+
+def test_spark_jvm_maps_the_archive(archive: Path) -> None:
+    # -Xshare:on: a JVM that cannot map the archive (another classpath or JDK) fails instead of loading the jars.
+    options = spark_classes.java_options(archive) + " -Xshare:on"
+    submit = Path(sys.executable).with_name("spark-submit")
+    out = subprocess.run(
+        [str(submit), "--version"],
+        env=spark_classes.submit_env(SPARK_SUBMIT_OPTS=options),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "version" in out.stdout + out.stderr
+
+
+def test_a_jvm_of_another_classpath_ignores_it_silently(archive: Path, tmp_path: Path) -> None:
+    (tmp_path / "Hello.java").write_text(
+        'class Hello { public static void main(String[] a) { System.out.println("hi"); } }'
+    )
+    out = subprocess.run(
+        ["java", *spark_classes.java_options(archive).split(), "-cp", str(tmp_path), str(tmp_path / "Hello.java")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (out.returncode, out.stdout, out.stderr) == (0, "hi\n", "")
+
+
+def test_the_options_name_the_archive_only_when_there_is_one(archive: Path) -> None:
+    assert f"-XX:SharedArchiveFile={archive}" in spark_classes.java_options(archive).split()
+    assert spark_classes.java_options(archive.with_name("none.jsa")) == spark_classes.BASE_OPTIONS
