@@ -33,7 +33,8 @@ VENVS = {
     "pyspark-4.0.2": Path(os.environ.get("WHEEL_TEST_VENV_COMPAT", ROOT / ".venv-compat")),
 }
 # An environment with no way to the checkout or to an index: no PYTHONPATH, no pip config (find-links).
-CLEAN_ENV_KEYS = ("PATH", "HOME", "JAVA_HOME", "LANG", "TMPDIR")
+# SPARK_SUBMIT_OPTS: the suite's cheaper JVM options (tests/conftest.py); the borrowed pyspark's jars fit its archive.
+CLEAN_ENV_KEYS = ("PATH", "HOME", "JAVA_HOME", "LANG", "TMPDIR", "SPARK_SUBMIT_OPTS")
 
 
 def clean_env(**extra: str) -> dict[str, str]:

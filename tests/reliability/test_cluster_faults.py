@@ -56,6 +56,9 @@ def start_app(config: dict, py_files: Path, log: Path) -> subprocess.Popen:
         "spark.ui.enabled=false",
         "--conf",
         "spark.sql.shuffle.partitions=2",
+        # The executors' JVMs too: the suite's cheaper options (tests/conftest.py; the driver's come from the env).
+        "--conf",
+        f"spark.executor.extraJavaOptions={os.environ.get('SPARK_SUBMIT_OPTS', '')}",
         str(APP),
         json.dumps(config),
     ]
