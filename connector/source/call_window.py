@@ -11,9 +11,8 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-# AWS's sliding second and 10 ms: a call that reached AWS late would make the next the 6th of its second beside
-# another reader's (docs/source.md, "What the source costs a shard").
-RATE_WINDOW_S = 1.01
+from ..shard_calls import RATE_WINDOW_S
+
 # Older calls can never count again (a second of slack for a read's calls heard late): a shard planned from its reads
 # keeps its last seconds' calls, not its history.
 KEPT_S = RATE_WINDOW_S + 1.0

@@ -134,6 +134,8 @@ class BatchPlanner:
             cap = offset.max_records.get(key)
             held = self.prober.held(key, position)  # the probe's answer: the read's first page
             not_before = self._not_before[1].get(key) if self._not_before[0] == offset.batch_id else None
+            if not_before is None:  # the task cannot see the shard's second; its first call waits for room in it
+                not_before = self.prober.room_from_ms(key)
             tasks.append(ShardTask(stream, shard_id, low, high, position, cap, handoff, last_call, held, not_before))
         return tasks
 

@@ -11,6 +11,7 @@ and read" and "What the source costs a shard".
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -155,6 +156,12 @@ class ShardProber:
             and freshest(position, state.iterator, handoffs.get(key)) is not None
         ]
         return self.steady.read_starts(ready, now, wall_ms)
+
+    def room_from_ms(self, key: str) -> int | None:
+        """The wall-clock ms from which the shard's second has room for one more of the query's calls, counting
+        every call known (None: it has room now); a read's first call waits for it (``ShardTask.not_before_ms``)."""
+        room_s = self.windows.room_in(key, time.monotonic())
+        return now_ms() + math.ceil(room_s * 1000) if room_s > 0 else None
 
     def read_called(self, key: str, called_ms: int) -> None:
         """A batch's read of ``key`` made a GetRecords at ``called_ms`` (wall ms; the planner passes each of the

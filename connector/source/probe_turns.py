@@ -16,13 +16,11 @@ from dataclasses import dataclass, field
 
 from ..positions import split_shard_key
 from ..retry import quota_backoff
+from ..shard_calls import ALONE_PROBE_INTERVAL_S, query_calls_per_s
 from .call_window import ShardCallWindows
 from .probe_answers import Found, ProbeResult
 
 MAX_BACKOFF_INTERVALS = 8  # a refused shard's probe interval doubles up to this many probe intervals
-SHARED_CALLS_PER_S = 4  # of a busy shard's 5 calls a second: one left to another reader (Lambda polls once a second)
-ALONE_CALLS_PER_S = 5  # ...unless kinesis.probeIntervalMs <= ALONE_PROBE_INTERVAL_S says the query reads it alone
-ALONE_PROBE_INTERVAL_S = 0.2
 MIN_CALL_INTERVAL_S = 0.2  # AWS's pace for 5 calls a second: the least fetch interval the busy gap is taken from
 # A busy shard's calls are at least this share of the fetch interval apart: a trigger a little early still asks.
 BUSY_GAP_SHARE = 0.875
@@ -65,11 +63,7 @@ class ProbeTurns:
         busy = interval_s if busy_interval_s is None else BUSY_GAP_SHARE * max(busy_interval_s, MIN_CALL_INTERVAL_S)
         self.busy_interval_s = min(busy, interval_s)
         alone = interval_s <= ALONE_PROBE_INTERVAL_S
-        # None counted where an idle shard is asked more often than AWS allows (whoever sets it takes the refusals).
-        calls_per_s = (
-            None if interval_s < ALONE_PROBE_INTERVAL_S else ALONE_CALLS_PER_S if alone else SHARED_CALLS_PER_S
-        )
-        self.windows = ShardCallWindows(calls_per_s)  # the query's calls on each shard in its second
+        self.windows = ShardCallWindows(query_calls_per_s(interval_s))  # the query's calls on each shard
         self.window_wait_s = ALONE_WINDOW_WAIT_S if alone else SHARED_WINDOW_WAIT_S  # for room in a shard's second
         self._phases: dict[str, float] = {}  # shard key -> its moment of the probe interval (``spread``)
         self._phased: frozenset[str] = frozenset()  # the shards the phases were spread over

@@ -29,6 +29,7 @@ from ..options import OptionError, ParsedOptions, Side, parse_options
 from ..positions import PositionSpec, ShardEnd, parse_ending_position, parse_starting_position
 from ..private import open_private_dir, user_temp_path
 from ..retry import RetryPolicy
+from ..shard_calls import min_call_gap_s, query_calls_per_s
 
 _STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.\-]{1,128}$")
 DEFAULT_METADATA_DIR = "aws-kinesis-metadata"
@@ -255,7 +256,8 @@ class SourceSettings:
                 self.client, efo.subscribe_timeout_s, retry, consumer_arn, efo.consumer_name, context, efo.broker_secret
             )
         first = None if self.records_per_fetch_given else FIRST_CALL_LIMIT  # see PollingSettings
-        polling = PollingSettings(self.records_per_fetch, self.fetch_interval_s, first)
+        gap_s = min_call_gap_s(query_calls_per_s(self.probe_interval_s))  # the driver's probes keep it too
+        polling = PollingSettings(self.records_per_fetch, self.fetch_interval_s, first, gap_s)
         return GetRecordsTransport(
             kinesis, context, self.client.retry, polling, task.handoff, task.last_call_ms, task.held, task.not_before_ms
         )

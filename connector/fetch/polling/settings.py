@@ -23,9 +23,15 @@ class PollingSettings:
     records_per_call: int = 10000
     fetch_interval_s: float = 0.2  # between the starts of two calls on one shard
     first_call_limit: int | None = None
+    min_call_gap_s: float = 0.0  # the query's least gap between two calls on a shard (shard_calls)
+
+    @property
+    def call_interval_s(self) -> float:
+        """Between the starts of two calls on one shard: the fetch interval, at least the query's least gap."""
+        return max(self.fetch_interval_s, self.min_call_gap_s)
 
     @property
     def call_budget_bytes(self) -> float:
         """The bytes one answer may hold: the shard's read quota for one call interval (at least
         ``MIN_BUSY_INTERVAL_S``: 4 such answers a second are the shard's 2 MiB/s)."""
-        return SHARD_READ_BYTES_PER_S * max(self.fetch_interval_s, MIN_BUSY_INTERVAL_S)
+        return SHARD_READ_BYTES_PER_S * max(self.call_interval_s, MIN_BUSY_INTERVAL_S)

@@ -10,6 +10,7 @@ read" and "Reading at the shard's limit".
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -53,8 +54,8 @@ class GetRecordsTransport:
         self.context = context
         self.retry = retry
         self.settings = settings
-        self.pacer = CallPacer(settings.fetch_interval_s)
-        self.backoff = ReadBackoff(settings.fetch_interval_s, settings.records_per_call)
+        self.pacer = CallPacer(settings.call_interval_s)
+        self.backoff = ReadBackoff(settings.call_interval_s, settings.records_per_call)
         self.memory = SHARD_MEMORY  # the shard's record size (each call's Limit) and its earlier reads' pay-back
         self._shard = (context.stream_name, context.shard_id)
         self.handoff = handoff  # an iterator someone already holds, used when a read starts at its position
@@ -65,6 +66,7 @@ class GetRecordsTransport:
         # when the last GetRecords calls started (wall clock: the driver counts them in the shard's second)
         self.call_starts_ms: deque[int] = deque(maxlen=CALLS_KEPT)
         self._what = context.label
+        self._starting = threading.Lock()  # a read-ahead call starts, and is listed, only while its read goes on
 
     def pages(self, start: Position, wanted: Callable[[], int | None]) -> Iterator[Page]:
         """Pages from ``start`` until a page without NextShardIterator (the shard's end)."""
@@ -84,6 +86,7 @@ class GetRecordsTransport:
             self.pacer.not_before(self.pacer.clock() + (self.not_before_ms - now_ms()) / 1000.0)
         ahead: Future[Page | None] | None = None  # the next page, asked while the caller works on this one
         pool: ThreadPoolExecutor | None = None
+        ended = threading.Event()  # the read is over: a read-ahead call still waiting for its turn is not made
         try:
             while True:
                 if held is not None:
@@ -99,7 +102,7 @@ class GetRecordsTransport:
                 more = self._read_ahead_limit(page, wanted())
                 if more is not None:
                     pool = pool or ThreadPoolExecutor(1, thread_name_prefix=f"read-ahead {self.context.shard_id}")
-                    ahead = pool.submit(self._paced_call, page.next_iterator, more, handed)
+                    ahead = pool.submit(self._paced_call, page.next_iterator, more, handed, ended)
                     handed = False
                 yield page
                 if page.next_iterator is None:
@@ -108,6 +111,8 @@ class GetRecordsTransport:
                     position = Position(AFTER_SEQUENCE_NUMBER, page.last_sequence, WHOLE_RECORD)
                 iterator = page.next_iterator
         finally:
+            with self._starting:  # before the read's result lists its calls: none starts unlisted after it
+                ended.set()
             if pool is not None:  # a call still under way finishes on its own; its page is not needed
                 pool.shutdown(wait=False, cancel_futures=True)
 
@@ -145,14 +150,20 @@ class GetRecordsTransport:
         left = wanted - len(page)
         return left if left > 0 else None
 
-    def _paced_call(self, iterator: str, wanted: int | None, handed: bool = False) -> Page | None:
+    def _paced_call(
+        self, iterator: str, wanted: int | None, handed: bool = False, ended: threading.Event | None = None
+    ) -> Page | None:
         """One GetRecords call after the pause, asked again (after a longer pause) while Kinesis refuses it for
-        the shard's quota."""
+        the shard's quota; a read-ahead call (``ended`` given) is not made once its read is over: the driver,
+        which counts the shard's calls from the read's result, would never hear of it."""
         while True:
             self.pacer.wait()
             started = self.pacer.last_start
-            called_ms = now_ms()
-            self._called(called_ms)
+            with self._starting:
+                if ended is not None and ended.is_set():
+                    return None
+                called_ms = now_ms()
+                self._called(called_ms)
             try:
                 page = self._get_records(iterator, wanted, handed)
             except ClientError as exc:

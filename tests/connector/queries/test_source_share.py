@@ -19,6 +19,7 @@ from localaws.quota_proxy import QuotaProxy
 from localaws.quota_stats import assert_refused_at_most
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 from localaws.streams import put_records
+from pyspark_aws_kinesis.shard_calls import SHARED_CALLS_PER_S
 from tests.connector.queries.query_util import _committed
 from tests.connector.support.source_util import FORMAT, wait_for
 
@@ -86,6 +87,8 @@ def test_a_default_query_beside_a_neighbour_leaves_it_its_calls_idle_and_busy(
     assert Counter(_committed(spark, tmp_path / "out")) == Counter(produced)
     assert Counter(neighbour.read) == Counter(produced)
     assert_refused_at_most(report, 0.01, client="neighbour", stream=stream)
+    # Every sliding second of the proxy's log, whoever of ours called (probes, reads, retries): the share kept.
+    assert set(report.most_in_a_second("other", stream=stream).values()) <= set(range(1, SHARED_CALLS_PER_S + 1))
     idle = {shard: after[shard] - before[shard] for shard in after}
     # one a second, at each shard's turn of it (half a second to a second and a half apart): the window's first call
     # may be the turn before it

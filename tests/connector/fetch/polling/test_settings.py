@@ -31,3 +31,9 @@ def test_a_longer_interval_lets_one_answer_hold_the_quota_of_that_interval() -> 
 def test_the_settings_are_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         PollingSettings().records_per_call = 1  # type: ignore[misc]
+
+
+def test_the_call_interval_is_the_fetch_interval_or_the_querys_least_gap() -> None:
+    assert PollingSettings(fetch_interval_s=0.2).call_interval_s == 0.2
+    assert PollingSettings(fetch_interval_s=0.2, min_call_gap_s=0.2525).call_interval_s == 0.2525
+    assert PollingSettings(fetch_interval_s=0.5, min_call_gap_s=0.2525).call_interval_s == 0.5

@@ -162,3 +162,46 @@ def test_a_page_asked_ahead_and_not_needed_is_dropped_without_a_gap(kinesalite: 
     again = GetRecordsTransport(calls, context, RetryPolicy(), PollingSettings(10, 0.0))
     rest, result = _read_range(again, context, result.next_start())
     assert rest == sequences[13:] and result.stop == STOP_CAUGHT_UP
+
+
+def test_a_reads_calls_keep_the_querys_least_gap_beyond_the_fetch_interval(
+    kinesalite: LocalServer, lite_stream
+) -> None:
+    """``PollingSettings.min_call_gap_s`` (shard_calls: 4 calls in any 1.01 s on a shared shard): a read that cannot
+    see the driver's count starts its calls that far apart, though the fetch interval is shorter."""
+    stream = lite_stream(shards=1)
+    kinesis = kinesalite.client("kinesis")
+    put_records(kinesis, stream, [(f"k{i}".encode(), f"k{i}") for i in range(7)])
+    shard = list_shards(kinesis, stream)[0]
+    clock = SimulatedClock()
+    calls = TimedCalls(_reader_client(kinesalite), clock, 0.01)
+    context = ShardContext(stream, shard.shard_id, shard.starting_hash_key, shard.ending_hash_key)
+    settings = PollingSettings(3, 0.2, min_call_gap_s=0.2525)
+    transport = GetRecordsTransport(calls, context, RetryPolicy(), settings)
+    transport.pacer.clock, transport.pacer.sleep = clock, clock.sleep
+
+    rows = 0
+    for page in transport.pages(Position(TRIM_HORIZON), lambda: None):
+        rows += len(page)
+        if rows == 7:
+            break
+    assert len(calls.starts) == 3  # 3 + 3 + 1 records
+    gaps = [later - earlier for earlier, later in zip(calls.starts, calls.starts[1:], strict=False)]
+    assert all(gap >= 0.2525 - 1e-9 for gap in gaps), gaps
+
+
+def test_a_read_ahead_call_still_waiting_when_its_read_ends_is_never_made(kinesalite: LocalServer, lite_stream) -> None:
+    """The driver counts a shard's calls from the read's result (``call_starts_ms``): a read-ahead call made after
+    the read ended would be one it never hears of, a 5th in some second beside another reader."""
+    stream = lite_stream(shards=1)
+    kinesis = kinesalite.client("kinesis")
+    put_records(kinesis, stream, [(f"k{i}".encode(), f"k{i}") for i in range(7)])
+    shard = list_shards(kinesis, stream)[0]
+    calls = CountedCalls(_reader_client(kinesalite))
+    context = ShardContext(stream, shard.shard_id, shard.starting_hash_key, shard.ending_hash_key)
+    transport = GetRecordsTransport(calls, context, RetryPolicy(), PollingSettings(3, 1.5))
+    pages = transport.pages(Position(TRIM_HORIZON), lambda: None)
+    assert len(next(pages)) == 3  # more wait behind: the next page is asked ahead, 1.5 s after the first call
+    pages.close()  # the read is over before the interval has passed
+    time.sleep(2.0)
+    assert calls.started == len(transport.call_starts_ms) == 1
