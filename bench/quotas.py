@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python -m bench.quotas [--shards N] [--mib-per-shard MIB] [--record-kib KIB] [--busy-s S]
 [--efo [--efo-mib-per-shard MIB] [--efo-record-kib KIB] [--efo-rounds N]]``
 (always behind ``localaws.quota_proxy`` with AWS's limits: the quotas are what is measured, so ``run_all`` never
-passes ``--no-quotas`` here). About a minute and a half on the 2-core machine with the defaults.
+passes ``--no-quotas`` here). About 8 minutes on the 2-core machine with the defaults (phase 4: 6).
 
 Two phases, one Spark streaming query each, the connector's default options and the default trigger, into noop:
 1. **Alone on a backlog**: a stream preloaded (directly) with ``--mib-per-shard`` per shard; the query reads it from
@@ -33,6 +33,11 @@ Two phases, one Spark streaming query each, the connector's default options and 
    bytes are paid back at 2 MiB/s, so the tip event marks the end), against the 2 MiB/s line, and the CPU seconds
    kinesis-mock's process spent meanwhile; then each reader's median, ours / the baseline per round, and the
    SubscribeToShard calls and refusals of each.
+4. **Busy beside a neighbour** (``bench.quotas_busy`` with its defaults, right after phase 2; not with
+   ``--efo``): a fresh stream per trigger (the default, 200 ms and 1 s), a neighbour polling each shard once a
+   second, and a producer writing 20 s at each of five steady rates from 1 to 1,000 records a second per shard,
+   records of 20 B to 100 KiB: per trigger and rate, the neighbour's refused calls (the bar: at most 1 %) and the
+   most of ours in any sliding second on a shard (kept: 4). About 6 minutes.
 Rates and ratios are printed, never asserted (tests/connector/queries/test_source_share.py asserts the counts).
 ``--plot`` (matplotlib; "" for none) draws phases 1 and 2 second by second as the proxy counted them: each shard's
 read rate against the 2 MiB/s line, and each reader's GetRecords calls per shard against the 5 calls/s line,
@@ -54,6 +59,7 @@ from statistics import mean, median
 
 from botocore.config import Config
 
+from bench import quotas_busy
 from bench.common import Server, spark_session
 from bench.common import options as bench_options
 from localaws import LocalAws, aws_client
@@ -490,6 +496,8 @@ def main(argv: list[str] | None = None) -> None:
         if not args.backlog_only:
             more, panel = sharing_phase(spark, server, args, where)
             lines, panels = lines + more, [*panels, panel]
+            print("4. busy beside a neighbour (bench.quotas_busy's defaults):", flush=True)
+            lines += quotas_busy.busy_phase(spark, aws, quotas_busy.parse_args([]), os.path.join(where, "busy"))
         spark.stop()
         print("kinesalite behind the quota proxy (AWS's limits); Spark local[2]; the connector's default options")
         print("\n".join(lines))
