@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from bench.common import spark_session
 from localaws import LocalAws
 from localaws.neighbour import NEIGHBOUR_TOKEN, Neighbour
-from localaws.quota_stats import LoggedCall, QuotaReport, most_in_a_second
+from localaws.quota_stats import LoggedCall, QuotaReport, most_in_a_second, sliding_windows
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE
 from localaws.streams import create_stream, put_records, unique_name
 
@@ -37,22 +37,14 @@ TICKS_PER_S = 4
 OUR_LIMIT = 4  # the calls a second the source keeps to on a shared shard (connector/source/probe_turns.py)
 
 
-def crowded_second(calls: list[LoggedCall], limit: int) -> str:
-    """The first sliding second in which one shard had more than ``limit`` of ``calls``: their offsets in ms from
-    the first, refused ones marked R."""
-    by_shard: dict[str, list[LoggedCall]] = {}
-    for call in calls:
-        by_shard.setdefault(call.shard, []).append(call)
-    for shard, shard_calls in sorted(by_shard.items()):
-        shard_calls.sort(key=lambda call: call.at_s)
-        start = 0
-        for end, call in enumerate(shard_calls):
-            while shard_calls[start].at_s <= call.at_s - 1.0:
-                start += 1
-            if end - start + 1 > limit:
-                window = shard_calls[start : end + 1]
-                parts = [f"{(c.at_s - window[0].at_s) * 1000:.0f}{'R' if c.refused else ''}" for c in window]
-                return f"{shard}: calls at +{', +'.join(parts)} ms"
+def crowded_second(shard: str, ordered: list[LoggedCall], limit: int) -> str:
+    """The first sliding second of ``ordered`` (one shard's calls, by time) holding more than ``limit``: their
+    offsets in ms from the first, refused ones marked R ("" if none)."""
+    for start, end in sliding_windows([call.at_s for call in ordered]):
+        if end - start > limit:
+            window = ordered[start:end]
+            parts = [f"{(c.at_s - window[0].at_s) * 1000:.0f}{'R' if c.refused else ''}" for c in window]
+            return f"{shard}: calls at +{', +'.join(parts)} ms"
     return ""
 
 
@@ -103,18 +95,19 @@ def calls_between(report: QuotaReport, stream: str, start_s: float, end_s: float
 def summarize(trigger: str, rate: str, calls: list[LoggedCall], shards: int, seconds: float) -> RateResult:
     neighbours = [call for call in calls if NEIGHBOUR_TOKEN in call.client]
     ours = [call for call in calls if NEIGHBOUR_TOKEN not in call.client]
-    by_shard: dict[str, list[float]] = {}
-    for call in ours:
-        by_shard.setdefault(call.shard, []).append(call.at_s)
+    by_shard: dict[str, list[LoggedCall]] = {}
+    for call in sorted(ours, key=lambda call: call.at_s):
+        by_shard.setdefault(call.shard, []).append(call)
+    crowded = (crowded_second(shard, ordered, OUR_LIMIT) for shard, ordered in sorted(by_shard.items()))
     return RateResult(
         trigger,
         rate,
         len(neighbours),
         sum(call.refused for call in neighbours),
         len(ours) / shards / seconds,
-        max((most_in_a_second(times) for times in by_shard.values()), default=0),
+        max((most_in_a_second(call.at_s for call in ordered) for ordered in by_shard.values()), default=0),
         sum(call.refused for call in ours),
-        crowded_second(ours, OUR_LIMIT),
+        next((found for found in crowded if found), ""),
     )
 
 

@@ -29,7 +29,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,15 +104,19 @@ class LoggedCall:
     refused: bool
 
 
-def most_in_a_second(times: Iterable[float], span_s: float = 1.0) -> int:
-    """The most of ``times`` in any sliding ``span_s``, counted as AWS counts a shard's calls: one at u counts for
-    one at t while t - u < span_s."""
-    ordered, most, start = sorted(times), 0, 0
+def sliding_windows(ordered: Sequence[float], span_s: float = 1.0) -> Iterator[tuple[int, int]]:
+    """For each of the sorted ``ordered`` times, ``(start, end)``: the slice ``ordered[start:end]`` of those that
+    count with it, as AWS counts a shard's calls (one at u counts for one at t while t - u < span_s)."""
+    start = 0
     for end, at in enumerate(ordered):
         while ordered[start] <= at - span_s:
             start += 1
-        most = max(most, end - start + 1)
-    return most
+        yield start, end + 1
+
+
+def most_in_a_second(times: Iterable[float], span_s: float = 1.0) -> int:
+    """The most of ``times`` in any sliding ``span_s`` (``sliding_windows``)."""
+    return max((end - start for start, end in sliding_windows(sorted(times), span_s)), default=0)
 
 
 class QuotaStats:
