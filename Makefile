@@ -65,11 +65,8 @@ $(VENV_COMPAT)/.installed: requirements-compat.txt
 # A class-data-sharing archive of Spark's classes per venv: the tests' Spark JVMs start on about half the CPU
 # (tests/spark_classes.py, docs/testing.md). Made once, after the venv's installs; about 30 s each.
 SPARK_CLASSES := $(VENV)/spark-classes.jsa $(VENV_COMPAT)/spark-classes.jsa
-$(VENV)/spark-classes.jsa: $(VENV)/.installed
-	$(PY) -m tests.spark_classes $@
-
-$(VENV_COMPAT)/spark-classes.jsa: $(VENV_COMPAT)/.installed
-	$(PY_COMPAT) -m tests.spark_classes $@
+%/spark-classes.jsa: %/.installed
+	$*/bin/python -m tests.spark_classes $@
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
