@@ -42,7 +42,7 @@ def test_max_records_per_trigger_is_spread_over_the_shards(kinesalite: LocalServ
     start = roundtrip(source.initialOffset())
     first = parse_offset(roundtrip(source.latestOffset(start, None)))
     assert sorted(first.max_records.values()) == [5, 5, 5, 5]
-    _end, batches = drain(source, start)
+    _end, batches = drain(source, start, expect=len(produced))
     assert all(len(batch) <= 20 for batch in batches)
     assert len(batches) >= 6
     per_shard = Counter(row["shardId"] for row in batches[0])

@@ -47,7 +47,7 @@ def test_every_record_once_through_throttling_5xx_drops_and_expired_iterators(
             },
         )
         source = reader(options)
-        _end, batches = drain(source, roundtrip(source.initialOffset()))
+        _end, batches = drain(source, roundtrip(source.initialOffset()), expect=len(produced))
     rows = [row for batch in batches for row in batch]
     assert sorted(payloads(rows)) == sorted(produced)
     assert len(rows) == len(produced)

@@ -33,9 +33,9 @@ def test_batches_carry_positions_and_read_every_record_once(kinesalite: LocalSer
     produced = put_numbered(kinesalite, stream, "a", 30)
     source = reader(source_options(kinesalite, stream, tmp_path, **{"kinesis.maxFetchRecordsPerShard": "4"}))
     start = roundtrip(source.initialOffset())
-    start, batches = drain(source, start)
+    start, batches = drain(source, start, expect=len(produced))
     produced += put_numbered(kinesalite, stream, "b", 10)
-    start, more = drain(source, start)
+    start, more = drain(source, start, expect=10)
     for rows in batches + more:
         assert all(len([r for r in rows if r["shardId"] == shard]) <= 4 for shard in {r["shardId"] for r in rows})
     assert sorted(payloads([row for rows in batches + more for row in rows])) == sorted(produced)

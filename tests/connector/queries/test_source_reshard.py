@@ -99,7 +99,7 @@ def test_split_and_merge_while_records_arrive(kinesis_mock: LocalServer, mock_st
     start, more = read_for(source, start, 2.0)
     rows += more
     produced = producer.stop()
-    start, batches = drain(source, start)
+    start, batches = drain(source, start, expect=len(produced) - len(rows))
     rows += [row for batch in batches for row in batch]
 
     check_once_and_in_key_order(rows, produced)
@@ -126,7 +126,7 @@ def test_reshard_while_the_query_is_stopped(kinesis_mock: LocalServer, mock_stre
     put_records(kinesis, stream, after)
 
     restarted = reader(options)  # a new driver resumes from the checkpointed offset
-    start, batches = drain(restarted, start)
+    start, batches = drain(restarted, start, expect=len(before + after) - len(rows))
     rows += [row for batch in batches for row in batch]
     check_once_and_in_key_order(rows, [data for data, _key in before + after])
     parent_batches = [i for i, batch in enumerate(batches) if any(r["shardId"] == parent.shard_id for r in batch)]
@@ -148,7 +148,7 @@ def test_latest_skips_closed_shards_and_trim_horizon_reads_them(kinesis_mock: Lo
     assert len(initial.readable()) == 2
 
     oldest = reader(source_options(kinesis_mock, stream, tmp_path / "oldest"))
-    _end, batches = drain(oldest, roundtrip(oldest.initialOffset()))
+    _end, batches = drain(oldest, roundtrip(oldest.initialOffset()), expect=2)
     assert [[bytes(r["data"]) for r in batch] for batch in batches] == [[b"old-parent"], [b"old-child"]]
 
 
@@ -209,7 +209,7 @@ def test_per_shard_state_stays_bounded_over_reshards_and_expiries(
             batch = [(f"{key}:{round_number}".encode(), key) for key in KEYS]
             put_records(kinesis, stream, batch)
             produced.extend(data for data, _key in batch)
-            end, batches = drain(source, start)
+            end, batches = drain(source, start, expect=len(batch))
             rows.extend(row for batch in batches for row in batch)
             return end
 

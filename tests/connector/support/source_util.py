@@ -135,14 +135,20 @@ def next_batch(source: KinesisStreamReader, start: dict, timeout_s: float = 30.0
     return end, rows
 
 
-def drain(source: KinesisStreamReader, start: dict, idle_s: float = 1.0) -> tuple[dict, list[list[dict[str, Any]]]]:
-    """Run micro-batches until none is planned for ``idle_s`` (longer than the probe interval); returns the last
-    offset and each batch's rows."""
+def drain(
+    source: KinesisStreamReader, start: dict, idle_s: float = 1.0, expect: int = 0
+) -> tuple[dict, list[list[dict[str, Any]]]]:
+    """Run micro-batches until ``expect`` rows are read, then until none is planned for ``idle_s`` (longer than the
+    probe interval); returns the last offset and each batch's rows. Throttled probes back off for longer than
+    ``idle_s``, so a test that knows its count passes it instead of trusting a quiet second."""
     batches: list[list[dict[str, Any]]] = []
     while True:
+        read = sum(map(len, batches))
         try:
-            start, rows = next_batch(source, start, timeout_s=idle_s)
+            start, rows = next_batch(source, start, timeout_s=idle_s if read >= expect else 60.0)
         except AssertionError:
+            if read < expect:
+                raise AssertionError(f"drained {read} of {expect} rows") from None
             return start, batches
         batches.append(rows)
 
