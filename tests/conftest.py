@@ -141,6 +141,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     from pyspark.sql import SparkSession
 
+    from pyspark_aws_kinesis.worker_daemon import DAEMON_CONF
+
     session = (
         SparkSession.builder.master("local[2]")
         .appName("tests")
@@ -150,6 +152,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
         .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
         .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={tmp_path_factory.mktemp('derby')}")
         .config("spark.sql.streaming.stopTimeout", "30s")
+        .config(map=DAEMON_CONF)  # Python workers fork with the read path loaded (docs/source.md)
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("WARN")
