@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
-from .fetch.decode import SCHEMA_DDL
+from .fetch.schema import SCHEMA_DDL
 from .options import OptionError
 from .source.settings import SourceSettings
 

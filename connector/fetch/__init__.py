@@ -1,6 +1,7 @@
 """Executor side: read one shard between two positions, through GetRecords or enhanced fan-out.
 
 Modules, bottom up:
+- ``schema``: the rows' schema as Spark's DDL (for ``load()``, without pyarrow);
 - ``arrow_columns``: the Arrow columns of a decoded page, built cheaply from its lists;
 - ``decode``: GetRecords answers and SubscribeToShard events -> user records as columns -> Arrow;
 - ``reads``: what a read returns (``ShardRead``: where it started and stopped, why, what it found);

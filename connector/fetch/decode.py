@@ -24,12 +24,9 @@ from .arrow_columns import binary_column as _binary_column
 from .arrow_columns import int64_array as _int64_array
 from .arrow_columns import string_array as _string_array
 
-SCHEMA_DDL = (
-    "data BINARY, streamName STRING, partitionKey STRING, sequenceNumber STRING, subSequenceNumber BIGINT, "
-    "shardId STRING, approximateArrivalTimestamp TIMESTAMP"
-)
 ARRIVAL_TYPE = pa.timestamp("us", tz="UTC")
-# Spark's Arrow form of SCHEMA_DDL exactly (``string`` not ``large_string``, all fields nullable), or Spark refuses it.
+# Spark's Arrow form of schema.SCHEMA_DDL exactly (``string`` not ``large_string``, all fields nullable),
+# or Spark refuses it.
 ARROW_SCHEMA = pa.schema(
     [
         pa.field("data", pa.binary()),

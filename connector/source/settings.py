@@ -11,25 +11,26 @@ import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import options as opts
-from ..aws.clients import kinesis_reader_client
 from ..aws.settings import ClientSettings, retry_policy
-from ..fetch.decode import ShardContext
-from ..fetch.fanout.client import BrokeredSubscriber
 from ..fetch.polling.settings import FIRST_CALL_LIMIT, PollingSettings
-from ..fetch.polling.transport import GetRecordsTransport
-from ..fetch.range import FetchLimits, ShardRange, ShardTask, ShardTransport
-from ..fetch.reads import ShardRead
-from ..metadata import open_store
-from ..metadata.dynamodb import store_uri
-from ..metadata.store import MetadataStore
 from ..options import OptionError, ParsedOptions, Side, parse_options
 from ..positions import PositionSpec, ShardEnd, parse_ending_position, parse_starting_position
 from ..private import open_private_dir, user_temp_path
 from ..retry import RetryPolicy
 from ..shard_calls import min_call_gap_s, query_calls_per_s
+
+if TYPE_CHECKING:
+    from ..fetch.decode import ShardContext
+    from ..fetch.range import FetchLimits, ShardRange, ShardTask, ShardTransport
+    from ..fetch.reads import ShardRead
+    from ..metadata.store import MetadataStore
+
+# The read path (pyarrow, botocore's client, the transports) is imported where a read is set up, not here: load()
+# and Spark's planning workers check options with this module alone (docs/source.md, "A light start per Python
+# worker").
 
 _STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.\-]{1,128}$")
 DEFAULT_METADATA_DIR = "aws-kinesis-metadata"
@@ -97,6 +98,8 @@ def metadata_location(parsed: ParsedOptions, client: ClientSettings) -> str:
             f"option {opts.METADATA_PATH.name} is not used with {committer}=DYNAMODB (the table "
             f"{opts.DYNAMODB_TABLE_NAME.name}={table!r} holds the metadata): remove one of them"
         )
+    from ..metadata.dynamodb import store_uri
+
     return store_uri(table, parsed[opts.DYNAMODB_REGION.key] or client.region)
 
 
@@ -231,6 +234,8 @@ class SourceSettings:
 
     def shard_context(self, task: ShardTask) -> ShardContext:
         """What decoding needs to know about the shard ``task`` reads."""
+        from ..fetch.decode import ShardContext
+
         return ShardContext(
             task.stream,
             task.shard_id,
@@ -252,12 +257,16 @@ class SourceSettings:
             assert self.efo is not None, "a consumer ARN without kinesis.consumerType=SubscribeToShard"
             retry = replace(self.client.retry, max_retries=self.efo.subscribe_max_retries)
             efo = self.efo
+            from ..fetch.fanout.client import BrokeredSubscriber
+
             return BrokeredSubscriber(
                 self.client, efo.subscribe_timeout_s, retry, consumer_arn, efo.consumer_name, context, efo.broker_secret
             )
         first = None if self.records_per_fetch_given else FIRST_CALL_LIMIT  # see PollingSettings
         gap_s = min_call_gap_s(query_calls_per_s(self.probe_interval_s))  # the driver's probes keep it too
         polling = PollingSettings(self.records_per_fetch, self.fetch_interval_s, first, gap_s)
+        from ..fetch.polling.transport import GetRecordsTransport
+
         return GetRecordsTransport(
             kinesis, context, self.client.retry, polling, task.handoff, task.last_call_ms, task.held, task.not_before_ms
         )
@@ -276,6 +285,9 @@ class SourceSettings:
         (``transport``, through this process's reader client). The one place a shard's read is set up, for the
         stream reader's tasks (``replay``: the batch's recorded read, when it runs again), the batch reader's
         (``until``: the shard's inclusive end) and the planner's completion of reads a batch left unfinished."""
+        from ..aws.clients import kinesis_reader_client
+        from ..fetch.range import ShardRange
+
         shard_range = ShardRange(task, limits, self.shard_context(task), replay, until, self.fail_on_data_loss)
         # Enhanced fan-out never uses a GetRecords client, which costs a fresh process to make (docs/source.md,
         # "Enhanced fan-out").
@@ -286,6 +298,8 @@ class SourceSettings:
         """The metadata store at ``path`` (an offset's ``metadataPath``): the application's own credentials (never
         the stream owner's role: the table or bucket lives with the job), the S3 / DynamoDB endpoints, the
         metadata retries."""
+        from ..metadata import open_store
+
         return open_store(
             path,
             self.client.without_role(),

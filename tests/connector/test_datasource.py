@@ -1,5 +1,5 @@
-"""``pyspark_aws_kinesis.datasource``: ``load()`` checks the options without botocore's parsers, in a short-lived
-process that never calls AWS (what a fresh process imports on that path)."""
+"""``pyspark_aws_kinesis.datasource``: ``load()`` checks the options without botocore's parsers or pyarrow, in a
+short-lived process that never calls AWS (what a fresh process imports on that path)."""
 
 from __future__ import annotations
 
@@ -19,3 +19,5 @@ def test_load_checks_options_without_botocores_parsers() -> None:
     assert schema.startswith("data BINARY")
     # botocore.parsers (and urllib3's connection stack behind it) is only needed where answers are parsed.
     assert "botocore.parsers" not in modules
+    # Nor the read path: Spark's planning workers run schema() in a fresh process each (docs/source.md).
+    assert {"pyarrow", "msgspec", "urllib3", "ssl"}.isdisjoint(name.split(".")[0] for name in modules)

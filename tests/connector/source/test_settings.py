@@ -84,14 +84,14 @@ def test_subscribe_to_shard_is_validated_then_accepted_by_the_source() -> None:
 
 def test_an_enhanced_fan_out_task_makes_no_getrecords_client(monkeypatch: pytest.MonkeyPatch) -> None:
     """Its pages come from the broker: making a GetRecords client (0.3-0.6 s in a fresh process) would be waste."""
+    from pyspark_aws_kinesis.aws import clients
     from pyspark_aws_kinesis.fetch.fanout.client import BrokeredSubscriber
     from pyspark_aws_kinesis.fetch.polling.transport import GetRecordsTransport
     from pyspark_aws_kinesis.fetch.range import FetchLimits, ShardTask
     from pyspark_aws_kinesis.positions import TRIM_HORIZON, Position
-    from pyspark_aws_kinesis.source import settings as settings_module
 
     made: list[object] = []
-    monkeypatch.setattr(settings_module, "kinesis_reader_client", lambda client: made.append(client) or object())
+    monkeypatch.setattr(clients, "kinesis_reader_client", lambda client: made.append(client) or object())
     task = ShardTask("s", "shardId-000000000000", 0, 2**128 - 1, Position(TRIM_HORIZON))
     efo = SourceSettings.from_options({**EFO, "kinesis.consumerName": "app"})
     _, transport = efo.shard_reader(task, FetchLimits(), "arn:aws:kinesis:us-east-1:1:stream/s/consumer/app:1")
