@@ -67,6 +67,9 @@ def test_the_cli_exits_5_and_prints_the_refusals_and_the_rate(lite_stream, quota
     assert done.returncode == 5, done.stdout + done.stderr  # records not sent in time, none lost (exit 4)
     refused = quota_proxy.report().tally(stream=stream, action="PutRecords").refused_records
     assert refused <= 500 and f"refused by the stream: {refused} entries" in done.stdout
-    assert "held to the shards' write quota: the senders waited" in done.stdout
+    # Exactly one reason for the records not sent: the senders waited for the shard's room, or (a machine too loaded
+    # to send 1,000 records a second, as in a CI run) never reached it. The first test checks the wait in-process.
+    waited = "held to the shards' write quota: the senders waited" in done.stdout
+    assert waited != ("nothing was refused: the senders could not keep the rate" in done.stdout), done.stdout
     assert f"records/s of {ASKED:,.1f} asked" in done.stdout
     assert "the stream is too small for this rate" in done.stdout
