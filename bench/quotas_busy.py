@@ -28,13 +28,14 @@ from localaws.neighbour import NEIGHBOUR_TOKEN, Neighbour
 from localaws.quota_stats import LoggedCall, QuotaReport, most_in_a_second, sliding_windows
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE
 from localaws.streams import create_stream, put_records, unique_name
+from pyspark_aws_kinesis.shard_calls import SHARED_CALLS_PER_S
 
 TRIGGERS = {"default": None, "200ms": "200 milliseconds", "1s": "1 second"}
 # Records a second per shard x bytes: the small JSON, many tiny, mid-size, few large (at most 0.5 MiB/s a
 # shard written, so that the two readers together stay within its 2 MiB/s of reads).
 RATES = "20x200,1x20,1000x20,100x1024,5x102400"
 TICKS_PER_S = 4
-OUR_LIMIT = 4  # the calls a second the source keeps to on a shared shard (connector/source/probe_turns.py)
+OUR_LIMIT = SHARED_CALLS_PER_S  # the calls a second the source keeps to on a shared shard
 
 
 def crowded_second(shard: str, ordered: list[LoggedCall], limit: int) -> str:
@@ -129,8 +130,8 @@ def run_trigger(spark, aws: LocalAws, args: argparse.Namespace, trigger: str, wh
             per_shard_s, size = (int(part) for part in rate.split("x"))
             start_s = proxy.report().elapsed_s
             produce(producer, stream, args.shards, per_shard_s, size, args.busy_s)
-            end_s = proxy.report().elapsed_s
             report = proxy.report()
+            end_s = report.elapsed_s
             results.append(
                 summarize(trigger, rate, calls_between(report, stream, start_s, end_s), args.shards, end_s - start_s)
             )
