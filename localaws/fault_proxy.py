@@ -5,8 +5,9 @@ Point a client at ``proxy.endpoint_url`` instead of the server's. For each reque
 (``Faults.actions``, default all), the proxy may add latency, drop the connection without an answer, answer
 with a throttling error, answer with a 5xx or a chosen error code (``Faults.errors``), for GetRecords answer that
 the iterator expired, or, for PutRecords, fail a share of the entries; for S3, answer conditional PUTs with a 409
-conflict. SubscribeToShard event streams can be ended after a number of events (``Faults.end_event_stream_after``:
-AWS ends every subscription after ~5 minutes), given the ``initial-response`` event AWS sends first and
+conflict, always while another conditional PUT of the key is in flight (as S3 does; moto would let both win).
+SubscribeToShard event streams can be ended after a number of events (``Faults.end_event_stream_after``: AWS
+ends every subscription after ~5 minutes), given the ``initial-response`` event AWS sends first and
 kinesis-mock omits (``Faults.initial_response``), and, for shards the test knows are closed (``Faults.shard_ends``),
 ended as AWS ends a closed shard's subscription, which kinesis-mock never does. Failed entries are really not
 written (they are removed from the request before it is forwarded), so a client that retries exactly the failed
@@ -153,6 +154,20 @@ class FaultProxy:
         self.trimmed: dict[tuple[str, str], int] = {}  # (stream, shard id) -> first sequence number kept
         self.fresh_iterators: set[str] = set()  # handed out since the first trim: the only ones not expired
         self.expired_shards: set[tuple[str, str]] = set()  # (stream, shard id) ListShards leaves out
+        self._conditional_puts: set[str] = set()  # S3 paths with a conditional PutObject in flight
+
+    def begin_conditional_put(self, path: str) -> bool:
+        """False when a conditional PutObject of ``path`` is already in flight: S3 answers the second one 409.
+        moto checks ``If-None-Match`` and writes without a lock, so two racing puts could both win there."""
+        with self._lock:
+            if path in self._conditional_puts:
+                return False
+            self._conditional_puts.add(path)
+            return True
+
+    def end_conditional_put(self, path: str) -> None:
+        with self._lock:
+            self._conditional_puts.discard(path)
 
     def trim(self, stream: str, shard_id: str, first_kept: str) -> None:
         """From now on, the records of ``shard_id`` before sequence number ``first_kept`` are trimmed (see the
@@ -397,16 +412,28 @@ class FaultHandler(BaseHTTPRequestHandler):
         body = self.read_body()
         if body is None:
             return
-        conditional = self.headers.get("If-None-Match") is not None
-        if conditional and self.proxy.chance(self.proxy.faults.s3_conditional_conflict_rate):
-            self.proxy.count("conditional_conflict")
-            error = (
-                "<?xml version='1.0' encoding='UTF-8'?><Error><Code>ConditionalRequestConflict</Code><Message>A "
-                "conflicting operation occurred (injected by FaultProxy)</Message></Error>"
-            )
-            self._reply(409, [("Content-Type", "application/xml")], error.encode())
+        if self.headers.get("If-None-Match") is None:
+            self._forward(body)
             return
-        self._forward(body)
+        if self.proxy.chance(self.proxy.faults.s3_conditional_conflict_rate):
+            self._conditional_conflict("conditional_conflict", "injected by FaultProxy")
+            return
+        path = urlsplit(self.path).path
+        if not self.proxy.begin_conditional_put(path):
+            self._conditional_conflict("concurrent_conditional_put", "another conditional write of the key")
+            return
+        try:
+            self._forward(body)
+        finally:
+            self.proxy.end_conditional_put(path)
+
+    def _conditional_conflict(self, stat: str, why: str) -> None:
+        self.proxy.count(stat)
+        error = (
+            "<?xml version='1.0' encoding='UTF-8'?><Error><Code>ConditionalRequestConflict</Code><Message>A "
+            f"conflicting operation occurred ({why})</Message></Error>"
+        )
+        self._reply(409, [("Content-Type", "application/xml")], error.encode())
 
     def do_GET(self) -> None:
         self._forward(b"")

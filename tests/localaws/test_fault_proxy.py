@@ -113,3 +113,22 @@ def test_trim_refuses_trimmed_positions_moves_the_horizon_and_expires_old_iterat
     assert [record["Data"] for record in answer["Records"]] == [b"r2", b"r3"]
     assert via_proxy.get_records(ShardIterator=answer["NextShardIterator"])["Records"] == []  # a fresh iterator
     assert proxy.stats["trimmed_positions"] == 1 and proxy.stats["moved_trim_horizons"] == 1
+
+
+def test_a_conditional_put_while_another_is_in_flight_is_a_409_as_on_s3(moto: LocalServer) -> None:
+    bucket = unique_name("race").lower()
+    aws_client("s3", moto.endpoint_url).create_bucket(Bucket=bucket)
+    with FaultProxy(moto.endpoint_url) as proxy:
+        s3 = aws_client("s3", proxy.endpoint_url, config=NO_RETRIES)
+        assert proxy.begin_conditional_put(f"/{bucket}/key")  # another writer's put of the key, not answered yet
+        with pytest.raises(ClientError) as conflict:
+            s3.put_object(Bucket=bucket, Key="key", Body=b"second", IfNoneMatch="*")
+        assert conflict.value.response["Error"]["Code"] == "ConditionalRequestConflict"
+        s3.put_object(Bucket=bucket, Key="other", Body=b"x", IfNoneMatch="*")  # other keys are not held up
+        proxy.end_conditional_put(f"/{bucket}/key")
+        s3.put_object(Bucket=bucket, Key="key", Body=b"first", IfNoneMatch="*")
+        with pytest.raises(ClientError) as lost:
+            s3.put_object(Bucket=bucket, Key="key", Body=b"third", IfNoneMatch="*")
+        assert lost.value.response["Error"]["Code"] == "PreconditionFailed"
+        assert s3.get_object(Bucket=bucket, Key="key")["Body"].read() == b"first"
+        assert proxy.stats["concurrent_conditional_put"] == 1

@@ -14,6 +14,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from localaws import LocalServer
+from localaws.fault_proxy import FaultProxy
 from localaws.streams import unique_name
 from pyspark_aws_kinesis.fetch.reads import STOP_CAUGHT_UP, STOP_TIME, ShardRead
 from pyspark_aws_kinesis.metadata import open_store
@@ -32,7 +33,10 @@ def _make_store(kind: str, request, tmp_path: Path) -> MetadataStore:
         return ArrowFileSystemStore(str(tmp_path / "meta"), pafs.LocalFileSystem())
     moto: LocalServer = request.getfixturevalue("moto")
     if kind == "s3":
-        return _s3_store(moto.endpoint_url, moto)
+        # Through the proxy: it answers a racing conditional put 409 as S3 does (moto alone lets both win).
+        proxy = FaultProxy(moto.endpoint_url).start()
+        request.addfinalizer(proxy.stop)
+        return _s3_store(proxy.endpoint_url, moto)
     # The table does not exist yet: the store creates it on first use.
     return DynamoDBStore(unique_name("meta"), replace(SETTINGS, endpoint_url=moto.endpoint_url))
 
