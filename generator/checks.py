@@ -27,7 +27,9 @@ from pyspark_aws_kinesis.retry import (
     error_message,
 )
 from pyspark_aws_kinesis.shards import Shard, StreamNotFoundError, list_shards, open_shards
+from pyspark_aws_kinesis.sink.entries import DEFAULT_LIMITS, RecordLimits
 from pyspark_aws_kinesis.sink.put_records import PutRecordsFailedError
+from pyspark_aws_kinesis.sink.stream_limits import describe_limits
 
 # The checks' own retries: a few quick ones, so an endpoint that does not answer is reported in seconds.
 PREFLIGHT_RETRY = RetryPolicy(max_retries=2, initial_interval_ms=200, max_interval_ms=1000)
@@ -147,6 +149,18 @@ def check_stream(kinesis: Any, target: Target) -> list[Shard] | None:
         if code in _LISTING_DENIED or code in RETRYABLE_ERROR_CODES:
             return None
         raise explain(exc, target, "ListShards") from None
+
+
+def record_limits(kinesis: Any, target: Target) -> RecordLimits:
+    """The stream's largest record and call; the defaults (1 MiB records) when it cannot be described (the run can
+    still put records of up to 1 MiB, which every stream takes)."""
+    try:
+        return describe_limits(kinesis, target.stream, PREFLIGHT_RETRY)
+    except Exception as exc:
+        code = error_code(_root(exc))
+        if code in _LISTING_DENIED or code in RETRYABLE_ERROR_CODES:
+            return DEFAULT_LIMITS
+        raise explain(exc, target, "DescribeStreamSummary") from None
 
 
 def is_aws_error(exc: BaseException) -> bool:

@@ -30,8 +30,10 @@ from kinesis_generator.errors import (
     GeneratorError,
     UsageError,
 )
+from kinesis_generator.large_records import LargeRecords
 from pyspark_aws_kinesis.cli import OneLineParser, endpoint_url, number, program
 from pyspark_aws_kinesis.retry import RetryPolicy
+from pyspark_aws_kinesis.sink.entries import LARGEST_RECORD_BYTES
 
 if TYPE_CHECKING:
     from kinesis_generator.stats import Summary
@@ -86,6 +88,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed",
         type=number(0, inclusive=True, whole=True),
         help="seed the random helpers and Faker for reproducible records",
+    )
+    content.add_argument(
+        "--large-share",
+        type=number(0, maximum=100, unit="percent"),
+        metavar="PERCENT",
+        help="this share of the records, evenly spread, padded with spaces to --large-size bytes (e.g. 2)",
+    )
+    content.add_argument(
+        "--large-size",
+        type=number(1, inclusive=True, maximum=LARGEST_RECORD_BYTES, whole=True, unit="bytes"),
+        metavar="BYTES",
+        help="size of the --large-share records, data + partition key (at most the stream's maximum record size)",
     )
     pace = parser.add_argument_group("rate and length (one of --duration / --count is required)")
     mode = pace.add_mutually_exclusive_group()
@@ -147,6 +161,11 @@ def _run(args: argparse.Namespace) -> Summary:
     """Check what the flags alone can tell, then ``kinesis_generator.run``; bad input becomes a ``UsageError``."""
     if args.duration is None and args.count is None:
         raise UsageError("give --duration SECONDS or --count RECORDS (or both) so the run has an end", "--duration")
+    if (args.large_share is None) != (args.large_size is None):
+        given, missing = (
+            ("--large-share", "--large-size") if args.large_size is None else ("--large-size", "--large-share")
+        )
+        raise UsageError(f"{given} needs {missing}: give both, or neither", missing)
     sender = _sender()
     from kinesis_generator.template import TemplateError  # after _sender(): it needs faker too
 
@@ -170,6 +189,7 @@ def _run(args: argparse.Namespace) -> Summary:
             retry=RetryPolicy(args.max_retries, retry.initial_interval_ms, retry.max_interval_ms),
             seed=args.seed,
             quiet=args.quiet,
+            large=LargeRecords(args.large_share / 100, args.large_size) if args.large_size else None,
         )
     except TemplateError as exc:
         raise UsageError(f"{flag}: {exc}", flag.split()[0]) from None

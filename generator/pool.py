@@ -23,7 +23,7 @@ from typing import Any
 from kinesis_generator.deadline import DeadlineReached, DeadlineRetry
 from kinesis_generator.stats import LiveStats
 from pyspark_aws_kinesis.retry import RETRYABLE_ERROR_CODES
-from pyspark_aws_kinesis.sink.entries import Entry, batches
+from pyspark_aws_kinesis.sink.entries import DEFAULT_LIMITS, Entry, RecordLimits, batches
 from pyspark_aws_kinesis.sink.pacing import WritePacer
 from pyspark_aws_kinesis.sink.put_records import PutRecordsFailedError, PutStats, put_all
 from pyspark_aws_kinesis.sink.shard_queues import BucketOf
@@ -64,9 +64,11 @@ class SenderPool:
         workers: int,
         on_sent: OnSent | None,
         bucket_of: BucketOf | None = None,
+        limits: RecordLimits = DEFAULT_LIMITS,
     ):
         self.kinesis, self.stream, self.retry, self.stats, self.on_sent = kinesis, stream, retry, stats, on_sent
         self.bucket_of = bucket_of  # the shard of each entry, when the stream's shards were listed
+        self.limits = limits  # the stream's largest record and call
         self.deadline = retry.deadline
         self.fatal: BaseException | None = None
         self.submitted = 0  # user records queued
@@ -86,7 +88,7 @@ class SenderPool:
         if aggregated is None:
             aggregated = [(Entry(data, pk), [(pk, data)]) for pk, data in users]
         owners = {id(entry): members for entry, members in aggregated}
-        for batch in batches(entry for entry, _ in aggregated):
+        for batch in batches((entry for entry, _ in aggregated), self.limits):
             job = Job(batch, [owners[id(entry)] for entry in batch])
             while True:
                 if self.fatal is not None or self.deadline.passed():
@@ -132,7 +134,17 @@ class SenderPool:
 
         failed = 0
         try:
-            put_all(self.kinesis, self.stream, job.entries, self.retry, job.put, on_stored, pacer, self.bucket_of)
+            put_all(
+                self.kinesis,
+                self.stream,
+                job.entries,
+                self.retry,
+                job.put,
+                on_stored,
+                pacer,
+                bucket_of=self.bucket_of,
+                limits=self.limits,
+            )
         except DeadlineReached:
             pass  # the rest of the batch was not sent in time
         except PutRecordsFailedError as exc:

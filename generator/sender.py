@@ -25,6 +25,7 @@ from kinesis_generator import checks
 from kinesis_generator.deadline import CONNECT_TIMEOUT_S, GRACE_S, READ_TIMEOUT_S, Deadline, DeadlineRetry
 from kinesis_generator.errors import TargetError, UsageError
 from kinesis_generator.helpers import Context
+from kinesis_generator.large_records import LargeRecords
 from kinesis_generator.pool import OnSent, SenderPool, UserRecord
 from kinesis_generator.progress import ProgressBar
 from kinesis_generator.rates import ConstantRate, PeriodicRate
@@ -69,15 +70,16 @@ def run(
     quiet: bool = True,
     collect: bool = False,
     on_sent: OnSent | None = None,
+    large: LargeRecords | None = None,
 ) -> Summary:
     """Send records rendered from ``template`` (default: the seed template) into ``stream_name``.
 
     Rate: ``rate`` records/s, or ``periodic=(mean, stddev)`` for KDG's periodic mode. Stops after ``count``
     records or ``duration_s`` seconds on the wall clock (retries included), whichever comes first (one of them is
-    required). ``collect`` keeps every stored user record in ``Summary.sent_records``; ``on_sent`` is called
-    with each batch's stored user records. Before sending anything, raises ``TemplateError`` or ``UsageError``
-    (both ValueErrors) for bad input and ``TargetError`` for a stream that cannot be written; during the run,
-    ``GeneratorError`` (with ``.summary``) for a refusal no retry fixes.
+    required). ``large``: a share of the records padded to a size. ``collect`` keeps every stored user record in
+    ``Summary.sent_records``; ``on_sent`` is called with each batch's stored user records. Before sending anything,
+    raises ``TemplateError`` or ``UsageError`` (both ValueErrors) for bad input and ``TargetError`` for a stream
+    that cannot be written; during the run, ``GeneratorError`` (with ``.summary``) for a refusal no retry fixes.
     """
     _check_length(duration_s, count, workers)
     ctx = Context(seed)
@@ -88,12 +90,22 @@ def run(
     kinesis = client if client is not None else make_client(endpoint_url, region, workers, retry)
     target = checks.Target.of(kinesis, stream_name, endpoint_url)
     shards = _open_shards(kinesis, target, aggregate)
+    limits = checks.record_limits(kinesis, target)
+    if large is not None:
+        large.check(limits)
 
     stats, deadline = LiveStats(), Deadline()
     sent: list[UserRecord] | None = [] if collect else None
     bucket_of = shard_buckets(ShardRouter(shards)) if shards else None  # each shard paced on its own
     pool = SenderPool(
-        kinesis, stream_name, DeadlineRetry.of(retry, deadline), stats, workers, _recorder(sent, on_sent), bucket_of
+        kinesis,
+        stream_name,
+        DeadlineRetry.of(retry, deadline),
+        stats,
+        workers,
+        _recorder(sent, on_sent),
+        bucket_of,
+        limits,
     )
     bar = None if quiet else ProgressBar(stats, count, duration_s, schedule.mean_per_s)
     shard_starts = [shard.starting_hash_key for shard in shards] if aggregate and shards else None
@@ -104,7 +116,7 @@ def run(
             deadline.set(started + duration_s)
         if bar:
             bar.start()
-        _produce(schedule, limit, duration_s, started, record, key, pool, shard_starts)
+        _produce(schedule, limit, duration_s, started, (record, key, large), pool, shard_starts)
     except KeyboardInterrupt:
         interrupted = True
         deadline.stop()
@@ -219,8 +231,7 @@ def _produce(
     limit: int,
     duration_s: float | None,
     started: float,
-    record: Template,
-    key: Template,
+    content: tuple[Template, Template, LargeRecords | None],
     pool: SenderPool,
     shard_starts: list[int] | None,
 ) -> None:
@@ -236,7 +247,7 @@ def _produce(
         due = (limit if last else min(schedule.due(now), limit)) - produced
         if due > 0:
             due = min(due, MAX_RECORDS_PER_TICK)
-            users = [(key.render(), record.render().encode("utf-8")) for _ in range(due)]
+            users = [_render(content, produced + i) for i in range(due)]
             produced += due
             aggregated = None if packer is None else packer.add(users, now, last or produced == limit)
             if not pool.submit(users, aggregated):
@@ -255,6 +266,13 @@ def _produce(
             if final_tick is not None:
                 pause = min(pause, max(final_tick - now, 0.0))
             time.sleep(min(pause, 0.25))
+
+
+def _render(content: tuple[Template, Template, LargeRecords | None], index: int) -> UserRecord:
+    """Record number ``index``: its partition key and data, padded when it is one of the large ones."""
+    record, key, large = content
+    partition_key, data = key.render(), record.render().encode("utf-8")
+    return large.record(index, partition_key, data) if large is not None else (partition_key, data)
 
 
 class _Packer:

@@ -21,6 +21,14 @@ The model (docs/localaws.md says the same for users; the limits are AWS's docume
 - **Write quotas** are sliding windows per shard, entry by entry: at most 1,000 records and 1 MiB admitted in any
   1 s. A PutRecords entry that does not fit is refused on its own (ProvisionedThroughputExceededException in its
   result); the others of the same call still go in.
+- **Large records** (over 1 MiB, on a stream whose maximum record size was raised) cannot fit a 1 MiB second: AWS
+  lets them through by a burst that refills over time, and publishes neither its size nor its refill. Modeled as a
+  reserve per shard of ``put_burst_bytes`` (10 MiB: one record of the largest size into an idle shard) that every
+  write drains by its bytes and that refills at the shard's 1 MiB/s: a large record is admitted while the reserve
+  holds its bytes, and a shard written at its full 1 MiB/s of small records never refills it.
+- **Record size**: a record over its stream's maximum (``MaxRecordSizeInKiB``, 1 MiB unless raised) fails the
+  whole call with ValidationException, and a PutRecords call over 5 MiB (10 MiB on a raised stream) with
+  InvalidArgumentException, as AWS answers.
 - **SubscribeToShard**: besides its 1 call/s, a call within 5 s of a successful one on the same consumer and shard
   is refused with ResourceInUseException; the events of a subscription are paced to 2 MiB/s per consumer and
   shard, paid back like read bytes but delayed instead of refused.
@@ -46,8 +54,10 @@ ACCOUNT_ID = "000000000000"  # the account of kinesalite's and kinesis-mock's AR
 SHARD_THROTTLE = "ProvisionedThroughputExceededException"
 LIMIT_EXCEEDED = "LimitExceededException"
 RESOURCE_IN_USE = "ResourceInUseException"
+VALIDATION, INVALID_ARGUMENT = "ValidationException", "InvalidArgumentException"
 # Refusal reasons, as counted by ``localaws.quota_stats``.
 CALLS, BYTES, RECORDS, IN_USE, CREATING = "calls", "bytes", "records", "in_use", "creating"
+BURST, TOO_LARGE = "burst", "too_large"
 STREAM, ACCOUNT = "stream", "account"
 
 
@@ -97,6 +107,7 @@ class Quotas:
     get_shard_iterator_calls: int = 5  # per shard
     put_records: int = 1000  # per shard
     put_bytes: int = MiB  # per shard
+    put_burst_bytes: int = 10 * MiB  # per shard: the reserve large records are written from (module doc)
     subscribe_calls: int = 1  # per consumer and shard
     subscribe_in_use_s: float = 5.0  # after a successful SubscribeToShard, per consumer and shard
     efo_bytes: int = 2 * MiB  # pushed per consumer and shard
@@ -160,6 +171,23 @@ class SlidingWindow:
         return True
 
 
+class Reserve:
+    """Bytes held up to ``capacity``, refilled at ``rate`` per second; full at first."""
+
+    def __init__(self, capacity: float, rate: float):
+        self.capacity, self.rate = capacity, rate
+        self._level, self._at = capacity, -math.inf
+
+    def level(self, now: float) -> float:
+        if self._at > -math.inf:
+            self._level = min(self.capacity, self._level + (now - self._at) * self.rate)
+        self._at = now
+        return self._level
+
+    def drain(self, now: float, amount: float) -> None:
+        self._level = max(0.0, self.level(now) - amount)
+
+
 class PayBack:
     """Bytes charged to a budget that pays them back at ``rate`` per second; clear once all is paid back."""
 
@@ -186,6 +214,7 @@ class QuotaBook:
         self._windows: dict[tuple, SlidingWindow] = {}
         self._paybacks: dict[tuple, PayBack] = {}
         self._subscribed_at: dict[tuple[str, str], float] = {}
+        self._reserves: dict[ShardKey, Reserve] = {}
 
     def _window(self, key: tuple, limit: float) -> SlidingWindow:
         found = self._windows.get(key)
@@ -227,18 +256,28 @@ class QuotaBook:
         return Refusal(SHARD_THROTTLE, _shard_message(shard), CALLS)
 
     def put_entry(self, shard: ShardKey, nbytes: int) -> Refusal | None:
-        """One record written to ``shard`` (PutRecord, or one PutRecords entry)."""
+        """One record written to ``shard`` (PutRecord, or one PutRecords entry); one over a second's bytes comes
+        out of the shard's burst reserve (module doc)."""
         now = self.clock.now()
         with self._lock:
             records = self._window(("put-records", shard), self.quotas.put_records)
             size = self._window(("put-bytes", shard), self.quotas.put_bytes)
+            reserve = self._reserve(shard)
             if records.room(now) < 1:
                 return Refusal(SHARD_THROTTLE, _shard_message(shard), RECORDS)
-            if size.room(now) < nbytes:
-                return Refusal(SHARD_THROTTLE, _shard_message(shard), BYTES)
+            large = nbytes > self.quotas.put_bytes
+            if (reserve.level(now) if large else size.room(now)) < nbytes:
+                return Refusal(SHARD_THROTTLE, _shard_message(shard), BURST if large else BYTES)
             records.take(now)
-            size.take(now, nbytes)
+            size.take(now, min(nbytes, size.room(now)))
+            reserve.drain(now, nbytes)
         return None
+
+    def _reserve(self, shard: ShardKey) -> Reserve:
+        found = self._reserves.get(shard)
+        if found is None:
+            found = self._reserves[shard] = Reserve(self.quotas.put_burst_bytes, self.quotas.put_bytes)
+        return found
 
     def subscribe(self, consumer_arn: str, shard_id: str) -> Refusal | None:
         """A SubscribeToShard call: 1 per second per consumer and shard, none within 5 s of a successful one."""
@@ -292,6 +331,23 @@ class QuotaBook:
             return None
         message = f"Account {ACCOUNT_ID} already has {count} consumers in CREATING status, the limit is {limit}."
         return Refusal(LIMIT_EXCEEDED, message, CREATING)
+
+
+def size_refusal(sizes: list[int], max_record_bytes: int, put_record: bool = False) -> Refusal | None:
+    """What AWS answers a write call whose records (``sizes``, data + partition key) its stream cannot take: a record
+    over the stream's maximum, then a PutRecords call over 5 MiB (10 MiB once the maximum was raised)."""
+    for index, size in enumerate(sizes):
+        if size > max_record_bytes:
+            member = "data" if put_record else f"records.{index + 1}.member.data"
+            message = (
+                f"1 validation error detected: Value at '{member}' failed to satisfy constraint: Member must have "
+                f"length less than or equal to {max_record_bytes}"
+            )
+            return Refusal(VALIDATION, message, TOO_LARGE)
+    call_limit = 5 * MiB if max_record_bytes <= MiB else 10 * MiB
+    if sum(sizes) > call_limit:
+        return Refusal(INVALID_ARGUMENT, f"Records size exceeds {call_limit // MiB} MB limit", TOO_LARGE)
+    return None
 
 
 def _shard_message(shard: ShardKey) -> str:

@@ -10,9 +10,11 @@ proxy's port for another process: ``localaws.quota_stats``). The quotas and how 
   the shard has not paid back the bytes of earlier answers at 2 MiB/s. An iterator the proxy never handed out
   (obtained from the server directly) is passed through, counted under shard "?".
 - GetShardIterator: 5/s per shard, same error.
-- PutRecords / PutRecord: each entry routed to its shard (MD5 of the partition key or ExplicitHashKey against
-  the open shards' ranges); entries beyond 1,000 records/s or 1 MiB/s of their shard are refused on their own and
-  really not written (``FaultHandler.put_records_without``); FailedRecordCount counts them.
+- PutRecords / PutRecord: refused whole when a record is over the stream's maximum record size or the call over
+  its size limit (ValidationException, InvalidArgumentException); else each entry routed to its shard (MD5 of the
+  partition key or ExplicitHashKey against the open shards' ranges); entries beyond 1,000 records/s or 1 MiB/s of
+  their shard (records over 1 MiB: beyond its burst reserve) are refused on their own and really not written
+  (``FaultHandler.put_records_without``); FailedRecordCount counts them.
 - SubscribeToShard: 1 call/s per consumer and shard (LimitExceededException), none within 5 s of a success
   (ResourceInUseException); the events relayed are paced to 2 MiB/s of records per consumer and shard.
 - Control plane (``Quotas.control_plane``): LimitExceededException beyond its rate per stream or account;
@@ -45,6 +47,7 @@ from localaws.fault_proxy import AMZ_JSON, FaultHandler, FaultProxy, Faults, sig
 from localaws.quota_model import (
     AWS_QUOTAS,
     Clock,
+    MiB,
     MonotonicClock,
     QuotaBook,
     Quotas,
@@ -52,6 +55,7 @@ from localaws.quota_model import (
     ShardKey,
     consumer_parts,
     record_bytes,
+    size_refusal,
     stream_of,
 )
 from localaws.quota_routing import CreatingConsumers, IteratorMap, ShardRouter
@@ -103,6 +107,11 @@ class QuotaProxy(FaultProxy):
 
     def handler_class(self) -> type[BaseHTTPRequestHandler]:
         return type("Handler", (QuotaHandler,), {"proxy": self})
+
+    def max_record_bytes(self, stream: str) -> int:
+        """The stream's maximum record size as its server says now (1 MiB when it says nothing: never raised)."""
+        summary = self._upstream_client().describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]
+        return summary.get("MaxRecordSizeInKiB", 1024) * 1024
 
     def _upstream_client(self) -> Any:
         with self._client_lock:
@@ -204,12 +213,15 @@ class QuotaHandler(FaultHandler):
 
     def _put_record(self, call: _Call) -> None:
         stream = stream_of(call.params)
+        size = record_bytes(call.params)
+        if self._too_large(call, stream, [size]):
+            return
         shard_id = self._route(stream, call.params)
         if shard_id is None:
             self._count(call, (stream, UNKNOWN_SHARD), calls=1)
             self._forward(call.body)
             return
-        shard, size = (stream, shard_id), record_bytes(call.params)
+        shard = (stream, shard_id)
         refusal = self.proxy.book.put_entry(shard, size)
         if refusal is not None:
             self._count(call, shard, calls=1, refused=1, refused_records=1, reason=refusal.reason)
@@ -224,6 +236,8 @@ class QuotaHandler(FaultHandler):
 
     def _put_records(self, call: _Call) -> None:
         stream, entries = stream_of(call.params), call.params.get("Records") or []
+        if self._too_large(call, stream, [record_bytes(entry) for entry in entries]):
+            return
         routes = [self._route(stream, entry) for entry in entries]
         if None in routes:
             self._count(call, (stream, UNKNOWN_SHARD), calls=1)
@@ -262,6 +276,14 @@ class QuotaHandler(FaultHandler):
             self._count(call, (stream, shard_id), calls=1, records=records, nbytes=nbytes)
         for (shard_id, reason), count in refusals.items():
             self._count(call, (stream, shard_id), refused_records=count, reason=reason)
+
+    def _too_large(self, call: _Call, stream: str, sizes: list[int]) -> bool:
+        """Refuse the call whole if its stream cannot take its records (``quota_model.size_refusal``). The stream's
+        maximum is asked only when a record or the call is larger than every stream takes."""
+        if max(sizes, default=0) <= MiB and sum(sizes) <= 5 * MiB:
+            return False
+        refusal = size_refusal(sizes, self.proxy.max_record_bytes(stream), call.action == "PutRecord")
+        return self._refused(call, (stream, ""), refusal)
 
     def _route(self, stream: str, entry: dict) -> str | None:
         return self.proxy.router.shard_of(stream, entry.get("PartitionKey", ""), entry.get("ExplicitHashKey"))

@@ -16,7 +16,7 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 
 from ..errors import KinesisConnectorError
 from ..shards import MAX_HASH_KEY
-from .entries import MAX_ENTRY_BYTES, MAX_PARTITION_KEY_CHARS
+from .entries import LARGEST_RECORD_BYTES, MAX_PARTITION_KEY_CHARS
 
 DATA, PARTITION_KEY, EXPLICIT_HASH_KEY, STREAM_NAME = "data", "partitionKey", "explicitHashKey", "streamName"
 _HASH_KEY_PATTERN = r"^(0|[1-9][0-9]{0,38})$"  # a decimal integer of at most 39 digits, no sign, no padding
@@ -93,6 +93,17 @@ def data_as_binary(table: pa.Table, columns: SinkColumns) -> pa.ChunkedArray:
     return pc.cast(data, pa.binary()) if columns.data_is_string else data
 
 
+def record_sizes(data: pa.ChunkedArray, key: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Each row's size as a Kinesis record: data + partition key bytes (what the record limits count)."""
+    return pc.add(pc.binary_length(data), pc.binary_length(key))
+
+
+def largest_record(table: pa.Table, columns: SinkColumns) -> int:
+    """The size of the table's largest record (0 for no rows)."""
+    largest = pc.max(record_sizes(data_as_binary(table, columns), table[columns.partition_key])).as_py()
+    return largest or 0
+
+
 def check_rows(table: pa.Table, columns: SinkColumns) -> None:
     """Check every row of a task's input at once; raises KinesisSinkInputError listing each problem and count.
 
@@ -112,12 +123,13 @@ def check_rows(table: pa.Table, columns: SinkColumns) -> None:
             f"column '{columns.partition_key}' is longer than {MAX_PARTITION_KEY_CHARS} characters in "
             f"{long_keys} of {rows} rows"
         )
-    sizes = pc.add(pc.binary_length(data), pc.binary_length(key))
-    oversized = _count(pc.greater(sizes, MAX_ENTRY_BYTES))
+    sizes = record_sizes(data, key)
+    oversized = _count(pc.greater(sizes, LARGEST_RECORD_BYTES))
     if oversized:
         problems.append(
-            f"{oversized} of {rows} rows are over the Kinesis record limit of {MAX_ENTRY_BYTES} bytes "
-            f"({columns.data} + {columns.partition_key}; largest {pc.max(sizes).as_py()} bytes)"
+            f"{oversized} of {rows} rows are over the Kinesis record limit of {LARGEST_RECORD_BYTES} bytes "
+            f"(10 MiB, the most any stream takes; {columns.data} + {columns.partition_key}; largest "
+            f"{pc.max(sizes).as_py()} bytes)"
         )
     if columns.explicit_hash_key:
         problems += _hash_key_problems(table[columns.explicit_hash_key], columns.explicit_hash_key, rows)

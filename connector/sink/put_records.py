@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 from ..errors import KinesisConnectorError
 from ..retry import RETRYABLE_ERROR_CODES, RetriesExhaustedError, RetryPolicy, error_code
 from .encoded_body import RAW_ANSWER, PutResult, call_params, decode_answer, prepare_client
-from .entries import MAX_BYTES_PER_CALL, MAX_ENTRIES_PER_CALL, Entry
+from .entries import DEFAULT_LIMITS, MAX_ENTRIES_PER_CALL, Entry, RecordLimits
 from .pacing import WritePacer
 from .shard_queues import BucketOf, ShardQueues, default_bucket
 
@@ -138,6 +138,7 @@ def put_all(
     on_stored: OnStored | None = None,
     pacer: WritePacer | None = None,
     bucket_of: BucketOf | None = None,
+    limits: RecordLimits = DEFAULT_LIMITS,
 ) -> PutStats:
     """Store every entry in ``stream_name`` through ``client`` (a boto3 Kinesis client); returns ``stats``.
 
@@ -145,6 +146,7 @@ def put_all(
     what the shards took lately, kept across ``put_all`` runs of one call sequence (default: a fresh one).
     ``bucket_of``: the shard an entry goes to, when the caller knows the stream's shard map
     (``routing.shard_buckets``); the entries of a shard then wait for its room while other shards' go.
+    ``limits``: the stream's largest record and call (``stream_limits``; default: what every stream takes).
 
     Raises ``PutRecordsFailedError`` when entries stay failed through the retry budget or the service
     refuses the call for good (missing stream, access denied), and ValueError for an entry over the limits.
@@ -154,7 +156,7 @@ def put_all(
     pacer = pacer if pacer is not None else WritePacer()
     started = time.monotonic()
     try:
-        queues = ShardQueues(entries, bucket_of or default_bucket)
+        queues = ShardQueues(entries, bucket_of or default_bucket, limits)
         _send_all(client, stream_name, queues, retry, stats, on_stored, pacer)
     finally:
         stats.elapsed_s += time.monotonic() - started
@@ -217,7 +219,7 @@ def _paced(queues: ShardQueues, retry: RetryPolicy, pacer: WritePacer, stats: Pu
     """The entries the shards have room for, out of the queues, after waiting (in ``retry``'s sleep, which a
     deadline may cut) until there is room for at least one."""
     while True:
-        counts, wait_s = pacer.plan(queues.sendable(), MAX_ENTRIES_PER_CALL, MAX_BYTES_PER_CALL)
+        counts, wait_s = pacer.plan(queues.sendable(), MAX_ENTRIES_PER_CALL, queues.limits.max_call_bytes)
         if counts:
             return queues.take(counts)
         stats.paced_s += wait_s

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 
-from .entries import MAX_ENTRIES_PER_CALL, Entry, check_entry
+from .entries import DEFAULT_LIMITS, MAX_ENTRIES_PER_CALL, Entry, RecordLimits, check_entry
 from .pacing import ANY_SHARD
 
 # The pacing bucket of an entry: its shard's id when the caller knows it, else ``pacing.ANY_SHARD``.
@@ -37,9 +37,10 @@ class ShardQueues:
     it, but after earlier calls were made.
     """
 
-    def __init__(self, entries: Iterable[Entry], bucket_of: BucketOf):
+    def __init__(self, entries: Iterable[Entry], bucket_of: BucketOf, limits: RecordLimits = DEFAULT_LIMITS):
         self._source: Iterator[Entry] | None = iter(entries)
         self.bucket_of = bucket_of
+        self.limits = limits
         self.queues: dict[str, deque[Entry]] = {}
         self.retries: dict[str, int] = {}  # refused entries at the front of a bucket: its next call carries only them
         self.count = 0
@@ -55,7 +56,7 @@ class ShardQueues:
             if entry is None:
                 self._source = None
                 return
-            size = check_entry(entry)
+            size = check_entry(entry, self.limits)
             self.queues.setdefault(self.bucket_of(entry), deque()).append(entry)
             self.count += 1
             self.bytes += size

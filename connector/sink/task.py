@@ -19,9 +19,9 @@ import pyarrow as pa
 
 from ..errors import KinesisConnectorError
 from ..kpl import UserRecord
-from .columns import SinkColumns, check_rows, data_as_binary, split_by_stream
+from .columns import KinesisSinkInputError, SinkColumns, check_rows, data_as_binary, largest_record, split_by_stream
 from .commit import SinkCommitMessage, log, log_to_stderr_if_unconfigured
-from .entries import Entry
+from .entries import Entry, RecordLimits, raise_hint
 from .planning import (
     PlannedRecords,
     misplaced_records,
@@ -29,9 +29,10 @@ from .planning import (
     plan_aggregated,
     plan_plain,
 )
-from .put_records import OnStored, PutStats, put_all
+from .put_records import OnStored, PutRecordsFailedError, PutStats, put_all
 from .routing import ShardRouter, open_shard_router, plain_shard_router, shard_buckets
 from .settings import SinkSettings, kinesis_client
+from .stream_limits import forget, limits_for
 
 MAX_RESEND_ROUNDS = 3  # a stream that reshards under every one of these rounds fails the task (Spark retries it)
 
@@ -61,19 +62,37 @@ def write_task(batches: Iterable[pa.RecordBatch], columns: SinkColumns, settings
         return message
     check_rows(table, columns)
     client = kinesis_client(settings)
-    for stream, rows in split_by_stream(table, columns, settings.stream_name):
+    by_stream = list(split_by_stream(table, columns, settings.stream_name))
+    # Every stream's limits before anything is sent: a record too large for one stream fails the task whole.
+    limits = {stream: _stream_limits(client, stream, rows, columns, settings) for stream, rows in by_stream}
+    for stream, rows in by_stream:
         data = data_as_binary(rows, columns).to_pylist()
         keys = rows[columns.partition_key].to_pylist()
         hash_keys = rows[columns.explicit_hash_key].to_pylist() if columns.explicit_hash_key else [None] * len(keys)
         message.streams += (stream,)
         message.user_records += len(data)
         if settings.aggregation_enabled:
-            _put_aggregated(client, stream, data, keys, hash_keys, settings, message)
+            _put_aggregated(client, stream, data, keys, hash_keys, settings, limits[stream], message)
         else:
             planned = plan_plain(data, keys, hash_keys, settings.max_connections)
             router = plain_shard_router(client, stream)
-            message.put += _send(client, stream, planned, settings, router=router)
+            message.put += _send(client, stream, planned, settings, limits[stream], router=router)
     return message
+
+
+def _stream_limits(
+    client: Any, stream: str, rows: pa.Table, columns: SinkColumns, settings: SinkSettings
+) -> RecordLimits:
+    """The stream's limits, asked for only when a row is over 1 MiB; raises KinesisSinkInputError (one line: the
+    size, the stream's maximum, how to raise it) when a row is over the stream's maximum."""
+    largest = largest_record(rows, columns)
+    limits = limits_for(client, stream, settings.retry, largest)
+    if largest > limits.max_record_bytes:
+        raise KinesisSinkInputError(
+            f"Nothing was sent to Kinesis by this task: a record of {largest} bytes (data + partition key) is over "
+            f"the maximum record size of stream '{stream}', {limits.describe()}{raise_hint(limits)}."
+        )
+    return limits
 
 
 def _put_aggregated(
@@ -83,6 +102,7 @@ def _put_aggregated(
     keys: list[str],
     hash_keys: list[str | None],
     settings: SinkSettings,
+    limits: RecordLimits,
     message: SinkCommitMessage,
 ) -> None:
     """Send aggregates per shard, then again the user records a reshard put on a shard that does not hold them."""
@@ -90,7 +110,7 @@ def _put_aggregated(
     for round_ in range(MAX_RESEND_ROUNDS + 1):
         planned = plan_aggregated(data, keys, hash_keys, router, settings.max_connections)
         landings: list[tuple[Entry, str]] = []
-        message.put += _send(client, stream, planned, settings, landings, router)
+        message.put += _send(client, stream, planned, settings, limits, landings, router)
         message.aggregates += planned.aggregates
         moved = moved_aggregates(landings)
         if not moved:
@@ -137,6 +157,7 @@ def _send(
     stream: str,
     planned: PlannedRecords,
     settings: SinkSettings,
+    limits: RecordLimits,
     landings: list[tuple[Entry, str]] | None = None,
     router: ShardRouter | None = None,
 ) -> PutStats:
@@ -155,7 +176,12 @@ def _send(
 
     def put_lane(lane: list[Entry]) -> PutStats:
         bucket_of = shard_buckets(router) if router is not None else None
-        return put_all(client, stream, lane, settings.retry, on_stored=on_stored, bucket_of=bucket_of)
+        try:
+            return put_all(client, stream, lane, settings.retry, None, on_stored, None, bucket_of, limits)
+        except PutRecordsFailedError as exc:
+            if "ValidationException" in exc.error_codes:
+                forget(client, stream)  # e.g. the maximum record size was lowered: the next task asks again
+            raise
 
     if len(lanes) <= 1:
         return put_lane(lanes[0] if lanes else [])

@@ -112,7 +112,8 @@ def test_sleeps_that_end_late_still_queue_every_record_due_before_the_deadline(
     pool = QueuedRecords(deadline)
     ctx = Context(seed=1)
     template = Template("{{random.number(9)}}", ctx)
-    sender._produce(ConstantRate(400), 1200, 3.0, clock.now, template, template, pool, None)  # type: ignore[arg-type]
+    content = (template, template, None)
+    sender._produce(ConstantRate(400), 1200, 3.0, clock.now, content, pool, None)  # type: ignore[arg-type]
     assert pool.queued == 1200
 
 
@@ -257,7 +258,8 @@ def test_a_high_rate_goes_out_in_ticks_of_a_tenth_of_a_second(monkeypatch: pytes
     clock, pool = _Clock(), _Pool()
     monkeypatch.setattr(sender, "time", clock)
     ctx = Context(1)
-    sender._produce(ConstantRate(3000), 6000, 2.0, 0.0, Template("{}", ctx), Template("k", ctx), pool, None)
+    content = (Template("{}", ctx), Template("k", ctx), None)
+    sender._produce(ConstantRate(3000), 6000, 2.0, 0.0, content, pool, None)
     assert sum(pool.ticks) == 6000 and len(pool.ticks) <= 22, pool.ticks
     assert min(pool.ticks[1:-1]) >= 290, pool.ticks
 

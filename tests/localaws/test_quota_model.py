@@ -15,6 +15,7 @@ from localaws.quota_model import (
     consumer_parts,
     hash_key,
     record_bytes,
+    size_refusal,
     stream_of,
 )
 from localaws.quota_stats import QuotaReport, QuotaStats, assert_refused_at_most, parse_groups
@@ -114,6 +115,54 @@ def test_writes_are_refused_entry_by_entry_beyond_1000_records_or_1_mib(book, cl
     assert refusal is not None and refusal.reason == "bytes"
     clock.advance(1.0)
     assert book.put_entry(A, 10) is None and book.put_entry(B, MiB) is None
+
+
+def test_large_records_come_out_of_a_10_mib_reserve_that_refills_at_the_write_rate(book, clock) -> None:
+    assert book.put_entry(A, 6 * MiB) is None  # an idle shard: the reserve is full
+    refusal = book.put_entry(A, 5 * MiB)
+    assert refusal is not None and (refusal.code, refusal.reason) == ("ProvisionedThroughputExceededException", "burst")
+    clock.advance(1.0)
+    assert book.put_entry(A, 5 * MiB) is None  # 4 MiB left, and a second of refill
+    clock.advance(1.0)
+    assert book.put_entry(A, MiB) is None  # small records go on while the reserve is low: the sliding second rules
+    clock.advance(1.5)
+    assert book.put_entry(A, 2 * MiB) is not None  # the 1 MiB written drained the first second's refill: 1.5 MiB
+    clock.advance(0.5)
+    assert book.put_entry(A, 2 * MiB) is None
+    clock.advance(10.0)
+    assert book.put_entry(A, 10 * MiB) is None  # full again
+
+
+def test_a_shard_written_at_its_full_rate_never_refills_its_reserve(book, clock) -> None:
+    assert book.put_entry(A, 8 * MiB) is None
+    for _ in range(20):
+        clock.advance(1.0)
+        assert book.put_entry(A, MiB) is None
+    assert book.put_entry(A, 3 * MiB) is not None
+
+
+@pytest.mark.parametrize(
+    ("sizes", "maximum", "put_record", "expected"),
+    [
+        ([10, MiB], MiB, False, None),
+        ([10, MiB + 1], MiB, False, ("ValidationException", "'records.2.member.data'", f"or equal to {MiB}")),
+        ([MiB + 1], MiB, True, ("ValidationException", "Value at 'data'", f"or equal to {MiB}")),
+        ([4 * MiB + 1], 4 * MiB, True, ("ValidationException", "Value at 'data'", f"or equal to {4 * MiB}")),
+        ([MiB] * 5, MiB, False, None),
+        ([MiB] * 5 + [1], MiB, False, ("InvalidArgumentException", "Records size exceeds 5 MB limit", "")),
+        ([3 * MiB] * 3, 3 * MiB, False, None),
+        ([3 * MiB] * 3 + [MiB + 1], 3 * MiB, False, ("InvalidArgumentException", "exceeds 10 MB limit", "")),
+    ],
+)
+def test_a_record_over_the_streams_maximum_or_a_call_over_its_limit_is_refused_whole(
+    sizes: list[int], maximum: int, put_record: bool, expected: tuple[str, str, str] | None
+) -> None:
+    refusal = size_refusal(sizes, maximum, put_record)
+    if expected is None:
+        assert refusal is None
+        return
+    assert refusal is not None and refusal.code == expected[0] and refusal.reason == "too_large"
+    assert expected[1] in refusal.message and expected[2] in refusal.message
 
 
 def test_subscribe_to_shard_once_a_second_and_not_within_5_s_of_a_success(book, clock) -> None:

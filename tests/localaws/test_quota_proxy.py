@@ -171,6 +171,29 @@ def test_the_write_bytes_quota_and_put_record(proxy: QuotaProxy, lite_stream) ->
     assert written[SHARD_0].refusals == {"bytes": 2}
 
 
+def test_large_records_to_a_raised_stream_and_what_its_maximum_refuses(
+    quota_proxy_mock: QuotaProxy, kinesis_mock: LocalServer, mock_stream
+) -> None:
+    """kinesis-mock (which implements UpdateMaxRecordSize): records over 1 MiB pass on a stream raised to 2 MiB,
+    out of the shard's burst reserve; over the maximum, or a call over its size limit, is refused whole."""
+    stream, raised = mock_stream(shards=1), mock_stream(shards=1)
+    direct = kinesis_mock.client("kinesis")
+    arn = direct.describe_stream_summary(StreamName=raised)["StreamDescriptionSummary"]["StreamARN"]
+    direct.update_max_record_size(StreamARN=arn, MaxRecordSizeInKiB=2048)
+    kinesis = client(quota_proxy_mock)
+    assert kinesis.put_record(StreamName=raised, Data=b"x" * (2 * MiB - 1), PartitionKey="k")["ShardId"] == SHARD_0
+    too_large = {"Data": b"x" * (2 * MiB), "PartitionKey": "k"}  # one byte over with its key
+    assert error_code(kinesis.put_record, StreamName=raised, **too_large) == "ValidationException"
+    assert error_code(kinesis.put_records, StreamName=raised, Records=[too_large]) == "ValidationException"
+    assert error_code(kinesis.put_record, StreamName=stream, Data=b"x" * MiB, PartitionKey="k") == "ValidationException"
+    six_mib = [{"Data": b"x" * (MiB - 1), "PartitionKey": "k"}] * 6
+    assert error_code(kinesis.put_records, StreamName=stream, Records=six_mib) == "InvalidArgumentException"
+    assert len(read_stream(direct, raised)) == 1 and read_stream(direct, stream) == []
+    report = quota_proxy_mock.report()
+    refused = [report.tally(stream=name).refusals.get("too_large", 0) for name in (raised, stream)]
+    assert refused == [2, 2]
+
+
 def test_writes_are_charged_to_the_shard_kinesis_puts_them_on_also_after_a_reshard(
     proxy: QuotaProxy, kinesalite: LocalServer, lite_stream
 ) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 import botocore.parsers
 import pyarrow as pa
 import pytest
-from aws_kinesis_agg.aggregator import RecordAggregator
+from aws_kinesis_agg.aggregator import AggRecord, RecordAggregator
 from aws_kinesis_agg.deaggregator import iter_deaggregate_records
 from botocore.eventstream import EventStreamBuffer
 
@@ -257,12 +257,18 @@ def test_subscribe_to_shard_events_match_botocore(kinesis_mock: LocalServer, moc
         kinesis, stream, [(b"", "empty"), *((os.urandom(i), key) for i, key in enumerate(UNICODE_KEYS)), aggregate]
     )
     kinesis.put_record(StreamName=stream, Data=os.urandom(MAX_RECORD_BYTES - 1), PartitionKey="k")
-    expected_records = len(UNICODE_KEYS) + 3
+    _assert_subscription_parity(kinesis_mock, stream, consumer.arn, len(UNICODE_KEYS) + 3)
+
+
+def _assert_subscription_parity(
+    kinesis_mock: LocalServer, stream: str, consumer_arn: str, expected_records: int
+) -> None:
+    """Every event of a subscription from TRIM_HORIZON decodes as botocore parses it, until ``expected_records``."""
     client = kinesis_for_subscriptions(kinesis_mock.endpoint_url)
     shape = client.meta.service_model.operation_model("SubscribeToShard").output_shape.members["EventStream"]
     parser = botocore.parsers.EventStreamJSONParser()
     answer = client.subscribe_to_shard(
-        ConsumerARN=consumer.arn, ShardId=SHARD, StartingPosition={"Type": "TRIM_HORIZON"}
+        ConsumerARN=consumer_arn, ShardId=SHARD, StartingPosition={"Type": "TRIM_HORIZON"}
     )
     raw, seen, events = answer[RAW_EVENT_STREAM], 0, 0
     try:
@@ -281,3 +287,22 @@ def test_subscribe_to_shard_events_match_botocore(kinesis_mock: LocalServer, moc
     finally:
         release(raw)
     assert seen == expected_records and events >= 1
+
+
+def test_records_over_1_mib_on_a_raised_stream_match_botocore(kinesis_mock: LocalServer, mock_stream) -> None:
+    """A stream raised to 3 MiB records (kinesis-mock): a 2.5 MiB record and a 1.2 MiB KPL aggregate, read by
+    GetRecords and by a subscription."""
+    stream = mock_stream(shards=1)
+    kinesis = kinesis_mock.client("kinesis")
+    arn = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"]
+    kinesis.update_max_record_size(StreamARN=arn, MaxRecordSizeInKiB=3072)
+    consumer = active_consumer(kinesis_mock.endpoint_url, stream)
+    large_aggregate = AggRecord(3 * 1024 * 1024)  # aws-kinesis-agg's RecordAggregator stops at 1 MiB
+    for data, key in [(os.urandom(600 * 1024), "a"), (os.urandom(600 * 1024), "b")]:
+        large_aggregate.add_user_record(key, data)
+    key, _, data = large_aggregate.get_contents()
+    put_records(kinesis, stream, [(os.urandom(2560 * 1024), "large"), (data, key), (b"small", "k")])
+    parsed, page = _both(kinesis_mock, stream, first_shard_iterator(kinesis_mock, stream))
+    assert [len(data) for data in page.data] == [2560 * 1024, 600 * 1024, 600 * 1024, 5]
+    _assert_parity(parsed, page, stream)
+    _assert_subscription_parity(kinesis_mock, stream, consumer.arn, 3)

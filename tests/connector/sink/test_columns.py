@@ -13,8 +13,8 @@ from pyspark_aws_kinesis.sink.columns import (
     resolve_columns,
     split_by_stream,
 )
-from pyspark_aws_kinesis.sink.entries import MAX_ENTRY_BYTES
 
+TEN_MIB = 10 * 1024 * 1024
 BINARY_SCHEMA = StructType([StructField("data", BinaryType()), StructField("partitionKey", StringType())])
 
 
@@ -102,17 +102,17 @@ def test_null_data_is_counted() -> None:
         _check(_table(data=pa.array([None, b"x"], pa.binary()), partitionKey=["a", "b"]))
 
 
-def test_records_over_1_mib_including_the_key_are_counted() -> None:
-    # 1 MiB of data is fine alone, but not with its partition key.
-    table = _table(data=[b"x" * MAX_ENTRY_BYTES, b"x" * (MAX_ENTRY_BYTES - 1), b"ok"], partitionKey=["ab", "a", "a"])
+def test_records_over_10_mib_including_the_key_are_counted() -> None:
+    # 10 MiB of data is fine alone (on a stream raised to 10 MiB), but not with its partition key.
+    table = _table(data=[b"x" * TEN_MIB, b"x" * (TEN_MIB - 1), b"ok"], partitionKey=["ab", "a", "a"])
     with pytest.raises(KinesisSinkInputError) as info:
         _check(table)
-    assert f"1 of 3 rows are over the Kinesis record limit of {MAX_ENTRY_BYTES} bytes" in str(info.value)
-    assert f"largest {MAX_ENTRY_BYTES + 2} bytes" in str(info.value)
+    assert f"1 of 3 rows are over the Kinesis record limit of {TEN_MIB} bytes (10 MiB" in str(info.value)
+    assert f"largest {TEN_MIB + 2} bytes" in str(info.value)
 
 
 def test_string_data_is_measured_in_utf8_bytes() -> None:
-    table = _table(data=["é" * (MAX_ENTRY_BYTES // 2)], partitionKey=["k"])  # 2 bytes per character
+    table = _table(data=["é" * (TEN_MIB // 2)], partitionKey=["k"])  # 2 bytes per character
     with pytest.raises(KinesisSinkInputError, match=r"1 of 1 rows are over"):
         _check(table)
 

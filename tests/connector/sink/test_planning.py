@@ -11,7 +11,7 @@ from aws_kinesis_agg.deaggregator import deaggregate_records
 
 from pyspark_aws_kinesis.kpl import deaggregate, hash_key_of, is_aggregated
 from pyspark_aws_kinesis.shards import MAX_HASH_KEY, Shard
-from pyspark_aws_kinesis.sink.entries import MAX_ENTRY_BYTES, Entry
+from pyspark_aws_kinesis.sink.entries import DEFAULT_MAX_RECORD_BYTES, Entry
 from pyspark_aws_kinesis.sink.planning import (
     AGGREGATE_BYTES,
     AggregateEntry,
@@ -91,12 +91,14 @@ def test_records_of_one_key_keep_their_order() -> None:
 
 
 def test_aggregates_stay_within_1_mib_and_big_records_travel_alone() -> None:
-    data = [b"x" * 400_000, b"y" * 400_000, b"z" * 400_000, b"s" * 10, b"w" * (MAX_ENTRY_BYTES - 2)]
-    keys = ["k1"] * 5
-    (entries,) = plan_aggregated(data, keys, [None] * 5, FOUR_SHARDS, lanes=1).lanes
-    assert all(entry.size <= MAX_ENTRY_BYTES for entry in entries)
+    large = b"L" * (4 * DEFAULT_MAX_RECORD_BYTES)  # a stream raised above 1 MiB takes it; never aggregated
+    data = [b"x" * 400_000, b"y" * 400_000, b"z" * 400_000, b"s" * 10, b"w" * (DEFAULT_MAX_RECORD_BYTES - 2), large]
+    keys = ["k1"] * 6
+    (entries,) = plan_aggregated(data, keys, [None] * 6, FOUR_SHARDS, lanes=1).lanes
+    assert all(entry.size <= DEFAULT_MAX_RECORD_BYTES for entry in entries if entry.data != large)
     assert [payload for entry in entries for payload, _, _ in _unpack(entry)] == data
-    assert Entry(b"w" * (MAX_ENTRY_BYTES - 2), "k1") in entries  # too big to share: sent plain
+    assert Entry(b"w" * (DEFAULT_MAX_RECORD_BYTES - 2), "k1") in entries  # too big to share: sent plain
+    assert Entry(large, "k1") in entries
 
 
 def test_aggregates_are_a_quarter_of_a_shards_second_so_writers_can_take_turns() -> None:

@@ -1,0 +1,87 @@
+"""``kinesis_generator.large_records``: ``--large-share`` of the records, evenly spread, padded to ``--large-size``
+bytes (data + partition key) and stored whole on a stream raised above 1 MiB (kinesis-mock); a size over the
+stream's maximum is one line naming the flag and the maximum, before anything is sent."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+import kinesis_generator
+from kinesis_generator.errors import UsageError
+from kinesis_generator.large_records import LargeRecords
+from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, LocalServer
+from localaws.streams import read_stream
+
+
+@pytest.fixture(autouse=True)
+def dummy_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", DUMMY_ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", DUMMY_SECRET_KEY)
+
+
+@pytest.mark.parametrize(("share", "every"), [(0.02, 50), (0.25, 4), (1.0, 1)])
+def test_the_share_is_exact_and_evenly_spread(share: float, every: int) -> None:
+    large = LargeRecords(share, 100)
+    picked = [index for index in range(1000) if large.is_large(index)]
+    assert len(picked) == 1000 // every
+    assert {b - a for a, b in itertools.pairwise(picked)} == {every}
+
+
+def test_a_large_record_is_padded_to_the_size_with_its_key_and_stays_json() -> None:
+    large = LargeRecords(1.0, 5000)
+    key, data = large.record(0, "ключ", b'{"a": 1}')  # 8 bytes of key
+    assert key == "ключ" and len(data) == 5000 - 8 and json.loads(data) == {"a": 1}
+    assert LargeRecords(1.0, 3).record(0, "k", b"longer") == ("k", b"longer")  # already larger: left as it is
+
+
+def test_a_run_on_a_raised_stream_stores_the_share_whole(kinesis_mock: LocalServer, mock_stream) -> None:
+    stream = mock_stream(shards=1)
+    kinesis = kinesis_mock.client("kinesis")
+    arn = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"]
+    kinesis.update_max_record_size(StreamARN=arn, MaxRecordSizeInKiB=2048)
+    summary = kinesis_generator.run(
+        stream_name=stream,
+        count=10,
+        rate=1000,
+        endpoint_url=kinesis_mock.endpoint_url,
+        large=LargeRecords(0.2, 1_500_000),
+        collect=True,
+    )
+    assert (summary.records, summary.failed) == (10, 0)
+    sizes = sorted(len(r["Data"]) + len(r["PartitionKey"]) for r in read_stream(kinesis, stream))
+    assert sizes[-2:] == [1_500_000, 1_500_000] and sizes[-3] < 1000
+    assert all(json.loads(r["Data"]) for r in read_stream(kinesis, stream))
+
+
+def test_a_size_over_the_streams_maximum_is_refused_before_sending(kinesis_mock: LocalServer, mock_stream) -> None:
+    stream = mock_stream(shards=1)
+    with pytest.raises(UsageError) as refused:
+        kinesis_generator.run(
+            stream_name=stream, count=5, endpoint_url=kinesis_mock.endpoint_url, large=LargeRecords(0.5, 1048577)
+        )
+    assert str(refused.value).startswith(
+        "--large-size 1048577: over the stream's maximum record size of 1048576 bytes (1024 KiB); the stream's owner "
+        "can raise it up to 10240 KiB"
+    )
+    assert refused.value.flag == "--large-size"
+    assert read_stream(kinesis_mock.client("kinesis"), stream) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--large-share", "2"], "--large-share needs --large-size: give both, or neither"),
+        (["--large-size", "2000"], "--large-size needs --large-share: give both, or neither"),
+        (["--large-share", "0", "--large-size", "9"], "--large-share: got '0'; allowed: a number of percent > 0"),
+        (["--large-share", "1", "--large-size", "10485761"], "--large-size: got '10485761'; allowed: a whole number"),
+    ],
+)
+def test_the_flags_come_as_a_pair_of_allowed_values(capsys, args: list[str], expected: str) -> None:
+    from kinesis_generator.cli import main
+
+    assert main(["--stream", "s", "--count", "5", *args]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: {expected}"), err
