@@ -32,6 +32,7 @@ from .detached import spawn_detached
 from .errors import KinesisConnectorError
 from .private import private_log, user_temp_path
 from .retry import RetryPolicy, error_code, error_message
+from .stream_ids import is_arn
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ REGISTER_BACKOFF_S = 0.5  # the first wait after a refused registration (Registe
 REGISTER_MAX_BACKOFF_S = 8.0
 REGISTER_LIMITS = (
     "RegisterStreamConsumer allows 5 calls per second per account and at most 5 consumers in CREATING status "
-    "per account at once; at most 20 consumers per stream"
+    "per account at once; a stream takes 20 consumers (50 on an account with On-demand Advantage)"
 )
 
 
@@ -78,7 +79,9 @@ class WaitPolicy:
 
 
 def stream_arn(kinesis: Any, stream: str, retry: RetryPolicy) -> str:
-    """The stream's ARN (consumers are addressed by it)."""
+    """The stream's ARN (consumers are addressed by it): ``stream`` itself when given by ARN."""
+    if is_arn(stream):
+        return stream
     answer = retry.call(kinesis.describe_stream_summary, StreamName=stream, what=f"DescribeStreamSummary of {stream}")
     return answer["StreamDescriptionSummary"]["StreamARN"]
 

@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError
 
 from .errors import KinesisConnectorError
 from .retry import RetryPolicy, error_code
+from .stream_ids import is_arn, stream_param
 
 MAX_HASH_KEY = 2**128 - 1
 
@@ -77,7 +78,7 @@ def list_shards(
     shards: list[Shard] = []
     page: dict[str, Any] = {"MaxResults": page_size} if page_size else {}
     after = {"ExclusiveStartShardId": after_shard_id} if after_shard_id else {}
-    kwargs: dict[str, Any] = {"StreamName": stream_name, **after, **page}
+    kwargs: dict[str, Any] = {**stream_param(stream_name), **after, **page}
     while True:
         try:
             answer = policy.call(kinesis_client.list_shards, what=f"ListShards of stream '{stream_name}'", **kwargs)
@@ -85,8 +86,9 @@ def list_shards(
             if error_code(exc) == "ResourceNotFoundException":
                 endpoint = getattr(getattr(kinesis_client, "meta", None), "endpoint_url", "?")
                 region = getattr(getattr(kinesis_client, "meta", None), "region_name", "?")
+                option = "kinesis.streamARN" if is_arn(stream_name) else "kinesis.streamName"
                 raise StreamNotFoundError(
-                    f"Kinesis stream '{stream_name}' (option kinesis.streamName) does not exist at endpoint "
+                    f"Kinesis stream '{stream_name}' (option {option}) does not exist at endpoint "
                     f"{endpoint} in region {region}"
                 ) from None
             raise
@@ -94,7 +96,7 @@ def list_shards(
         token = answer.get("NextToken")
         if not token:
             return shards
-        # With NextToken, ListShards refuses StreamName.
+        # With NextToken, ListShards refuses StreamName (and StreamARN).
         kwargs = {"NextToken": token, **page}
 
 

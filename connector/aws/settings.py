@@ -19,6 +19,7 @@ from .. import options as opts
 from ..options import Option, OptionError, ParsedOptions
 from ..options.kinds import is_loopback as is_loopback_host
 from ..retry import RetryPolicy
+from ..stream_ids import arn_region, stream_name
 
 LOOPBACK_REGION = "us-east-1"
 # kinesis.us-west-2.amazonaws.com, kinesis-fips.us-gov-west-1.amazonaws.com, kinesis.cn-north-1.amazonaws.com.cn
@@ -94,7 +95,8 @@ class ClientSettings:
         kinesis_region = options[opts.KINESIS_REGION.key]
         # With kinesis.kinesisRegion set, the endpoint names the stream's region, not the application's.
         inferred = None if kinesis_region else infer_region(endpoint)
-        region = options[opts.REGION.key] or inferred or sdk_default_region() or kinesis_region
+        from_arn = stream_arn_region(options, kinesis_region)
+        region = options[opts.REGION.key] or from_arn or inferred or sdk_default_region() or kinesis_region
         if not region:
             raise OptionError(
                 f"option {opts.REGION.name} is not set and cannot be inferred from {opts.ENDPOINT_URL.name}="
@@ -148,6 +150,19 @@ def is_loopback(endpoint_url: str | None) -> bool:
     return bool(endpoint_url) and is_loopback_host(_host(endpoint_url))
 
 
+def stream_arn_region(options: ParsedOptions, kinesis_region: str | None) -> str | None:
+    """The region of the ``kinesis.streamARN`` streams; raises OptionError when ``kinesis.region`` (or
+    ``kinesis.kinesisRegion``, the stream's region) says another."""
+    from_arn = arn_region(options)
+    given = (opts.KINESIS_REGION, kinesis_region) if kinesis_region else (opts.REGION, options[opts.REGION.key])
+    if from_arn and given[1] and given[1] != from_arn:
+        raise OptionError(
+            f"option {given[0].name}={given[1]!r} disagrees with {opts.STREAM_ARN.name}, whose streams are in "
+            f"{from_arn!r}: leave {given[0].name} out (the ARN names the region) or set it to {from_arn!r}"
+        )
+    return from_arn
+
+
 def check_regions(options: ParsedOptions, region: str, kinesis_region: str | None) -> None:
     """Refuse a region AWS does not have (botocore's partition data) at ``load()``, naming where it came from,
     unless ``kinesis.allowUnknownRegion`` is true or the endpoint is a loopback one. Called by ``from_options``."""
@@ -168,6 +183,11 @@ def check_regions(options: ParsedOptions, region: str, kinesis_region: str | Non
         )
 
 
+def _first_stream_name(options: ParsedOptions) -> str | None:
+    value = options[opts.STREAM_NAME.key] or options[opts.STREAM_ARN.key]
+    return stream_name(value.split(",")[0].strip()) if value else None
+
+
 def assume_role(options: ParsedOptions) -> AssumeRole | None:
     """The ``kinesis.sts*`` options as an AssumeRole, or None without ``kinesis.stsRoleArn``."""
     role_arn = options[opts.STS_ROLE_ARN.key]
@@ -175,7 +195,7 @@ def assume_role(options: ParsedOptions) -> AssumeRole | None:
         return None
     return AssumeRole(
         role_arn=role_arn,
-        session_name=options[opts.STS_SESSION_NAME.key] or default_session_name(options[opts.STREAM_NAME.key]),
+        session_name=options[opts.STS_SESSION_NAME.key] or default_session_name(_first_stream_name(options)),
         external_id=options[opts.STS_EXTERNAL_ID.key],
         duration_s=options[opts.STS_DURATION_SEC.key],
         sts_endpoint_url=options[opts.STS_ENDPOINT_URL.key],

@@ -19,6 +19,7 @@ from ..errors import KinesisConnectorError
 from ..kpl import MAGIC, KplFormatError, Unpacked, hash_key_of, is_aggregated, unpack
 from ..positions import shard_label
 from ..shards import MAX_HASH_KEY
+from ..stream_ids import stream_name
 from .arrow_columns import arrival_us, arrivals_column, value_bytes
 from .arrow_columns import binary_column as _binary_column
 from .arrow_columns import int64_array as _int64_array
@@ -87,7 +88,7 @@ class CorruptAggregateError(KinesisConnectorError, ValueError):
 class ShardContext:
     """What decoding needs to know about the shard being read."""
 
-    stream_name: str
+    stream_name: str  # the stream's id: its name, or its ARN (``stream_ids``); rows carry the name
     shard_id: str
     starting_hash_key: int
     ending_hash_key: int
@@ -168,7 +169,7 @@ class Page:
         count = stop - start
         columns = [
             self._column("data", start, stop, binary_array),
-            constant_column(shard.stream_name, pa.string(), count),
+            constant_column(stream_name(shard.stream_name), pa.string(), count),
             self._column("keys", start, stop, _string_array),
             self._column("sequences", start, stop, _string_array),
             self._column("subs", start, stop, _int64_array),

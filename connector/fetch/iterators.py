@@ -20,6 +20,7 @@ from ..clock import now_ms
 from ..errors import KinesisConnectorError
 from ..positions import AFTER_SEQUENCE_NUMBER, AT_SEQUENCE_NUMBER, AT_TIMESTAMP, SHARD_END, WHOLE_RECORD, Position
 from ..retry import RetryPolicy, error_code, error_message
+from ..stream_ids import stream_param
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ def open_iterator(kinesis: Any, stream: str, shard_id: str, position: Position, 
         try:
             answer = retry.call(
                 kinesis.get_shard_iterator,
-                StreamName=stream,
+                **stream_param(stream),
                 ShardId=shard_id,
                 what=f"GetShardIterator on {what}",
                 **request,

@@ -169,7 +169,6 @@ class DynamoDBStore(MetadataStore):
 
     def _shard_key(self, source_id: str, batch_id: int, stream: str, shard_id: str) -> dict[str, Any]:
         check_id("source id", source_id)
-        check_id("stream name", stream)
         check_id("shard id", shard_id)
         return item_key(source_id, batch_shard_key(batch_id, stream, shard_id))
 

@@ -18,6 +18,7 @@ from typing import Any
 from ..errors import KinesisConnectorError
 from ..fetch.reads import ShardRead
 from ..positions import shard_label
+from ..stream_ids import storage_key
 
 BATCH_DIGITS = 20
 PENDING = "pending"
@@ -30,11 +31,11 @@ class MetadataConflictError(KinesisConnectorError, RuntimeError):
 
 
 def batch_shard_key(batch_id: int, stream: str, shard_id: str) -> str:
-    """The sort key of one batch's record for one shard."""
-    return f"{batch_id:0{BATCH_DIGITS}d}/{stream}/{shard_id}"
+    """The sort key of one batch's record for one shard (a stream given by ARN: ``stream_ids.storage_key``)."""
+    return f"{batch_id:0{BATCH_DIGITS}d}/{check_id('stream', storage_key(stream))}/{shard_id}"
 
 
-_SAFE_ID = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_.\-@]+$")  # @: a stream given by ARN (stream_ids.storage_key)
 
 
 def check_id(kind: str, value: str) -> str:
@@ -129,7 +130,6 @@ class PathStore(MetadataStore):
     # -- the store --
     def _shard_path(self, source_id: str, batch_id: int, stream: str, shard_id: str) -> str:
         check_id("source id", source_id)
-        check_id("stream name", stream)
         check_id("shard id", shard_id)
         return f"{source_id}/{batch_shard_key(batch_id, stream, shard_id)}.json"
 

@@ -14,7 +14,20 @@ STREAM_NAME = add(
         "Stream to read (source: one or more, comma-separated; each row carries its `streamName`) or the default "
         "stream to write (sink; a `streamName` column overrides it per row).",
         Side.BOTH,
-        default_doc="required for the source",
+        default_doc="required for the source (or kinesis.streamARN)",
+    )
+)
+STREAM_ARN = add(
+    Option(
+        "kinesis.streamARN",
+        STRING,
+        None,
+        "Stream(s) by ARN, `arn:aws:kinesis:<region>:<account>:stream/<name>`, instead of "
+        "`kinesis.streamName`: the source reads one or more (comma-separated), the sink writes to one. Every call "
+        "names the ARN, which a stream of another account shared by a resource policy needs; the region is the "
+        "ARN's. Offsets and metadata are keyed by the ARN; rows carry the stream's name.",
+        Side.BOTH,
+        default_doc="none (give it or kinesis.streamName)",
     )
 )
 ENDPOINT_URL = add(

@@ -182,17 +182,8 @@ class ParsedOptions(Mapping[str, Any]):
         return f"ParsedOptions({shown})"
 
 
-# ``kinesis.*`` names other connectors read that aws-kinesis does not (yet), and what to use instead.
-NOT_SUPPORTED_YET: dict[str, str] = {
-    "kinesis.streamarn": "reading a stream by ARN (kinesis.streamARN) is not supported yet: name the stream with "
-    "kinesis.streamName (the ARN's part after 'stream/') and its region with kinesis.region",
-}
-
-
 def unknown_option_error(key: str) -> OptionError:
     """The "did you mean" error for a ``kinesis.*`` name that is not registered."""
-    if key.lower() in NOT_SUPPORTED_YET:
-        return OptionError(f"unknown option {key!r}: {NOT_SUPPORTED_YET[key.lower()]} (all options: docs/options.md)")
     # Compared without the shared prefix, which would make every name look alike.
     names = {option.key.removeprefix(PREFIX): option.name for option in REGISTRY.values()}
     foreign = _foreign_suggestion(key.lower()) if key.lower() in FOREIGN_NAMES else None

@@ -72,7 +72,10 @@ def resolve_columns(schema: StructType, default_stream: str | None) -> SinkColum
     # is its source, never loops back into it by accident.
     stream_name = None if default_stream else column(STREAM_NAME, (StringType,), required=False)
     if stream_name is None and not default_stream:
-        problems.append(f"no target stream: set the option kinesis.streamName or add a string column {STREAM_NAME}")
+        problems.append(
+            f"no target stream: set the option kinesis.streamName (or kinesis.streamARN) or add a string column "
+            f"{STREAM_NAME}"
+        )
     if problems:
         present = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in schema.fields) or "none"
         raise KinesisSinkInputError(f"{'; '.join(problems)}. {_COLUMN_HELP}. The DataFrame has columns: {present}.")

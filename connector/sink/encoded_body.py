@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from ..stream_ids import stream_param
 from .entries import Entry
 
 ENCODED_BODY = "ConnectorEncodedBody"  # private put_records parameter: the request body, already encoded
@@ -43,12 +44,12 @@ _ANSWER = msgspec.json.Decoder(_PutAnswer)
 
 def encode_body(stream_name: str, entries: Iterable[Entry]) -> bytes:
     """The JSON body of a PutRecords call of ``entries`` (msgspec writes ``bytes`` as base64, in C)."""
-    return _BODY_ENCODER.encode({"StreamName": stream_name, "Records": [entry.to_request() for entry in entries]})
+    return _BODY_ENCODER.encode({**stream_param(stream_name), "Records": [entry.to_request() for entry in entries]})
 
 
 def call_params(stream_name: str, entries: Iterable[Entry]) -> dict[str, Any]:
     """The keyword arguments of ``client.put_records`` (a prepared client) that send ``entries`` as our body."""
-    return {"StreamName": stream_name, "Records": _PLACEHOLDER, ENCODED_BODY: encode_body(stream_name, entries)}
+    return {**stream_param(stream_name), "Records": _PLACEHOLDER, ENCODED_BODY: encode_body(stream_name, entries)}
 
 
 def decode_answer(raw: bytes) -> list[PutResult]:

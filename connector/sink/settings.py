@@ -10,13 +10,14 @@ from .. import options as opts
 from ..aws import clients
 from ..aws.settings import ClientSettings
 from ..retry import RetryPolicy
+from ..stream_ids import stream_option, streams_of
 
 
 @dataclass(frozen=True)
 class SinkSettings:
     """What a task needs to know besides its rows: target stream, client, aggregation, parallel calls."""
 
-    stream_name: str | None
+    stream_name: str | None  # the option's stream: a name or an ARN (``stream_ids``)
     client: ClientSettings  # endpoint, region, credentials, retry policy: pyspark_aws_kinesis.aws builds the client
     aggregation_enabled: bool = True
     max_connections: int = 1
@@ -30,12 +31,24 @@ def sink_settings(options: Mapping[str, str]) -> SinkSettings:
     """Parse Spark's raw options on the driver; raises OptionError naming any bad option and value."""
     parsed = opts.parse_options(options, opts.Side.SINK)
     connections = parsed[opts.MAX_CONNECTIONS.key]
+    stream = _target_stream(parsed)  # first: the client's region may come from the stream's ARN
     return SinkSettings(
-        stream_name=parsed[opts.STREAM_NAME.key],
+        stream_name=stream,
         aggregation_enabled=parsed[opts.AGGREGATION_ENABLED.key],
         max_connections=connections,
         client=ClientSettings.from_options(parsed, max_pool_connections=max(10, connections)),
     )
+
+
+def _target_stream(parsed: opts.ParsedOptions) -> str | None:
+    """The one stream ``kinesis.streamName`` or ``kinesis.streamARN`` names (None: each row's streamName column)."""
+    streams = streams_of(parsed, required=False)
+    if len(streams) > 1:
+        raise opts.OptionError(
+            f"option {stream_option(streams)} names {len(streams)} streams: the sink writes to one (route rows to "
+            f"several with a streamName column, without the option)"
+        )
+    return streams[0] if streams else None
 
 
 def kinesis_client(settings: SinkSettings) -> Any:

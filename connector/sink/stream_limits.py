@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..retry import RetryPolicy
+from ..stream_ids import stream_param
 from .entries import DEFAULT_LIMITS, DEFAULT_MAX_RECORD_BYTES, RecordLimits
 
 TTL_S = 60.0
@@ -24,7 +25,9 @@ _lock = threading.Lock()
 
 def describe_limits(client: Any, stream: str, retry: RetryPolicy) -> RecordLimits:
     """The stream's limits as it answers now (a stream never raised omits ``MaxRecordSizeInKiB``: 1 MiB)."""
-    answer = retry.call(client.describe_stream_summary, StreamName=stream, what=f"DescribeStreamSummary of {stream}")
+    answer = retry.call(
+        client.describe_stream_summary, **stream_param(stream), what=f"DescribeStreamSummary of {stream}"
+    )
     kib = answer["StreamDescriptionSummary"].get("MaxRecordSizeInKiB")
     return RecordLimits(kib * 1024 if kib else DEFAULT_MAX_RECORD_BYTES)
 

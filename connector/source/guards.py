@@ -50,13 +50,28 @@ def lost_store_message(metadata_path: str, source_id: str, missing: str) -> str:
 
 def check_pinned(offset: KinesisOffset, now: Mapping[str, str]) -> None:
     """Refuse option values that change which rows exist against those the query recorded (old offsets: none)."""
-    for name, recorded in sorted((offset.pinned or {}).items()):
+    recorded_options = offset.pinned or {}
+    _check_stream_option(recorded_options, now)
+    for name, recorded in sorted(recorded_options.items()):
         current = now.get(name)
         if current is not None and current != recorded:
             raise ChangedOptionError(
                 f"option {name} is {current!r} but this query started with {recorded!r} (recorded in its "
                 f"checkpoint): it decides which rows the query reads, so it cannot change while the query lives. "
                 f"Set it back to {recorded!r}, or start a new query with a new checkpointLocation"
+            )
+
+
+def _check_stream_option(recorded: Mapping[str, str], now: Mapping[str, str]) -> None:
+    """A query's streams stay named as they were: offsets and metadata are keyed by name or by ARN
+    (``stream_ids``), so a switch between the two would read other streams than the checkpoint's."""
+    pair = (opts.STREAM_NAME.name, opts.STREAM_ARN.name)
+    for before, after in (pair, pair[::-1]):
+        if before in recorded and after in now and before not in now:
+            raise ChangedOptionError(
+                f"option {after} is set but this query started with {before}={recorded[before]!r} (recorded in its "
+                f"checkpoint, which keys its offsets by it): set {before} back, or start a new query with a new "
+                "checkpointLocation"
             )
 
 

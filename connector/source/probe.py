@@ -37,6 +37,7 @@ from ..positions import Position, shard_label, split_shard_key
 from ..record_sizes import RecordSizes, sized_limit
 from ..retry import RetriesExhaustedError, RetryPolicy, is_throttled
 from ..shards import MAX_HASH_KEY
+from ..stream_ids import arn_param
 from .probe_answers import Found, ProbeResult, judge
 from .probe_deferral import SteadyShards
 from .probe_turns import ProbeTurns, ShardTurn, backed_off
@@ -264,6 +265,7 @@ class ShardProber:
                 answer = self._retry.call(
                     kinesis.get_records,
                     ShardIterator=state.iterator.iterator,
+                    **arn_param(stream),
                     Limit=limit,
                     what=f"GetRecords (probe) on {what}",
                     retry_throttled=False,

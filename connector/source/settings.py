@@ -7,7 +7,6 @@ settings travel to executors inside the pickled reader.
 from __future__ import annotations
 
 import os
-import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -21,6 +20,7 @@ from ..positions import PositionSpec, ShardEnd, parse_ending_position, parse_sta
 from ..private import open_private_dir, user_temp_path
 from ..retry import RetryPolicy
 from ..shard_calls import min_call_gap_s, query_calls_per_s
+from ..stream_ids import stream_option, streams_of
 
 if TYPE_CHECKING:
     from ..fetch.decode import ShardContext
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 # and Spark's planning workers check options with this module alone (docs/source.md, "A light start per Python
 # worker").
 
-_STREAM_NAME = re.compile(r"^[a-zA-Z0-9_.\-]{1,128}$")
 DEFAULT_METADATA_DIR = "aws-kinesis-metadata"
 
 
@@ -50,22 +49,6 @@ def default_metadata_path() -> str:
             f"{opts.METADATA_PATH.name} (beside the checkpoint) or remove {path}"
         ) from None
     return path
-
-
-def parse_stream_names(value: str | None) -> tuple[str, ...]:
-    """The comma-separated ``kinesis.streamName``; raises OptionError for a missing, bad or repeated name."""
-    name = opts.STREAM_NAME.name
-    if value is None:
-        raise OptionError(f"option {name} is required: the stream(s) to read, comma-separated")
-    streams = tuple(part.strip() for part in value.split(","))
-    bad = [stream for stream in streams if not _STREAM_NAME.match(stream)]
-    if bad:
-        raise OptionError(
-            f"option {name}={value!r} is invalid: stream names {bad} must be 1-128 characters of a-z, A-Z, 0-9, _ . -"
-        )
-    if len(set(streams)) != len(streams):
-        raise OptionError(f"option {name}={value!r} names a stream twice")
-    return streams
 
 
 DYNAMODB_OPTIONS = (opts.DYNAMODB_TABLE_NAME, opts.DYNAMODB_ENDPOINT_URL, opts.DYNAMODB_REGION)
@@ -181,10 +164,11 @@ class SourceSettings:
     def from_options(cls, raw: Mapping[str, Any]) -> SourceSettings:
         """Parse Spark's options dict; raises OptionError naming the option, value and what is allowed."""
         parsed = parse_options(raw, Side.SOURCE)
+        streams = streams_of(parsed)  # first: the client's region may come from the streams' ARNs
         max_time = parsed[opts.MAX_FETCH_TIME_PER_SHARD_SEC.key]
         client = ClientSettings.from_options(parsed, reader_connections(parsed[opts.SHARDS_PER_PARTITION.key]))
         return cls(
-            streams=parse_stream_names(parsed[opts.STREAM_NAME.key]),
+            streams=streams,
             client=client,
             starting=parse_starting_position(parsed[opts.STARTING_POSITION.key]),
             starting_given=parsed.is_set(opts.STARTING_POSITION.key),
@@ -216,7 +200,7 @@ class SourceSettings:
     def pinned(self) -> dict[str, str]:
         """The options that decide which rows exist; a query records them and refuses other values on restart."""
         return {
-            opts.STREAM_NAME.name: ",".join(sorted(self.streams)),
+            stream_option(self.streams): ",".join(sorted(self.streams)),
             opts.DEAGGREGATE.name: str(self.deaggregate).lower(),
             opts.PASS_THROUGH_CORRUPT.name: str(self.pass_through_corrupt).lower(),
         }

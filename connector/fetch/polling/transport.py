@@ -23,6 +23,7 @@ from ...clock import monotonic_at, now_ms
 from ...positions import AFTER_SEQUENCE_NUMBER, WHOLE_RECORD, Position
 from ...record_sizes import sized_limit
 from ...retry import RetriesExhaustedError, RetryPolicy, is_throttled
+from ...stream_ids import arn_param
 from ..decode import Page, ShardContext, decode_get_records
 from ..iterators import Handoff, HeldAnswer, open_iterator, refused_iterator
 from ..reads import CALLS_KEPT
@@ -233,6 +234,7 @@ class GetRecordsTransport:
             answer = self.retry.call(
                 self.kinesis.get_records,
                 ShardIterator=iterator,
+                **arn_param(self.context.stream_name),
                 Limit=limit,
                 what=f"GetRecords on {self._what}",
                 retry_throttled=False,

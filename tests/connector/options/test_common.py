@@ -19,6 +19,7 @@ ROLE = "arn:aws:iam::123456789012:role/stream-reader"
 # name -> (type, default) as docs/options.md lists them (None: no value unless given)
 DOCUMENTED = {
     "kinesis.streamName": ("string", None),
+    "kinesis.streamARN": ("string", None),
     "kinesis.endpointUrl": ("endpoint", None),
     "kinesis.allowHttpEndpoints": ("boolean", False),
     "kinesis.region": ("string", None),

@@ -62,16 +62,6 @@ def test_unknown_option_suggests_the_closest_name() -> None:
         parse_options({"kinesis.streamNmae": "s"}, Side.SOURCE)
 
 
-@pytest.mark.parametrize("side", [Side.SOURCE, Side.SINK])
-def test_a_stream_arn_is_not_supported_yet_and_the_hint_says_what_to_use(side: Side) -> None:
-    arn = "arn:aws:kinesis:us-east-1:123456789012:stream/s"
-    with pytest.raises(OptionError) as error:
-        parse_options({"kinesis.streamName": "s", "kinesis.streamARN": arn}, side)
-    message = str(error.value)
-    assert message.startswith("unknown option 'kinesis.streamarn': reading a stream by ARN (kinesis.streamARN) is not ")
-    assert "not supported yet" in message and "kinesis.streamName" in message and "\n" not in message
-
-
 def test_every_problem_is_reported_at_once_and_other_keys_ignored() -> None:
     with pytest.raises(OptionError) as error:
         parse_options({"kinesis.foo": "1", "kinesis.minBatchesToRetain": "1", "checkpointLocation": "/x"}, Side.SOURCE)
@@ -114,7 +104,7 @@ def test_side_filters_options() -> None:
         ("initialPosition", "kinesis.startingPosition"),  # Databricks
         ("endpoint", "kinesis.endpointUrl"),  # Databricks
         ("awsAccessKey", "kinesis.awsAccessKeyId"),  # Databricks
-        ("streamARN", "kinesis.streamName"),  # Databricks, the AWS connector
+        ("streamARN", "kinesis.streamARN"),  # Databricks, the AWS connector
         ("maxRecordsPerFetch", "kinesis.getRecords.numberOfRecordsPerFetch"),  # Databricks
         ("shardsPerTask", "kinesis.shardsPerPartition"),  # Databricks
         ("failOnDataLoss", "kinesis.failOnDataLoss"),  # Kafka / qubole habit

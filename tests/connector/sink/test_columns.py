@@ -64,7 +64,7 @@ def test_mistyped_columns_are_all_named_with_their_type() -> None:
 
 
 def test_no_stream_option_and_no_stream_column_is_refused() -> None:
-    with pytest.raises(KinesisSinkInputError, match=r"set the option kinesis.streamName or add a string column"):
+    with pytest.raises(KinesisSinkInputError, match=r"kinesis.streamName \(or kinesis.streamARN\) or add a string"):
         resolve_columns(BINARY_SCHEMA, None)
 
 

@@ -83,6 +83,19 @@ def test_options_that_change_the_rows_cannot_change_on_restart(
     assert reader(options).latestOffset(end, None) is not None  # the same values still run
 
 
+def test_a_query_started_by_stream_name_cannot_restart_by_arn(kinesis_mock: LocalServer, mock_stream, tmp_path) -> None:
+    stream = mock_stream(shards=1)
+    arn = kinesis_mock.client("kinesis").describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]
+    options = source_options(kinesis_mock, stream, tmp_path)
+    source = reader(options)
+    end, _rows = run_batch(source, roundtrip(source.initialOffset()))
+    by_arn = {key: value for key, value in options.items() if key != "kinesis.streamName"}
+    restarted = reader({**by_arn, "kinesis.streamARN": arn["StreamARN"]})
+    expected = rf"option kinesis.streamARN is set but this query started with kinesis.streamName='{stream}'"
+    with pytest.raises(ChangedOptionError, match=expected):
+        restarted.latestOffset(end, None)
+
+
 def test_offsets_from_before_pinning_adopt_the_current_values(kinesalite: LocalServer, lite_stream, tmp_path) -> None:
     stream = lite_stream(shards=1)
     options = source_options(kinesalite, stream, tmp_path)
