@@ -146,7 +146,7 @@ class AccessStack(Stack):
         self.instance_profile = iam.InstanceProfile(self, "InstanceProfile", role=self.instance_role)
         self.service_role = self._service_role()
         self.cross_account_role = (
-            self._cross_account_role(config, streams, stream_key) if config.cross_account else None
+            self._cross_account_role(config, streams, stream_key) if config.cross_account_role else None
         )
         self._accept_findings(config, streams, bucket)
         CfnOutput(self, "EmrServiceRoleArn", value=self.service_role.role_arn)
@@ -160,7 +160,7 @@ class AccessStack(Stack):
     def _accept_findings(self, config: InfraConfig, streams: list[kinesis.IStream], bucket: s3.IBucket) -> None:
         """The only wildcards are in resource paths below our own ARNs, never in actions."""
         suffixes = ["/consumer/*"]
-        if config.cross_account:
+        if config.cross_account_role:
             suffixes.append(f"/consumer/{cross_account_consumer_prefix(config.consumer_account_id)}*")
         for stream in streams:
             for suffix in suffixes:

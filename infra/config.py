@@ -19,6 +19,7 @@ from infra.wheelhouse import TARGET
 from pyspark_aws_kinesis.cli import did_you_mean
 
 STREAM_MODES = ("PROVISIONED", "ON_DEMAND")
+CROSS_ACCOUNT_ACCESS = ("ROLE", "RESOURCE_POLICY")  # context crossAccountAccess: role, resourcePolicy
 # EMR 7.x ships Spark 3.5, which has no Python streaming data sources; the emr-spark-8 line has Spark 4.
 RELEASE_LABEL_RE = re.compile(r"^emr-spark-(\d+)\.(\d+)\.(\d+)$")
 MIN_RELEASE_MAJOR = 8
@@ -79,6 +80,9 @@ class InfraConfig:
     python_executable: str = TARGET.interpreter
     consumer_account_id: str | None = None
     external_id: str | None = None
+    cross_account_access: str = "ROLE"  # ROLE (assumed, with the external id) or RESOURCE_POLICY (on the stream)
+    max_record_size_kib: int | None = None  # both streams' MaxRecordSizeInKiB (1024 unless set)
+    warm_throughput_mibps: int | None = None  # on-demand streams' warm throughput (On-demand Advantage accounts)
     submit_country_counts: bool = True
     cloudwatch_namespace: str = "KinesisSpark"
     iterator_age_alarm_ms: int = 300000
@@ -97,6 +101,11 @@ class InfraConfig:
     @property
     def cross_account(self) -> bool:
         return self.consumer_account_id is not None
+
+    @property
+    def cross_account_role(self) -> bool:
+        """Another account reads by assuming a role (else by the streams' resource policy)."""
+        return self.cross_account and self.cross_account_access == "ROLE"
 
     @classmethod
     def from_context(
@@ -145,6 +154,9 @@ class InfraConfig:
             ),
             consumer_account_id=reader.optional("consumerAccountId", ACCOUNT_RE, "12 digits"),
             external_id=reader.secret("externalId", EXTERNAL_ID_CHARS_RE, EXTERNAL_ID_LENGTH, _EXTERNAL_ID_RULE),
+            cross_account_access=reader.choice("crossAccountAccess", cls.cross_account_access, CROSS_ACCOUNT_ACCESS),
+            max_record_size_kib=reader.optional_integer("maxRecordSizeKiB", 1024, 10240),
+            warm_throughput_mibps=reader.optional_integer("warmThroughputMiBps", 1, 10240),
             submit_country_counts=reader.boolean("submitCountryCounts", cls.submit_country_counts),
             cloudwatch_namespace=reader.text(
                 "cloudwatchNamespace",
@@ -226,7 +238,7 @@ class _Reader:
         value = self._raw(key)
         if value is None:
             return default
-        normalized = str(value).upper().replace("-", "_")
+        normalized = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", str(value)).upper().replace("-", "_")  # resourcePolicy
         if normalized not in choices:
             self._error(key, value, " or ".join(choices))
             return default
@@ -250,6 +262,13 @@ class _Reader:
             self._error(key, value, allowed)
             return default
         return number
+
+    def optional_integer(self, key: str, low: int, high: int) -> int | None:
+        """An integer setting with no default: None unless given."""
+        if self._raw(key) is None:
+            return None
+        number = self.integer(key, low - 1, low, high)
+        return None if number == low - 1 else number
 
     def boolean(self, key: str, default: bool) -> bool:
         value = self._raw(key)
@@ -279,8 +298,17 @@ class _Reader:
 
     def check_pairing(self, config: InfraConfig) -> None:
         """The cross-account role needs both halves: who may assume it, and the secret they must present."""
-        if config.consumer_account_id and not config.external_id:
+        if config.cross_account_role and not config.external_id:
             self.errors.append("context 'externalId' is required when 'consumerAccountId' is set")
+        if config.external_id and config.cross_account_access != "ROLE":
+            self.errors.append("context 'externalId' is for crossAccountAccess=role: a resource policy takes none")
+        if self._raw("crossAccountAccess") is not None and not config.cross_account:
+            self.errors.append("context 'consumerAccountId' is required when 'crossAccountAccess' is set")
+        if config.warm_throughput_mibps is not None and not config.on_demand:
+            self.errors.append(
+                "context 'warmThroughputMiBps' is for on-demand streams (streamMode=ON_DEMAND, in an account with "
+                "On-demand Advantage)"
+            )
         if config.external_id and not config.consumer_account_id and self._raw("externalId") is not None:
             self.errors.append("context 'consumerAccountId' is required when 'externalId' is set")
         if config.source_stream_name == config.sink_stream_name:

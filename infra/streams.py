@@ -6,12 +6,23 @@ Built by `infra.app.build_app`; `infra.access` scopes its policies to `source`, 
 from __future__ import annotations
 
 from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from infra import nag
+from infra.access import STREAM_KEY_READ_ACTIONS
 from infra.config import InfraConfig
+
+# What a stream's resource policy shares with the reader account: polling reads (enhanced fan-out needs each
+# registered consumer shared by a policy of its own: docs/infra.md, "Cross-account").
+SHARED_READ_ACTIONS = [
+    "kinesis:DescribeStreamSummary",
+    "kinesis:ListShards",
+    "kinesis:GetShardIterator",
+    "kinesis:GetRecords",
+]
 
 
 class StreamsStack(Stack):
@@ -30,6 +41,8 @@ class StreamsStack(Stack):
         )
         self.source = self._stream("Source", config.source_stream_name, config.source_shards, config)
         self.sink = self._stream("Sink", config.sink_stream_name, config.sink_shards, config)
+        if config.cross_account and not config.cross_account_role:
+            self._share_by_policy(config.consumer_account_id)
         nag.accept(
             self,
             "AwsSolutions-KDS3",
@@ -42,7 +55,35 @@ class StreamsStack(Stack):
         CfnOutput(self, "SinkStreamArn", value=self.sink.stream_arn)
         CfnOutput(self, "StreamKeyArn", value=self.key.key_arn)
 
+    def _share_by_policy(self, reader_account: str | None) -> None:
+        """``crossAccountAccess=resourcePolicy``: the reader account may read both streams by ARN with its own
+        credentials (docs/security.md): the read actions only, on each stream's resource policy, and Decrypt on
+        the key through the key's policy."""
+        reader = iam.AccountPrincipal(reader_account)
+        for construct_id, stream in (("Source", self.source), ("Sink", self.sink)):
+            read = iam.PolicyStatement(
+                sid="ReadByArn", principals=[reader], actions=SHARED_READ_ACTIONS, resources=[stream.stream_arn]
+            )
+            kinesis.CfnResourcePolicy(
+                self,
+                f"{construct_id}ReadPolicy",
+                resource_arn=stream.stream_arn,
+                resource_policy=iam.PolicyDocument(statements=[read]).to_json(),
+            )
+        self.key.grant(reader, *STREAM_KEY_READ_ACTIONS)
+
     def _stream(self, construct_id: str, name: str, shards: int, config: InfraConfig) -> kinesis.Stream:
+        stream = self._l2_stream(construct_id, name, shards, config)
+        # The L2 construct lacks both properties (aws-cdk issue 38719): set on the CloudFormation resource.
+        cfn = stream.node.default_child
+        assert isinstance(cfn, kinesis.CfnStream)
+        if config.max_record_size_kib is not None:
+            cfn.add_property_override("MaxRecordSizeInKiB", config.max_record_size_kib)
+        if config.warm_throughput_mibps is not None:
+            cfn.add_property_override("WarmThroughputMiBps", config.warm_throughput_mibps)
+        return stream
+
+    def _l2_stream(self, construct_id: str, name: str, shards: int, config: InfraConfig) -> kinesis.Stream:
         return kinesis.Stream(
             self,
             construct_id,

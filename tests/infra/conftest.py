@@ -106,13 +106,18 @@ def pipeline(project_root: Path, names: dict[str, str], infra_environ: dict[str,
 
 @pytest.fixture(scope="session")
 def variant(root_without_job: Path, infra_environ: dict[str, str]):
-    """The other branches: on-demand streams, an existing subnet, no core nodes, no consumer, no job file, no
-    alarm e-mail, alarm thresholds from context."""
+    """The other branches: on-demand streams with warm throughput and 10 MiB records, an existing subnet, no core
+    nodes, the consumer account reading by resource policy (no role), no job file, no alarm e-mail, alarm
+    thresholds from context."""
     from infra.app import build_app
 
     context = {
         "stackPrefix": "Variant",
         "streamMode": "on-demand",
+        "warmThroughputMiBps": "200",
+        "maxRecordSizeKiB": "10240",
+        "consumerAccountId": CONSUMER_ACCOUNT,
+        "crossAccountAccess": "resourcePolicy",
         "subnetId": "subnet-0123456789abcdef0",
         "coreInstanceCount": "0",
         "tlsCertificatesS3Uri": "s3://my-certs/emr/certs.zip",

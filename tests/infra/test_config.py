@@ -37,6 +37,21 @@ def test_cli_strings_are_parsed():
     assert config.on_demand and config.cross_account and not config.submit_country_counts
 
 
+def test_sharing_by_resource_policy_and_the_record_and_warm_settings_are_parsed():
+    config = load(
+        {
+            "consumerAccountId": "210987654321",
+            "crossAccountAccess": "resourcePolicy",
+            "streamMode": "ON_DEMAND",
+            "maxRecordSizeKiB": "4096",
+            "warmThroughputMiBps": 50,
+        }
+    )
+    assert config.cross_account and not config.cross_account_role
+    assert (config.max_record_size_kib, config.warm_throughput_mibps) == (4096, 50)
+    assert load({"consumerAccountId": "210987654321", "externalId": "x" * 16}).cross_account_role
+
+
 def test_monitoring_settings_are_parsed():
     config = load({"lagAlarmMs": "60000", "iteratorAgeAlarmMs": "120000", "alarmEmail": "ops@example.com"})
     assert (config.lag_alarm_ms, config.iterator_age_alarm_ms, config.alarm_email) == (60000, 120000, "ops@example.com")
@@ -90,6 +105,21 @@ def test_newer_emr_spark_releases_are_accepted():
         ({"pythonExecutable": "/usr/bin/python3.12"}, "'pythonExecutable': got '/usr/bin/python3.12'"),
         ({"serverless": "maybe"}, "'serverless': got 'maybe'; allowed: true or false"),
         ({"serverlessMaxVcpu": "2"}, "'serverlessMaxVcpu': got '2'; allowed: an integer from 4 to 400"),
+        ({"crossAccountAccess": "resourcePolicy"}, "'consumerAccountId' is required when 'crossAccountAccess' is set"),
+        (
+            {"consumerAccountId": "210987654321", "crossAccountAccess": "share"},
+            "'crossAccountAccess': got 'share'; allowed: ROLE or RESOURCE_POLICY",
+        ),
+        (
+            {"consumerAccountId": "210987654321", "crossAccountAccess": "resourcePolicy", "externalId": "x" * 16},
+            "'externalId' is for crossAccountAccess=role: a resource policy takes none",
+        ),
+        ({"maxRecordSizeKiB": "1000"}, "'maxRecordSizeKiB': got '1000'; allowed: an integer from 1024 to 10240"),
+        ({"warmThroughputMiBps": "100"}, "'warmThroughputMiBps' is for on-demand streams"),
+        (
+            {"streamMode": "ON_DEMAND", "warmThroughputMiBps": "0"},
+            "'warmThroughputMiBps': got '0'; allowed: an integer from 1 to 10240",
+        ),
     ],
 )
 def test_bad_values_are_named(context, expected):

@@ -33,7 +33,13 @@ def unsynthesized(project_root, root_without_job, infra_environ):
         run_nag=False,
     )
     other = build_app(
-        context={"streamMode": "ON_DEMAND", "subnetId": "subnet-0123456789abcdef0", "coreInstanceCount": 0},
+        context={
+            "streamMode": "ON_DEMAND",
+            "subnetId": "subnet-0123456789abcdef0",
+            "coreInstanceCount": 0,
+            "consumerAccountId": CONSUMER_ACCOUNT,
+            "crossAccountAccess": "resourcePolicy",
+        },
         project_root=root_without_job,
         environ=infra_environ,
         run_nag=False,

@@ -266,10 +266,41 @@ def test_cross_account_role_needs_the_external_id_and_may_only_read_the_streams(
     assert not [a for a in granted if a.startswith("s3:") or a.startswith("dynamodb:") or "Put" in a]
 
 
-def test_no_cross_account_role_without_a_consumer(variant):
+def test_a_resource_policy_instead_of_the_role_lets_the_consumer_account_only_read(variant):
+    """crossAccountAccess=resourcePolicy: no role; each stream's policy grants the consumer account the read
+    actions and nothing else, and the stream key's policy Decrypt."""
+    from aws_cdk.assertions import Template
+
     assert variant.access.cross_account_role is None
     outputs = json.dumps(variant.app.synth().get_stack_by_name(variant.access.stack_name).template["Outputs"])
     assert "CrossAccountRoleArn" not in outputs
+    template = Template.from_stack(variant.streams).to_json()
+    policies = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::Kinesis::ResourcePolicy"]
+    streams = {f"<{logical_id(s)}.Arn>" for s in (variant.streams.source, variant.streams.sink)}
+    assert {render(policy["ResourceArn"]) for policy in policies} == streams
+    for policy in policies:
+        (statement,) = policy["ResourcePolicy"]["Statement"]
+        assert render(statement["Principal"]["AWS"]) == f"arn:<AWS::Partition>:iam::{CONSUMER_ACCOUNT}:root"
+        assert statement["Effect"] == "Allow" and render(statement["Resource"]) == render(policy["ResourceArn"])
+        assert as_list(statement["Action"]) == [
+            "kinesis:DescribeStreamSummary",
+            "kinesis:ListShards",
+            "kinesis:GetShardIterator",
+            "kinesis:GetRecords",
+        ]
+    key = next(r for r in template["Resources"].values() if r["Type"] == "AWS::KMS::Key")
+    granted = [
+        s for s in key["Properties"]["KeyPolicy"]["Statement"] if CONSUMER_ACCOUNT in json.dumps(s.get("Principal"))
+    ]
+    assert [as_list(s["Action"]) for s in granted] == [["kms:Decrypt"]]
+
+
+def test_on_demand_streams_take_warm_throughput_and_a_record_size(variant):
+    from aws_cdk.assertions import Template
+
+    for stream in Template.from_stack(variant.streams).find_resources("AWS::Kinesis::Stream").values():
+        assert stream["Properties"]["WarmThroughputMiBps"] == 200
+        assert stream["Properties"]["MaxRecordSizeInKiB"] == 10240
 
 
 def test_every_arn_a_user_needs_is_an_output(cfn):
