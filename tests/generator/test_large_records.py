@@ -85,3 +85,23 @@ def test_the_flags_come_as_a_pair_of_allowed_values(capsys, args: list[str], exp
     assert main(["--stream", "s", "--count", "5", *args]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and err.startswith(f"error: {expected}"), err
+
+
+def test_a_template_rendering_over_the_streams_maximum_is_one_line_naming_the_flag(
+    kinesalite: LocalServer, lite_stream
+) -> None:
+    stream = lite_stream(shards=1)
+    with pytest.raises(UsageError) as refused:
+        kinesis_generator.run(
+            stream_name=stream,
+            template="x" * 1_100_000,
+            partition_key="k",
+            count=3,
+            endpoint_url=kinesalite.endpoint_url,
+        )
+    assert str(refused.value).startswith(
+        "--template: record of 1100001 bytes (data + partition key) is over the stream's maximum record size of "
+        "1048576 bytes (1024 KiB); the stream's owner can raise it up to 10240 KiB"
+    )
+    assert refused.value.flag == "--template" and "\n" not in str(refused.value)
+    assert read_stream(kinesalite.client("kinesis"), stream) == []

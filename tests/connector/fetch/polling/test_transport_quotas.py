@@ -112,6 +112,31 @@ def test_a_backlog_is_read_within_the_byte_quota_without_refusals(kinesalite: Lo
     assert reads.refused <= 0.02 * reads.calls and first.refused_calls + second.refused_calls == reads.refused
 
 
+def test_a_large_record_among_small_ones_is_read_and_paid_back_before_the_next_call(
+    kinesis_mock: LocalServer, mock_stream
+) -> None:
+    """A stream raised to 4 MiB records (kinesis-mock behind AWS's quotas): small records, one of 3 MiB, small
+    records. The answer holding the large record puts the shard 1.5 s in debt; the next call waits until it is
+    paid back instead of being refused (a refused call would be refused to every reader of the shard)."""
+    stream = mock_stream(shards=1)
+    setup = kinesis_mock.client("kinesis")
+    arn = setup.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"]
+    setup.update_max_record_size(StreamARN=arn, MaxRecordSizeInKiB=4096)
+    small = [(bytes([i]) * 1024, f"k{i}") for i in range(20)]
+    sequences = [entry["SequenceNumber"] for entry in put_records(setup, stream, small)]
+    sequences += [entry["SequenceNumber"] for entry in put_records(setup, stream, [(b"L" * (3 << 20), "large")])]
+    sequences += [entry["SequenceNumber"] for entry in put_records(setup, stream, small)]
+    shard = list_shards(setup, stream)[0]
+    context = ShardContext(stream, shard.shard_id, shard.starting_hash_key, shard.ending_hash_key)
+    with QuotaProxy(kinesis_mock.endpoint_url, Quotas()) as proxy:
+        kinesis = kinesis_reader_client(client_settings(proxy))
+        transport = GetRecordsTransport(kinesis, context, NO_RETRIES, PollingSettings(10000, INTERVAL_S, 10))
+        rows, answers, result = _read_answers(transport, context, Position(TRIM_HORIZON), FetchLimits())
+        reads = proxy.report().tally(stream=stream, action="GetRecords")
+    assert rows == sequences and result.stop == STOP_CAUGHT_UP
+    assert max(answers) >= 3 << 20 and reads.refused == transport.refused_calls == 0
+
+
 def test_a_read_handed_an_iterator_waits_an_interval_after_the_call_that_got_it(
     kinesalite: LocalServer, lite_stream
 ) -> None:
