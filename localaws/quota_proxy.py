@@ -61,6 +61,7 @@ from localaws.quota_model import (
 from localaws.quota_routing import CreatingConsumers, IteratorMap, ShardRouter
 from localaws.quota_stats import STATS_PATH, QuotaReport, QuotaStats, parse_groups
 from localaws.servers import DEFAULT_REGION, LocalServer, ServerSpec, aws_client
+from localaws.streams import max_record_size_kib
 
 KINESIS_TARGET = "Kinesis_20131202."
 UNKNOWN_SHARD = "?"
@@ -110,8 +111,7 @@ class QuotaProxy(FaultProxy):
 
     def max_record_bytes(self, stream: str) -> int:
         """The stream's maximum record size as its server says now (1 MiB when it says nothing: never raised)."""
-        summary = self._upstream_client().describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]
-        return summary.get("MaxRecordSizeInKiB", 1024) * 1024
+        return max_record_size_kib(self._upstream_client(), stream) * 1024
 
     def _upstream_client(self) -> Any:
         with self._client_lock:

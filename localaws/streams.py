@@ -7,11 +7,15 @@ quotas (AWS, or ``localaws.quota_proxy``) they wait and try again when a call is
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.exceptions import ClientError
 
 PUT_RECORDS_MAX_ENTRIES = 500
@@ -123,3 +127,30 @@ def read_stream(kinesis, stream_name: str) -> list[dict]:
         for shard_id in list_shard_ids(kinesis, stream_name)
         for record in iterate_shard(kinesis, stream_name, shard_id)
     ]
+
+
+def set_max_record_size(kinesis, stream_name: str, kib: int) -> str:
+    """UpdateMaxRecordSize (kinesis-mock) whatever the client's botocore knows: EMR's (the compat venv's) predates
+    the call. Returns the stream's ARN."""
+    arn = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]["StreamARN"]
+    raw_call(kinesis, "UpdateMaxRecordSize", {"StreamARN": arn, "MaxRecordSizeInKiB": kib})
+    return arn
+
+
+def max_record_size_kib(kinesis, stream_name: str) -> int:
+    """The stream's MaxRecordSizeInKiB (1024 when its server says nothing: never raised), read from the answer's
+    body: an older botocore's model drops the field."""
+    answer = raw_call(kinesis, "DescribeStreamSummary", {"StreamName": stream_name})
+    return answer["StreamDescriptionSummary"].get("MaxRecordSizeInKiB") or 1024
+
+
+def raw_call(kinesis, action: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A Kinesis call signed with ``kinesis``'s keys and sent as JSON, past botocore's service model; raises
+    urllib's HTTPError for an error answer."""
+    body = json.dumps(params).encode()
+    headers = {"X-Amz-Target": f"Kinesis_20131202.{action}", "Content-Type": "application/x-amz-json-1.1"}
+    request = AWSRequest("POST", kinesis.meta.endpoint_url + "/", data=body, headers=headers)
+    credentials = kinesis._request_signer._credentials  # the client's own keys, as a call of its would sign
+    SigV4Auth(credentials, "kinesis", kinesis.meta.region_name).add_auth(request)
+    with urllib.request.urlopen(urllib.request.Request(request.url, body, dict(request.headers)), timeout=30) as answer:
+        return json.loads(answer.read() or b"{}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import calendar
 import datetime
+import json
 import threading
 from typing import Any
 
@@ -19,6 +20,8 @@ from .settings import ClientSettings
 _clients: dict[tuple[str, ClientSettings, bool], Any] = {}
 _lock = threading.Lock()
 RAW_BODY = "RawBody"  # where a reader client's GetRecords answer carries its undecoded body
+# Where a DescribeStreamSummary answer carries MaxRecordSizeInKiB, which an older botocore (EMR's 1.35) drops.
+MAX_RECORD_SIZE_KIB = "MaxRecordSizeInKiB"
 
 
 def client(service: str, settings: ClientSettings, raw_get_records: bool = False) -> Any:
@@ -38,6 +41,7 @@ def client(service: str, settings: ClientSettings, raw_get_records: bool = False
             build_user_agent_once(made)
             if service == "kinesis":
                 send_timestamps_to_the_millisecond(made)
+                made.meta.events.register("before-parse.kinesis.DescribeStreamSummary", _keep_max_record_size)
             if raw_get_records:
                 made.meta.events.register(f"before-parse.{service}.GetRecords", _keep_raw_body)
             _clients[key] = made
@@ -53,6 +57,15 @@ def _keep_raw_body(response_dict: dict[str, Any], customized_response_dict: dict
     if response_dict.get("status_code") == 200:
         customized_response_dict[RAW_BODY] = response_dict["body"]
         response_dict["body"] = b"{}"
+
+
+def _keep_max_record_size(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_: Any) -> None:
+    """botocore's ``before-parse`` hook: a stream's maximum record size, from the answer's body, as
+    ``MAX_RECORD_SIZE_KIB`` at the answer's top (an older botocore's model lacks the field and drops it)."""
+    if response_dict.get("status_code") != 200:
+        return
+    summary = json.loads(response_dict["body"] or b"{}").get("StreamDescriptionSummary", {})
+    customized_response_dict[MAX_RECORD_SIZE_KIB] = summary.get(MAX_RECORD_SIZE_KIB)
 
 
 def send_timestamps_to_the_millisecond(made: Any) -> None:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..aws.clients import MAX_RECORD_SIZE_KIB
 from ..retry import RetryPolicy
 from ..stream_ids import stream_param
 from .entries import DEFAULT_LIMITS, DEFAULT_MAX_RECORD_BYTES, RecordLimits
@@ -28,7 +29,8 @@ def describe_limits(client: Any, stream: str, retry: RetryPolicy) -> RecordLimit
     answer = retry.call(
         client.describe_stream_summary, **stream_param(stream), what=f"DescribeStreamSummary of {stream}"
     )
-    kib = answer["StreamDescriptionSummary"].get("MaxRecordSizeInKiB")
+    # The connector's clients keep the field at the top whatever botocore's model (aws.clients); others parse it.
+    kib = answer.get(MAX_RECORD_SIZE_KIB) or answer["StreamDescriptionSummary"].get(MAX_RECORD_SIZE_KIB)
     return RecordLimits(kib * 1024 if kib else DEFAULT_MAX_RECORD_BYTES)
 
 

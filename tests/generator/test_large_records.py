@@ -13,7 +13,7 @@ import kinesis_generator
 from kinesis_generator.errors import UsageError
 from kinesis_generator.large_records import LargeRecords
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, LocalServer
-from localaws.streams import read_stream
+from localaws.streams import read_stream, set_max_record_size
 
 
 @pytest.fixture(autouse=True)
@@ -40,8 +40,7 @@ def test_a_large_record_is_padded_to_the_size_with_its_key_and_stays_json() -> N
 def test_a_run_on_a_raised_stream_stores_the_share_whole(kinesis_mock: LocalServer, mock_stream) -> None:
     stream = mock_stream(shards=1)
     kinesis = kinesis_mock.client("kinesis")
-    arn = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"]
-    kinesis.update_max_record_size(StreamARN=arn, MaxRecordSizeInKiB=2048)
+    set_max_record_size(kinesis, stream, 2048)
     summary = kinesis_generator.run(
         stream_name=stream,
         count=10,

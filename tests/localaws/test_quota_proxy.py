@@ -22,7 +22,14 @@ from localaws.neighbour import NEIGHBOUR_TOKEN, Neighbour
 from localaws.quota_model import MiB
 from localaws.quota_proxy import QuotaProxy, QuotaServer
 from localaws.quota_stats import QuotaReport, assert_refused_at_most
-from localaws.streams import create_stream, patiently, put_records, read_stream, wait_for_stream_active
+from localaws.streams import (
+    create_stream,
+    patiently,
+    put_records,
+    read_stream,
+    set_max_record_size,
+    wait_for_stream_active,
+)
 
 SHARD_0, SHARD_1 = "shardId-000000000000", "shardId-000000000001"
 LOW, HIGH = "0", str(2**128 - 1)  # explicit hash keys on the first and the last shard
@@ -178,8 +185,7 @@ def test_large_records_to_a_raised_stream_and_what_its_maximum_refuses(
     out of the shard's burst reserve; over the maximum, or a call over its size limit, is refused whole."""
     stream, raised = mock_stream(shards=1), mock_stream(shards=1)
     direct = kinesis_mock.client("kinesis")
-    arn = direct.describe_stream_summary(StreamName=raised)["StreamDescriptionSummary"]["StreamARN"]
-    direct.update_max_record_size(StreamARN=arn, MaxRecordSizeInKiB=2048)
+    set_max_record_size(direct, raised, 2048)
     kinesis = client(quota_proxy_mock)
     assert kinesis.put_record(StreamName=raised, Data=b"x" * (2 * MiB - 1), PartitionKey="k")["ShardId"] == SHARD_0
     too_large = {"Data": b"x" * (2 * MiB), "PartitionKey": "k"}  # one byte over with its key

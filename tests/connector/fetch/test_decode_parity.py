@@ -28,7 +28,7 @@ from aws_kinesis_agg.deaggregator import iter_deaggregate_records
 from botocore.eventstream import EventStreamBuffer
 
 from localaws import LocalServer
-from localaws.streams import put_records, wait_for_stream_active
+from localaws.streams import put_records, set_max_record_size, wait_for_stream_active
 from pyspark_aws_kinesis.aws.clients import RAW_BODY, kinesis_client, kinesis_reader_client
 from pyspark_aws_kinesis.fetch.decode import (
     ARROW_SCHEMA,
@@ -294,8 +294,7 @@ def test_records_over_1_mib_on_a_raised_stream_match_botocore(kinesis_mock: Loca
     GetRecords and by a subscription."""
     stream = mock_stream(shards=1)
     kinesis = kinesis_mock.client("kinesis")
-    arn = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"]
-    kinesis.update_max_record_size(StreamARN=arn, MaxRecordSizeInKiB=3072)
+    set_max_record_size(kinesis, stream, 3072)
     consumer = active_consumer(kinesis_mock.endpoint_url, stream)
     large_aggregate = AggRecord(3 * 1024 * 1024)  # aws-kinesis-agg's RecordAggregator stops at 1 MiB
     for data, key in [(os.urandom(600 * 1024), "a"), (os.urandom(600 * 1024), "b")]:

@@ -204,13 +204,18 @@ def test_a_bad_row_fails_the_write_and_only_its_own_task_sends_nothing(
     assert set(stored) <= {f"good-task-{i}" for i in range(10)} and set(stored.values()) <= {1}, stored
 
 
-def test_a_record_over_1_mib_fails_before_anything_is_sent(spark, kinesalite: LocalServer, lite_stream) -> None:
+def test_a_record_over_the_streams_1_mib_fails_before_anything_is_sent(
+    spark, kinesalite: LocalServer, lite_stream
+) -> None:
     stream = lite_stream(shards=1)
     frame = spark.range(3, numPartitions=1).selectExpr(
         "case when id = 1 then repeat('x', 1048576) else 'small' end as data", "'k' as partitionKey"
     )
     message = _write_error(frame, sink_options(kinesalite.endpoint_url, stream))
-    assert "1 of 3 rows are over the Kinesis record limit of 1048576 bytes" in message
+    assert (
+        "Nothing was sent to Kinesis by this task: a record of 1048577 bytes (data + partition key) is over the "
+        f"maximum record size of stream '{stream}', 1048576 bytes (1024 KiB); the stream's owner can raise it"
+    ) in message
     assert read_stream(kinesalite.client("kinesis"), stream) == []
 
 

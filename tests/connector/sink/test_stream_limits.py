@@ -7,22 +7,20 @@ from __future__ import annotations
 
 import pytest
 
-from localaws import LocalServer, aws_client
+from localaws import LocalServer
 from localaws.fault_proxy import FaultProxy
+from localaws.streams import set_max_record_size
+from pyspark_aws_kinesis.aws.clients import kinesis_client
 from pyspark_aws_kinesis.kpl import hash_key_of
 from pyspark_aws_kinesis.retry import RetryPolicy
 from pyspark_aws_kinesis.sink import stream_limits
 from pyspark_aws_kinesis.sink.columns import KinesisSinkInputError
 from pyspark_aws_kinesis.sink.entries import RecordLimits
 from tests.connector.support.sink_util import _stored_rows, sink_options, write
+from tests.connector.support.source_util import client_settings
 
 MIB = 1024 * 1024
 RETRY = RetryPolicy(3, 1, 5)
-
-
-def _raise(kinesis, stream: str, kib: int) -> None:
-    arn = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"]
-    kinesis.update_max_record_size(StreamARN=arn, MaxRecordSizeInKiB=kib)
 
 
 @pytest.fixture
@@ -44,7 +42,7 @@ def test_a_raised_stream_takes_records_over_1_mib_in_calls_of_up_to_10_mib(
 ) -> None:
     # Small as large records go: kinesis-mock takes about a second a MiB.
     stream = mock_stream(shards=2)
-    _raise(kinesis_mock.client("kinesis"), stream, 3072)
+    set_max_record_size(kinesis_mock.client("kinesis"), stream, 3072)
     keys = _key_on_each_of_2_shards()
     records = [(b"A" * (2600 * 1024), keys[0]), (b"B" * (2600 * 1024), keys[1])]
     _, message = write(sink_options(proxied.endpoint_url, stream), records)
@@ -60,7 +58,7 @@ def test_a_record_over_the_streams_maximum_fails_the_task_in_one_line_and_sends_
 ) -> None:
     stream = mock_stream(shards=1)
     if kib:
-        _raise(kinesis_mock.client("kinesis"), stream, kib)
+        set_max_record_size(kinesis_mock.client("kinesis"), stream, kib)
     records = [(b"before", "k"), (b"x" * size, "key"), (b"after", "k")]
     with pytest.raises(KinesisSinkInputError) as failure:
         write(sink_options(kinesis_mock.endpoint_url, stream), records)
@@ -78,7 +76,7 @@ def test_the_stream_is_asked_only_for_records_over_1_mib_and_over_what_was_heard
     kinesis_mock: LocalServer, mock_stream, proxied: FaultProxy
 ) -> None:
     stream = mock_stream(shards=1)
-    client = aws_client("kinesis", proxied.endpoint_url)
+    client = kinesis_client(client_settings(proxied))  # the connector's: it reads the field any botocore drops
     now = [0.0]
 
     def limits(largest: int) -> RecordLimits:
@@ -90,7 +88,7 @@ def test_the_stream_is_asked_only_for_records_over_1_mib_and_over_what_was_heard
     assert limits(MIB) == RecordLimits() and asked() == 0  # fits every stream: nothing to ask
     assert limits(MIB + 1) == RecordLimits(MIB) and asked() == 1  # never raised: the answer has no maximum
     assert limits(MIB + 1) == RecordLimits(MIB) and asked() == 2  # over what was heard: maybe raised since
-    _raise(kinesis_mock.client("kinesis"), stream, 3072)
+    set_max_record_size(kinesis_mock.client("kinesis"), stream, 3072)
     assert limits(2 * MIB) == RecordLimits(3 * MIB) and asked() == 3
     assert limits(3 * MIB) == RecordLimits(3 * MIB) and asked() == 3  # within what was heard: not asked
     assert limits(100) == RecordLimits(3 * MIB) and asked() == 3  # known: small records get the 10 MiB calls too

@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 from localaws import LocalServer
 from localaws.quota_model import Quotas
 from localaws.quota_proxy import QuotaProxy
-from localaws.streams import put_records
+from localaws.streams import put_records, set_max_record_size
 from pyspark_aws_kinesis.aws.clients import RAW_BODY, kinesis_reader_client
 from pyspark_aws_kinesis.clock import now_ms
 from pyspark_aws_kinesis.fetch.decode import Page, ShardContext
@@ -120,8 +120,7 @@ def test_a_large_record_among_small_ones_is_read_and_paid_back_before_the_next_c
     paid back instead of being refused (a refused call would be refused to every reader of the shard)."""
     stream = mock_stream(shards=1)
     setup = kinesis_mock.client("kinesis")
-    arn = setup.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"]
-    setup.update_max_record_size(StreamARN=arn, MaxRecordSizeInKiB=4096)
+    set_max_record_size(setup, stream, 4096)
     small = [(bytes([i]) * 1024, f"k{i}") for i in range(20)]
     sequences = [entry["SequenceNumber"] for entry in put_records(setup, stream, small)]
     sequences += [entry["SequenceNumber"] for entry in put_records(setup, stream, [(b"L" * (3 << 20), "large")])]
