@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         "5 not every record sent in time, 130 Ctrl-C (docs/generator.md).",
     )
     target = parser.add_argument_group("target")
-    target.add_argument("--stream", required=True, help="Kinesis stream name")
+    target.add_argument("--stream", required=True, help="Kinesis stream name, or ARN (a stream another account shares)")
     target.add_argument("--region", help="AWS region (default: from --endpoint-url or the AWS config)")
     target.add_argument("--endpoint-url", type=endpoint_url, help="e.g. http://127.0.0.1:4567 for a local server")
     target.add_argument("--profile", help="AWS profile of the shared config/credentials files")

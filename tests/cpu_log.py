@@ -1,7 +1,7 @@
 """Where the suite's CPU goes: with KINESIS_TEST_CPU_LOG=FILE set, each test appends one JSON line to FILE: its id,
-the xdist worker, its wall seconds and the CPU seconds of the pytest process and everything it started (Spark's JVM
-and Python workers, the local servers, subprocesses), setup and teardown included. What to read from it:
-docs/testing.md. ``python -m tests.cpu_log FILE`` sums it by file.
+the xdist worker, the session's pyspark, its wall seconds and the CPU seconds of the pytest process and everything it
+started (Spark's JVM and Python workers, the local servers, subprocesses), setup and teardown included, and of the
+pytest process alone. What to read from it: docs/testing.md. ``python -m tests.cpu_log FILE`` sums it by file.
 
 A process reparented away from the tree is not counted: a detached helper, or the JVM of a Spark app run as a
 subprocess once the app has exited (pyspark does not wait for it). One that exits is counted once reaped.
@@ -36,17 +36,25 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     if not path:
         yield
         return
-    cpu, wall = tree_cpu_s(os.getpid()), time.monotonic()
+    cpu, wall, own = tree_cpu_s(os.getpid()), time.monotonic(), time.process_time()
     yield
     line = {
         "test": item.nodeid,
         "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
         "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+        "pyspark": _pyspark_version(),
         "wall_s": round(time.monotonic() - wall, 3),
         "cpu_s": round(tree_cpu_s(os.getpid()) - cpu, 3),
+        "own_cpu_s": round(time.process_time() - own, 3),  # the pytest process alone (in-process proxies, clients)
     }
     with open(path, "a") as log:  # one short write a line: workers append side by side
         log.write(json.dumps(line) + "\n")
+
+
+def _pyspark_version() -> str | None:
+    """Which pyspark the session runs (the two legs of ``make test`` share the log), None before it is imported."""
+    module = sys.modules.get("pyspark")
+    return getattr(module, "__version__", None)
 
 
 def by_file(lines: list[dict]) -> list[tuple[str, float, float]]:

@@ -278,3 +278,13 @@ def test_aggregates_fill_across_ticks_and_a_partial_one_waits_at_most_the_hold()
     (held,) = packer.add([], 0.21 + sender.HOLD_S, False)
     assert len(full[1]) + len(held[1]) == 300 and [user for _, users in (full, held) for user in users] == tick * 3
     assert packer.add(tick[:5], 1.0, True)[0][1] == tick[:5]  # the end sends what is open
+
+
+def test_a_stream_named_by_arn_is_written_by_arn(kinesis_mock: LocalServer, mock_stream):
+    """``--stream`` takes an ARN too: every call names it (a stream another account shares is reached no other way)."""
+    stream = mock_stream(shards=1)
+    kinesis = kinesis_mock.client("kinesis")
+    arn = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamARN"]
+    summary = kinesis_generator.run(stream_name=arn, count=5, rate=1000, endpoint_url=kinesis_mock.endpoint_url)
+    assert (summary.records, summary.failed) == (5, 0)
+    assert len(read_stream(kinesis, stream)) == 5
