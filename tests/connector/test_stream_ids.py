@@ -21,6 +21,7 @@ from localaws.servers import DUMMY_SECRET_KEY
 from localaws.streams import put_records, read_stream
 from pyspark_aws_kinesis.options import OptionError
 from pyspark_aws_kinesis.sink.put_records import PutRecordsFailedError
+from pyspark_aws_kinesis.source.batch_reader import KinesisBatchReader
 from pyspark_aws_kinesis.source.settings import SourceSettings
 from pyspark_aws_kinesis.stream_ids import StreamArn, storage_key, stream_name, stream_param
 from tests.connector.support.sink_util import write
@@ -122,6 +123,17 @@ def test_another_account_reads_a_shared_stream_by_arn_as_its_policy_allows(share
     with pytest.raises(Exception, match="AccessDeniedException"):
         run_batch(source, roundtrip(source.initialOffset()))
     assert {code for _, _, code in proxy.refused} == {"AccessDeniedException"}
+
+
+def test_a_batch_read_by_arn_reads_the_shared_stream(shared, tmp_path: Path) -> None:
+    proxy, owner, stream, arn = shared
+    read_actions = ("DescribeStreamSummary", "ListShards", "GetShardIterator", "GetRecords")
+    owner.put_resource_policy(ResourceARN=arn, Policy=_policy(arn, *read_actions))
+    options = _reader_options(proxy, tmp_path, **{"kinesis.streamARN": arn})
+    batch = KinesisBatchReader(None, {key.lower(): value for key, value in options.items()})  # type: ignore[arg-type]
+    rows = [row for partition in batch.partitions() for page in batch.read(partition) for row in page.to_pylist()]
+    assert [(bytes(row["data"]), row["streamName"]) for row in rows] == [(b"r0", stream), (b"r1", stream)]
+    assert proxy.refused == []
 
 
 def test_a_name_resolves_in_the_readers_own_account(shared, tmp_path: Path) -> None:
