@@ -50,18 +50,18 @@ help:
 # the hook sets it to this venv's python when unset, so `.venv/bin/python my_job.py` works. Not in the wheel
 # (docs/source.md, "Running a script from this checkout"); tests/package/test_spark_python_hook.py runs this line.
 SPARK_PYTHON_HOOK := import os, sys; sys.executable and os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-# --no-compile: pip would compile every module of every package (45 of its 85 CPU s here); Python compiles the ones
-# imported, once, on first import (the class archive's run below imports Spark's and pyarrow's).
+# pip compiles every module at install (45 of its 85 CPU s here). Keep it: with PYTHONDONTWRITEBYTECODE set, as on
+# this project's CI, Python would compile every import again in every process (docs/testing.md, "A second look").
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation --config-settings editable_mode=compat -e .
 	$(PY) -c 'import sys, sysconfig; open(sysconfig.get_path("purelib") + "/pyspark_python_hook.pth", "w").write(sys.argv[1] + "\n")' '$(SPARK_PYTHON_HOOK)'
 	@touch $@
 
 $(VENV_COMPAT)/.installed: requirements-compat.txt
 	@test -x $(PY_COMPAT) || $(PYTHON) -m venv $(VENV_COMPAT)
-	$(PY_COMPAT) -m pip install --quiet --disable-pip-version-check --no-compile -r requirements-compat.txt
+	$(PY_COMPAT) -m pip install --quiet --disable-pip-version-check -r requirements-compat.txt
 	@touch $@
 
 # A class-data-sharing archive of Spark's classes per venv: the tests' Spark JVMs start on about half the CPU
