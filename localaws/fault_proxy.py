@@ -5,7 +5,7 @@ Point a client at ``proxy.endpoint_url`` instead of the server's. For each reque
 (``Faults.actions``, default all), the proxy may add latency, drop the connection without an answer, answer
 with a throttling error, answer with a 5xx or a chosen error code (``Faults.errors``), for GetRecords answer that
 the iterator expired, or, for PutRecords, fail a share of the entries; for S3, answer conditional PUTs with a 409
-conflict, always while another conditional PUT of the key is in flight (as S3 does; moto would let both win).
+conflict; conditional PUTs of one key go one at a time (S3 lets one win; moto alone could let both).
 SubscribeToShard event streams can be ended after a number of events (``Faults.end_event_stream_after``: AWS
 ends every subscription after ~5 minutes), given the ``initial-response`` event AWS sends first and
 kinesis-mock omits (``Faults.initial_response``), and, for shards the test knows are closed (``Faults.shard_ends``),
@@ -154,20 +154,13 @@ class FaultProxy:
         self.trimmed: dict[tuple[str, str], int] = {}  # (stream, shard id) -> first sequence number kept
         self.fresh_iterators: set[str] = set()  # handed out since the first trim: the only ones not expired
         self.expired_shards: set[tuple[str, str]] = set()  # (stream, shard id) ListShards leaves out
-        self._conditional_puts: set[str] = set()  # S3 paths with a conditional PutObject in flight
+        self._key_locks: dict[str, threading.Lock] = {}  # S3 path -> held while a conditional PutObject of it runs
 
-    def begin_conditional_put(self, path: str) -> bool:
-        """False when a conditional PutObject of ``path`` is already in flight: S3 answers the second one 409.
-        moto checks ``If-None-Match`` and writes without a lock, so two racing puts could both win there."""
+    def conditional_put_lock(self, path: str) -> threading.Lock:
+        """The lock conditional PutObjects of ``path`` take one at a time: moto checks ``If-None-Match`` and then
+        writes with no lock between, so two racing puts could both win there, which S3 never allows."""
         with self._lock:
-            if path in self._conditional_puts:
-                return False
-            self._conditional_puts.add(path)
-            return True
-
-    def end_conditional_put(self, path: str) -> None:
-        with self._lock:
-            self._conditional_puts.discard(path)
+            return self._key_locks.setdefault(path, threading.Lock())
 
     def trim(self, stream: str, shard_id: str, first_kept: str) -> None:
         """From now on, the records of ``shard_id`` before sequence number ``first_kept`` are trimmed (see the
@@ -418,14 +411,8 @@ class FaultHandler(BaseHTTPRequestHandler):
         if self.proxy.chance(self.proxy.faults.s3_conditional_conflict_rate):
             self._conditional_conflict("conditional_conflict", "injected by FaultProxy")
             return
-        path = urlsplit(self.path).path
-        if not self.proxy.begin_conditional_put(path):
-            self._conditional_conflict("concurrent_conditional_put", "another conditional write of the key")
-            return
-        try:
+        with self.proxy.conditional_put_lock(urlsplit(self.path).path):
             self._forward(body)
-        finally:
-            self.proxy.end_conditional_put(path)
 
     def _conditional_conflict(self, stat: str, why: str) -> None:
         self.proxy.count(stat)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 
 import pytest
@@ -115,20 +116,23 @@ def test_trim_refuses_trimmed_positions_moves_the_horizon_and_expires_old_iterat
     assert proxy.stats["trimmed_positions"] == 1 and proxy.stats["moved_trim_horizons"] == 1
 
 
-def test_a_conditional_put_while_another_is_in_flight_is_a_409_as_on_s3(moto: LocalServer) -> None:
+def test_conditional_puts_of_one_key_go_one_at_a_time_and_one_wins(moto: LocalServer) -> None:
     bucket = unique_name("race").lower()
     aws_client("s3", moto.endpoint_url).create_bucket(Bucket=bucket)
     with FaultProxy(moto.endpoint_url) as proxy:
         s3 = aws_client("s3", proxy.endpoint_url, config=NO_RETRIES)
-        assert proxy.begin_conditional_put(f"/{bucket}/key")  # another writer's put of the key, not answered yet
-        with pytest.raises(ClientError) as conflict:
-            s3.put_object(Bucket=bucket, Key="key", Body=b"second", IfNoneMatch="*")
-        assert conflict.value.response["Error"]["Code"] == "ConditionalRequestConflict"
-        s3.put_object(Bucket=bucket, Key="other", Body=b"x", IfNoneMatch="*")  # other keys are not held up
-        proxy.end_conditional_put(f"/{bucket}/key")
-        s3.put_object(Bucket=bucket, Key="key", Body=b"first", IfNoneMatch="*")
+        held = proxy.conditional_put_lock(f"/{bucket}/key")
+        with held:  # another writer's put of the key, under way
+            waiting = threading.Thread(target=s3.put_object, kwargs={"Bucket": bucket, "Key": "key", "Body": b"first",
+                                                                     "IfNoneMatch": "*"})  # fmt: skip
+            waiting.start()
+            s3.put_object(Bucket=bucket, Key="other", Body=b"x", IfNoneMatch="*")  # other keys are not held up
+            waiting.join(0.5)
+            assert waiting.is_alive()  # waits for the key
+            assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="key")
+        waiting.join(30)
+        assert not waiting.is_alive()
         with pytest.raises(ClientError) as lost:
-            s3.put_object(Bucket=bucket, Key="key", Body=b"third", IfNoneMatch="*")
+            s3.put_object(Bucket=bucket, Key="key", Body=b"second", IfNoneMatch="*")
         assert lost.value.response["Error"]["Code"] == "PreconditionFailed"
         assert s3.get_object(Bucket=bucket, Key="key")["Body"].read() == b"first"
-        assert proxy.stats["concurrent_conditional_put"] == 1
