@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 
 from .errors import KinesisConnectorError
 from .retry import RetryPolicy, error_code
-from .stream_ids import is_arn, stream_param
+from .stream_ids import stream_option, stream_param
 
 MAX_HASH_KEY = 2**128 - 1
 
@@ -86,10 +86,9 @@ def list_shards(
             if error_code(exc) == "ResourceNotFoundException":
                 endpoint = getattr(getattr(kinesis_client, "meta", None), "endpoint_url", "?")
                 region = getattr(getattr(kinesis_client, "meta", None), "region_name", "?")
-                option = "kinesis.streamARN" if is_arn(stream_name) else "kinesis.streamName"
                 raise StreamNotFoundError(
-                    f"Kinesis stream '{stream_name}' (option {option}) does not exist at endpoint "
-                    f"{endpoint} in region {region}"
+                    f"Kinesis stream '{stream_name}' (option {stream_option((stream_name,))}) does not exist at "
+                    f"endpoint {endpoint} in region {region}"
                 ) from None
             raise
         shards.extend(Shard.from_api(shard) for shard in answer["Shards"])

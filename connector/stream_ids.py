@@ -114,10 +114,16 @@ def stream_option(streams: tuple[str, ...]) -> str:
     return opts.STREAM_ARN.name if any(map(is_arn, streams)) else opts.STREAM_NAME.name
 
 
-def arn_region(parsed: ParsedOptions) -> str | None:
-    """The region of the streams ``kinesis.streamARN`` names (None without it)."""
+def first_stream(parsed: ParsedOptions) -> str | None:
+    """The first stream ``kinesis.streamName`` or ``kinesis.streamARN`` names, unchecked (``streams_of`` checks)."""
     from . import options as opts
 
-    value = parsed[opts.STREAM_ARN.key]
-    arn = StreamArn.parse(value.split(",")[0].strip()) if value else None
+    value = parsed[opts.STREAM_NAME.key] or parsed[opts.STREAM_ARN.key]
+    return value.split(",")[0].strip() if value else None
+
+
+def arn_region(parsed: ParsedOptions) -> str | None:
+    """The region of the streams ``kinesis.streamARN`` names (None without it)."""
+    first = first_stream(parsed)
+    arn = StreamArn.parse(first) if first and is_arn(first) else None
     return arn.region if arn else None

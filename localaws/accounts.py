@@ -28,11 +28,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from localaws.fault_proxy import AMZ_JSON, FaultHandler, FaultProxy, signed_request
+from localaws.fault_proxy import KINESIS_TARGET, FaultHandler, FaultProxy, signed_request
 from localaws.quota_model import ACCOUNT_ID
 from localaws.servers import aws_client
 
-KINESIS_TARGET = "Kinesis_20131202."
 ResourcePolicies = Mapping[str, str]  # resource ARN -> policy document (JSON text)
 
 
@@ -107,10 +106,9 @@ class AccountHandler(FaultHandler):
         if refusal is None:
             self._forward(body)
             return
-        self.proxy.refused.append((account, action, refusal[0]))
-        self._reply(
-            400, [("Content-Type", AMZ_JSON)], json.dumps({"__type": refusal[0], "message": refusal[1]}).encode()
-        )
+        code, message = refusal
+        self.proxy.refused.append((account, action, code))
+        self._answer(400, {"__type": code, "message": message})
 
     def _refusal(self, account: str, action: str, params: dict) -> tuple[str, str] | None:
         """(code, message) AWS would answer another account's call, or None to let it through."""

@@ -49,6 +49,7 @@ from localaws.servers import LOOPBACK
 __all__ = ["FaultProxy", "Faults", "SignedRequest", "encode_event", "signed_request"]
 
 AMZ_JSON = "application/x-amz-json-1.1"
+KINESIS_TARGET = "Kinesis_20131202."  # X-Amz-Target of a Kinesis call: this, then the action
 # Data-plane calls are throttled per shard; control-plane calls per account.
 SHARD_THROTTLE = "ProvisionedThroughputExceededException"
 ACCOUNT_THROTTLE = "LimitExceededException"

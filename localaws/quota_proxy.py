@@ -43,7 +43,7 @@ from urllib.parse import parse_qs, urlsplit
 from botocore.config import Config
 
 from localaws.event_stream import event_messages, event_records
-from localaws.fault_proxy import AMZ_JSON, FaultHandler, FaultProxy, Faults, signed_request
+from localaws.fault_proxy import AMZ_JSON, KINESIS_TARGET, FaultHandler, FaultProxy, Faults, signed_request
 from localaws.quota_model import (
     AWS_QUOTAS,
     Clock,
@@ -63,7 +63,6 @@ from localaws.quota_stats import STATS_PATH, QuotaReport, QuotaStats, parse_grou
 from localaws.servers import DEFAULT_REGION, LocalServer, ServerSpec, aws_client
 from localaws.streams import max_record_size_kib
 
-KINESIS_TARGET = "Kinesis_20131202."
 UNKNOWN_SHARD = "?"
 RESHARDING = frozenset({"SplitShard", "MergeShards", "UpdateShardCount", "CreateStream", "DeleteStream"})
 

@@ -18,6 +18,8 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.exceptions import ClientError
 
+from localaws.fault_proxy import AMZ_JSON, KINESIS_TARGET
+
 PUT_RECORDS_MAX_ENTRIES = 500
 QUOTA_REFUSALS = frozenset({"ProvisionedThroughputExceededException", "LimitExceededException"})
 T = TypeVar("T")
@@ -148,7 +150,7 @@ def raw_call(kinesis, action: str, params: dict[str, Any]) -> dict[str, Any]:
     """A Kinesis call signed with ``kinesis``'s keys and sent as JSON, past botocore's service model; raises
     urllib's HTTPError for an error answer."""
     body = json.dumps(params).encode()
-    headers = {"X-Amz-Target": f"Kinesis_20131202.{action}", "Content-Type": "application/x-amz-json-1.1"}
+    headers = {"X-Amz-Target": f"{KINESIS_TARGET}{action}", "Content-Type": AMZ_JSON}
     request = AWSRequest("POST", kinesis.meta.endpoint_url + "/", data=body, headers=headers)
     credentials = kinesis._request_signer._credentials  # the client's own keys, as a call of its would sign
     SigV4Auth(credentials, "kinesis", kinesis.meta.region_name).add_auth(request)

@@ -19,7 +19,7 @@ from .. import options as opts
 from ..options import Option, OptionError, ParsedOptions
 from ..options.kinds import is_loopback as is_loopback_host
 from ..retry import RetryPolicy
-from ..stream_ids import arn_region, stream_name
+from ..stream_ids import arn_region, first_stream, stream_name
 
 LOOPBACK_REGION = "us-east-1"
 # kinesis.us-west-2.amazonaws.com, kinesis-fips.us-gov-west-1.amazonaws.com, kinesis.cn-north-1.amazonaws.com.cn
@@ -183,9 +183,9 @@ def check_regions(options: ParsedOptions, region: str, kinesis_region: str | Non
         )
 
 
-def _first_stream_name(options: ParsedOptions) -> str | None:
-    value = options[opts.STREAM_NAME.key] or options[opts.STREAM_ARN.key]
-    return stream_name(value.split(",")[0].strip()) if value else None
+def _first_name(options: ParsedOptions) -> str | None:
+    first = first_stream(options)
+    return stream_name(first) if first else None
 
 
 def assume_role(options: ParsedOptions) -> AssumeRole | None:
@@ -195,7 +195,7 @@ def assume_role(options: ParsedOptions) -> AssumeRole | None:
         return None
     return AssumeRole(
         role_arn=role_arn,
-        session_name=options[opts.STS_SESSION_NAME.key] or default_session_name(_first_stream_name(options)),
+        session_name=options[opts.STS_SESSION_NAME.key] or default_session_name(_first_name(options)),
         external_id=options[opts.STS_EXTERNAL_ID.key],
         duration_s=options[opts.STS_DURATION_SEC.key],
         sts_endpoint_url=options[opts.STS_ENDPOINT_URL.key],

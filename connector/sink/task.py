@@ -177,7 +177,9 @@ def _send(
     def put_lane(lane: list[Entry]) -> PutStats:
         bucket_of = shard_buckets(router) if router is not None else None
         try:
-            return put_all(client, stream, lane, settings.retry, None, on_stored, None, bucket_of, limits)
+            return put_all(
+                client, stream, lane, settings.retry, on_stored=on_stored, bucket_of=bucket_of, limits=limits
+            )
         except PutRecordsFailedError as exc:
             if "ValidationException" in exc.error_codes:
                 forget(client, stream)  # e.g. the maximum record size was lowered: the next task asks again
