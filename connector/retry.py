@@ -92,6 +92,20 @@ def is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, BotocoreConnectionError | HTTPClientError | IncompleteReadError | ResponseParserError)
 
 
+def outcome_unknown(exc: BaseException) -> bool:
+    """The call may have taken effect although it failed: no answer came (a read timeout, a connection closed
+    or cut off mid-answer) or the service failed it (5xx). A refused or unreachable connection sent nothing, and
+    a 4xx (a quota included) refused the call (docs/sink.md, "Delivery")."""
+    if isinstance(exc, RetriesExhaustedError):
+        exc = exc.last_error
+    if isinstance(exc, ClientError):
+        return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500
+    from botocore.parsers import ResponseParserError
+
+    connected = isinstance(exc, HTTPClientError) and not isinstance(exc, BotocoreConnectionError)
+    return connected or isinstance(exc, IncompleteReadError | ResponseParserError)
+
+
 class RetriesExhaustedError(KinesisConnectorError, RuntimeError):
     """A retryable failure that persisted through every allowed attempt."""
 

@@ -8,7 +8,8 @@ on its own, so its budgets and the timing of its calls carry over from batch to 
 backoff; its retry policy is a
 ``kinesis_generator.deadline.DeadlineRetry``, so no call (first or retry) starts after the run's deadline.
 Which user records got stored is known entry by entry (``put_all``'s ``on_stored``), so the counts are exact
-even when a batch was cut short.
+even when a batch was cut short; so is which were in a call that failed without an answer (``on_unanswered``):
+those are unconfirmed if never stored after, and may be in the stream twice if they were.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,10 +44,44 @@ class Job:
     owners: list[list[UserRecord]]
     put: PutStats = field(default_factory=PutStats)
     stored: int = 0  # user records stored so far
+    stored_users: list[UserRecord] = field(default_factory=list)
+    _users: dict[int, list[UserRecord]] = field(init=False)  # by id(entry)
+    _stored: set[int] = field(default_factory=set)
+    _unanswered: Counter[int] = field(default_factory=Counter)  # entry -> its calls that failed without an answer
+
+    def __post_init__(self) -> None:
+        self._users = {id(entry): users for entry, users in zip(self.entries, self.owners, strict=True)}
 
     @property
     def user_count(self) -> int:
         return sum(len(users) for users in self.owners)
+
+    def mark_stored(self, entry: Entry) -> None:
+        self._stored.add(id(entry))
+        self.stored_users.extend(self._users[id(entry)])
+        self.stored = len(self.stored_users)
+
+    def mark_unanswered(self, entries: list[Entry]) -> None:
+        self._unanswered.update(id(entry) for entry in entries)
+
+    def unconfirmed(self) -> list[UserRecord]:
+        """Records of unanswered calls not stored since: in the stream or not."""
+        return self._of(self._unanswered.keys() - self._stored)
+
+    def stored_again(self) -> list[UserRecord]:
+        """Records stored after a call of theirs went unanswered: in the stream more than once, maybe."""
+        return self._of(self._unanswered.keys() & self._stored)
+
+    def unfinished(self) -> list[UserRecord]:
+        """Records not stored: of a job abandoned under way, any may be in a call still unanswered."""
+        return self._of(self._users.keys() - self._stored)
+
+    def extra_copies(self) -> list[UserRecord]:
+        """The copies beyond ``stored_users`` that may be in the stream: one per unanswered call a record was in."""
+        return [user for entry_id, calls in self._unanswered.items() for user in self._users[entry_id] * calls]
+
+    def _of(self, ids: set[int]) -> list[UserRecord]:
+        return [user for entry_id in ids for user in self._users[entry_id]]
 
 
 class SenderPool:
@@ -125,13 +161,6 @@ class SenderPool:
                 self._send(job, pacer)
 
     def _send(self, job: Job, pacer: WritePacer) -> None:
-        owners = {id(entry): users for entry, users in zip(job.entries, job.owners, strict=True)}
-        stored: list[UserRecord] = []
-
-        def on_stored(entry: Entry, shard_id: str) -> None:
-            stored.extend(owners[id(entry)])
-            job.stored = len(stored)
-
         failed = 0
         try:
             put_all(
@@ -140,22 +169,24 @@ class SenderPool:
                 job.entries,
                 self.retry,
                 job.put,
-                on_stored,
+                lambda entry, _shard: job.mark_stored(entry),
                 pacer,
                 bucket_of=self.bucket_of,
                 limits=self.limits,
+                on_unanswered=job.mark_unanswered,
             )
         except DeadlineReached:
             pass  # the rest of the batch was not sent in time
         except PutRecordsFailedError as exc:
             if set(exc.error_codes) <= RETRYABLE_ERROR_CODES:
-                failed = job.user_count - len(stored)  # refused through the whole retry budget: lost
+                # Refused through the whole retry budget: lost, but for those a call may have stored unanswered.
+                failed = job.user_count - job.stored - len(job.unconfirmed())
             else:
                 self.fatal = exc
         except Exception as exc:  # a client error no retry fixes (no credentials, a bad entry): stop the run
             self.fatal = exc
-        if self.stats.end(job, failed) and stored and self.on_sent is not None:
+        if self.stats.end(job, failed) and job.stored_users and self.on_sent is not None:
             try:
-                self.on_sent(stored)
+                self.on_sent(job.stored_users)
             except Exception as exc:  # the caller's callback broke: stop the run with its error
                 self.fatal = exc

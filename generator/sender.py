@@ -94,7 +94,7 @@ def run(
     if large is not None:
         large.check(limits)
 
-    stats, deadline = LiveStats(), Deadline()
+    stats, deadline = LiveStats(collect), Deadline()
     sent: list[UserRecord] | None = [] if collect else None
     bucket_of = shard_buckets(ShardRouter(shards)) if shards else None  # each shard paced on its own
     pool = SenderPool(

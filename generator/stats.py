@@ -17,7 +17,7 @@ from kinesis_generator.deadline import GRACE_S
 from pyspark_aws_kinesis.sink.put_records import PutStats
 
 if TYPE_CHECKING:
-    from kinesis_generator.pool import Job
+    from kinesis_generator.pool import Job, UserRecord
 
 # What one open shard takes (Kinesis quotas): PutRecords beyond it is refused per entry with
 # ProvisionedThroughputExceededException. An aggregate counts as one record.
@@ -40,8 +40,12 @@ class Summary:
     ``due``: the user records the run was to send (``--count``, or those the schedule had due before
     ``--duration`` ended; for an interrupted run, those due by Ctrl-C). Each of them ends up in exactly one of
     ``records`` (stored), ``failed`` (refused through the whole retry budget: lost), ``unsent`` (not stored when
-    the run ended: never sent, or still being retried at the deadline) and ``unconfirmed`` (in a call still
-    unanswered when the grace after the deadline ran out: in the stream or not).
+    the run ended: never sent, or still being retried at the deadline) and ``unconfirmed`` (in a call that failed
+    without an answer, or was still unanswered when the grace after the deadline ran out, and not stored since: in
+    the stream or not). ``stored_again``: of ``records``, those stored by a call sent again after one that went
+    unanswered; each may be in the stream more than once (Kinesis writes are at-least-once).
+    ``sent_records`` / ``doubtful_records`` (with ``collect``): the records stored, and the copies beyond those
+    that may be in the stream (a record once per unanswered call it was in).
     """
 
     records: int
@@ -63,7 +67,9 @@ class Summary:
     open_shards: int | None
     interrupted: bool = False
     paced_s: float = 0.0  # time the senders held records back for the shards' write quota (summed over them)
+    stored_again: int = 0
     sent_records: list[tuple[str, bytes]] | None = field(default=None, repr=False)
+    doubtful_records: list[tuple[str, bytes]] | None = field(default=None, repr=False)
 
     @property
     def retried(self) -> int:
@@ -111,6 +117,7 @@ class Summary:
         """JSON-ready, without the sent records, with the stream's write limit."""
         data = asdict(self)
         data.pop("sent_records")
+        data.pop("doubtful_records")
         data["limit_records_per_s"] = self.limit_records_per_s
         data["limit_bytes_per_s"] = self.limit_bytes_per_s
         data["stream_too_small"] = self.stream_too_small
@@ -137,8 +144,13 @@ class Summary:
             )
         if self.unconfirmed:
             lines.append(
-                f"unconfirmed: {self.unconfirmed} records were in calls still unanswered {GRACE_S:g} s after the "
-                "deadline: they may or may not be in the stream"
+                f"unconfirmed: {self.unconfirmed} records were in calls that went unanswered (or still were "
+                f"{GRACE_S:g} s after the deadline): they may or may not be in the stream"
+            )
+        if self.stored_again:
+            lines.append(
+                f"stored again: {self.stored_again} records were sent again after a call of theirs went "
+                "unanswered: each may be in the stream more than once"
             )
         return lines + self.verdicts()
 
@@ -194,12 +206,14 @@ class Summary:
 class LiveStats:
     """Thread-safe totals, updated by each sending thread when a batch ends; batches under way count live."""
 
-    def __init__(self) -> None:
+    def __init__(self, collect: bool = False) -> None:
         self._lock = threading.Lock()
         self.put = PutStats()  # finished batches
         self.records = 0  # user records stored, of finished batches
         self.failed_records = 0  # user records given up on
-        self.unconfirmed = 0  # user records in calls abandoned after the grace
+        self.unconfirmed = 0  # user records in unanswered calls, or in calls abandoned after the grace
+        self.stored_again = 0  # user records stored after a call of theirs went unanswered
+        self.doubtful: list[UserRecord] | None = [] if collect else None  # with collect: Summary.doubtful_records
         self.started: float | None = None
         self.ended: float | None = None
         self._active: set[Job] = set()
@@ -227,6 +241,11 @@ class LiveStats:
             self.put += job.put
             self.records += job.stored
             self.failed_records += failed_user_records
+            unconfirmed, stored_again = job.unconfirmed(), job.stored_again()
+            self.unconfirmed += len(unconfirmed)
+            self.stored_again += len(stored_again)
+            if self.doubtful is not None:
+                self.doubtful += job.extra_copies()
             return True
 
     def close(self) -> None:
@@ -236,7 +255,11 @@ class LiveStats:
             for job in self._active:
                 self.put += job.put
                 self.records += job.stored
-                self.unconfirmed += job.user_count - job.stored
+                unfinished, stored_again = job.unfinished(), job.stored_again()
+                self.unconfirmed += len(unfinished)
+                self.stored_again += len(stored_again)
+                if self.doubtful is not None:
+                    self.doubtful += unfinished + job.extra_copies()
             self._active.clear()
         if self.ended is None:
             self.ended = time.monotonic()
@@ -284,5 +307,7 @@ class LiveStats:
             open_shards=open_shards,
             interrupted=interrupted,
             paced_s=put.paced_s,
+            stored_again=self.stored_again,
             sent_records=sent,
+            doubtful_records=self.doubtful,
         )

@@ -102,6 +102,8 @@ class Faults:
     server_error_rate: float = 0.0
     latency_s: float = 0.0
     drop_rate: float = 0.0
+    # Forwarded, then the connection closes before the answer: the call took effect and the client cannot know.
+    lost_answer_rate: float = 0.0
     put_records_entry_failure_rate: float = 0.0
     expired_iterator_rate: float = 0.0
     # S3 (any other HTTP method than POST): a conditional PutObject (If-None-Match) answered 409
@@ -334,6 +336,11 @@ class FaultHandler(BaseHTTPRequestHandler):
         if self.proxy.inject(faults.drop_rate):
             self.proxy.count("dropped")
             self.close_connection = True  # no answer at all: the client sees the connection close
+            return
+        if self.proxy.inject(faults.lost_answer_rate):
+            self.proxy.count("answer_lost")
+            self._send_upstream(body)
+            self.close_connection = True
             return
         if self.proxy.inject(faults.throttle_rate):
             self.proxy.count("throttled")

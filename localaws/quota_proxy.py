@@ -101,6 +101,13 @@ class QuotaProxy(FaultProxy):
                 "FaultProxy(quota_proxy.endpoint_url, faults)"
             )
 
+    def start(self) -> QuotaProxy:
+        # Its client is made before the first call comes, not during it: on a loaded machine, making a botocore
+        # client takes seconds, which a writer's first call would wait out (and time out on).
+        self._upstream_client()
+        super().start()
+        return self
+
     def report(self, groups: dict[str, str] | None = None) -> QuotaReport:
         """What was counted so far (see ``localaws.quota_stats``), clients relabeled by ``groups`` if given."""
         return self.quota_stats.report(groups)

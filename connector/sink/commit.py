@@ -41,11 +41,17 @@ class SinkCommitMessage(WriterCommitMessage):
             if put.throttled_calls or put.paced_s
             else ""
         )
+        unanswered = (
+            f"; {put.unanswered_entries} entries were in calls that failed without an answer (a timeout or a 5xx): "
+            f"sent again, they may be in the stream twice"
+            if put.unanswered_entries
+            else ""
+        )
         return (
             f"{self.user_records} records in {put.records} Kinesis records ({self.aggregates} aggregates, "
             f"{put.bytes} bytes) to {', '.join(self.streams) or 'no stream'}; {put.calls} PutRecords calls, "
             f"{put.retried_entries} entries and {put.retried_calls} calls retried, "
-            f"{put.elapsed_s:.2f} s sending (summed over tasks){throttled}{resent}"
+            f"{put.elapsed_s:.2f} s sending (summed over tasks){throttled}{resent}{unanswered}"
         )
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 from botocore.exceptions import ClientError
 
 from ..errors import KinesisConnectorError
-from ..retry import RETRYABLE_ERROR_CODES, RetriesExhaustedError, RetryPolicy, error_code
+from ..retry import RETRYABLE_ERROR_CODES, RetriesExhaustedError, RetryPolicy, error_code, outcome_unknown
 from .encoded_body import RAW_ANSWER, PutResult, call_params, decode_answer, prepare_client
 from .entries import DEFAULT_LIMITS, MAX_ENTRIES_PER_CALL, Entry, RecordLimits
 from .pacing import WritePacer
@@ -31,6 +31,7 @@ _QUOTA_MESSAGE = re.compile(r"Rate exceeded for shard (\S+) in stream ")
 # Told of each entry once it is stored, with the ShardId the PutRecords answer gave it (called from the thread
 # that sent it: the sink checks where its aggregates landed).
 OnStored = Callable[[Entry, str], None]
+OnUnanswered = Callable[[list[Entry]], None]
 
 # Whole-call errors that no retry can fix, with what the user should check.
 _PERMANENT_HINTS = {
@@ -54,7 +55,9 @@ class PutStats:
 
     records / bytes: entries stored and their data + partition key bytes; calls: PutRecords requests sent
     (retries included); retried_entries: entries sent again after the service failed them; retried_calls:
-    whole calls sent again after throttling / 5xx / a timeout; failed_entries: entries given up on (only
+    whole calls sent again after throttling / 5xx / a timeout; unanswered_entries: entries of calls that failed
+    without saying what they stored (no answer, or a 5xx: ``retry.outcome_unknown``), which may be in the stream
+    twice once sent again; failed_entries: entries given up on (only
     non-zero in the stats a ``PutRecordsFailedError`` carries); throttled_calls: calls in which the stream
     refused entries for throughput; paced_s: time spent waiting for the shards to have room (``pacing``);
     elapsed_s: wall time inside ``put_all``.
@@ -65,6 +68,7 @@ class PutStats:
     calls: int = 0
     retried_entries: int = 0
     retried_calls: int = 0
+    unanswered_entries: int = 0
     failed_entries: int = 0
     throttled_calls: int = 0
     paced_s: float = 0.0
@@ -139,6 +143,7 @@ def put_all(
     pacer: WritePacer | None = None,
     bucket_of: BucketOf | None = None,
     limits: RecordLimits = DEFAULT_LIMITS,
+    on_unanswered: OnUnanswered | None = None,
 ) -> PutStats:
     """Store every entry in ``stream_name`` through ``client`` (a boto3 Kinesis client); returns ``stats``.
 
@@ -147,6 +152,8 @@ def put_all(
     ``bucket_of``: the shard an entry goes to, when the caller knows the stream's shard map
     (``routing.shard_buckets``); the entries of a shard then wait for its room while other shards' go.
     ``limits``: the stream's largest record and call (``stream_limits``; default: what every stream takes).
+    ``on_unanswered(entries)`` is called for the entries of a call that failed without saying what it stored,
+    before they are sent again or given up on: they may be in the stream already.
 
     Raises ``PutRecordsFailedError`` when entries stay failed through the retry budget or the service
     refuses the call for good (missing stream, access denied), and ValueError for an entry over the limits.
@@ -157,7 +164,7 @@ def put_all(
     started = time.monotonic()
     try:
         queues = ShardQueues(entries, bucket_of or default_bucket, limits)
-        _send_all(client, stream_name, queues, retry, stats, on_stored, pacer)
+        _send_all(client, stream_name, queues, retry, stats, pacer, on_stored, on_unanswered)
     finally:
         stats.elapsed_s += time.monotonic() - started
     return stats
@@ -169,8 +176,9 @@ def _send_all(
     queues: ShardQueues,
     retry: RetryPolicy,
     stats: PutStats,
-    on_stored: OnStored | None,
     pacer: WritePacer,
+    on_stored: OnStored | None,
+    on_unanswered: OnUnanswered | None,
 ) -> None:
     """Send the queued entries as the pacer lets them through, the failed ones again, until all are stored or
     the budget is spent."""
@@ -182,7 +190,7 @@ def _send_all(
             return
         sending = _paced(queues, retry, pacer, stats)
         sent_at = pacer.clock()
-        outcome = _send(client, stream_name, sending, retry, stats, on_stored, queues.bucket_of)
+        outcome = _send(client, stream_name, sending, retry, stats, (on_stored, on_unanswered), queues.bucket_of)
         pacer.record(outcome.stored, outcome.throttled, sent_at)
         if outcome.permanent_codes:
             raise PutRecordsFailedError(
@@ -232,14 +240,22 @@ def _send(
     pending: list[Entry],
     retry: RetryPolicy,
     stats: PutStats,
-    on_stored: OnStored | None,
+    observers: tuple[OnStored | None, OnUnanswered | None],
     bucket_of: BucketOf = default_bucket,
 ) -> _Round:
     """One PutRecords call (whole-call failures retried by ``retry``); sorts the answer per entry."""
+    on_stored, on_unanswered = observers
+
+    def note_unanswered(exc: BaseException) -> None:
+        if outcome_unknown(exc):
+            stats.unanswered_entries += len(pending)
+            if on_unanswered is not None:
+                on_unanswered(pending)
 
     def count_call_retry(attempt: int, exc: BaseException) -> None:
         stats.retried_calls += 1
         stats.calls += 1
+        note_unanswered(exc)
 
     params = call_params(stream_name, pending)
     try:
@@ -252,11 +268,13 @@ def _send(
     except RetriesExhaustedError as exc:
         stats.calls += 1
         stats.failed_entries += len(pending)
+        note_unanswered(exc)
         codes = Counter({error_code(exc.last_error): len(pending)})
         raise PutRecordsFailedError(stream_name, len(pending), codes, str(exc), stats) from exc
     except ClientError as exc:
         stats.calls += 1
         stats.failed_entries += len(pending)
+        note_unanswered(exc)
         code = error_code(exc)
         hint = _PERMANENT_HINTS.get(code, "the service refused the call")
         codes = Counter({code: len(pending)})

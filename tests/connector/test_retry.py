@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
 
-from pyspark_aws_kinesis.retry import RetriesExhaustedError, RetryPolicy, error_code, is_retryable
+from pyspark_aws_kinesis.retry import RetriesExhaustedError, RetryPolicy, error_code, is_retryable, outcome_unknown
 
 
 def _client_error(code: str, status: int = 400) -> ClientError:
@@ -36,6 +42,24 @@ def test_transient_errors_are_retryable(exc: Exception) -> None:
 )
 def test_permanent_errors_are_not_retryable(exc: Exception) -> None:
     assert not is_retryable(exc)
+
+
+@pytest.mark.parametrize(
+    ("exc", "unknown"),
+    [
+        (ReadTimeoutError(endpoint_url="http://127.0.0.1:1"), True),  # sent, no answer
+        (ConnectionClosedError(endpoint_url="http://127.0.0.1:1"), True),
+        (_client_error("InternalFailure", 500), True),
+        (_client_error("ServiceUnavailable", 503), True),
+        (RetriesExhaustedError("PutRecords", 3, ReadTimeoutError(endpoint_url="http://127.0.0.1:1")), True),
+        (EndpointConnectionError(endpoint_url="http://127.0.0.1:1"), False),  # nothing sent
+        (ConnectTimeoutError(endpoint_url="http://127.0.0.1:1"), False),
+        (_client_error("ProvisionedThroughputExceededException"), False),  # refused
+        (_client_error("ResourceNotFoundException"), False),
+    ],
+)
+def test_outcome_unknown_only_when_the_call_may_have_taken_effect(exc: Exception, unknown: bool) -> None:
+    assert outcome_unknown(exc) is unknown
 
 
 def test_delays_grow_with_jitter_and_stay_under_the_cap() -> None:

@@ -23,6 +23,7 @@ from localaws.fault_proxy import FaultProxy, Faults
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, LocalServer, aws_client, project_root
 from localaws.streams import read_stream
 from pyspark_aws_kinesis.retry import RetryPolicy
+from tests.generator.stored_util import assert_stored_as_reported
 
 GRACE_S = 5.0  # documented: how long after the deadline a call under way may take
 CHECKS_S = 2.0  # the checks before the schedule starts, on a loaded machine
@@ -60,7 +61,20 @@ def test_duration_ends_a_throttled_run_on_time_and_counts_what_was_not_sent(kine
     assert summary.refused_entries > 0 and summary.retried_calls > 0
     assert summary.rate == pytest.approx(summary.records / summary.elapsed_s) and summary.requested_rate == 500
     stored = Counter((r["PartitionKey"], r["Data"]) for r in read_stream(kinesalite.client("kinesis"), stream))
-    assert stored == Counter(summary.sent_records)  # the counts are exact: what is stored, nothing more
+    assert_stored_as_reported(stored, summary)  # the counts are exact: what is stored, nothing more
+
+
+def test_records_of_calls_unanswered_at_the_deadline_are_unconfirmed_not_unsent(kinesalite: LocalServer, lite_stream):
+    stream = lite_stream()
+    faults = Faults(lost_answer_rate=1.0, actions=frozenset({"PutRecords"}))  # every call stored, never answered
+    with FaultProxy(kinesalite.endpoint_url, faults) as proxy:
+        summary = kinesis_generator.run(
+            stream_name=stream, rate=100, duration_s=1.0, endpoint_url=proxy.endpoint_url, retry=PATIENT, collect=True
+        )
+    assert summary.records == 0 and summary.unconfirmed > 0 and accounted(summary) == summary.due
+    stored = Counter((r["PartitionKey"], r["Data"]) for r in read_stream(kinesalite.client("kinesis"), stream))
+    assert set(stored) == set(summary.doubtful_records or []) and len(stored) == summary.unconfirmed
+    assert "they may or may not be in the stream" in "\n".join(summary.lines())
 
 
 def test_the_cli_exits_5_with_refusals_live_and_one_clock(kinesalite: LocalServer, lite_stream):

@@ -21,6 +21,7 @@ from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, LocalServer
 from localaws.streams import iterate_shard, read_stream
 from pyspark_aws_kinesis.kpl import UserRecord, deaggregate, hash_key_of, is_aggregated
 from pyspark_aws_kinesis.retry import RetryPolicy
+from tests.generator.stored_util import assert_stored_as_reported
 
 FAST_RETRY = RetryPolicy(max_retries=8, initial_interval_ms=5, max_interval_ms=50)
 
@@ -50,7 +51,7 @@ def test_count_run_stores_every_record_once(kinesalite: LocalServer, lite_stream
     )
     assert (summary.records, summary.kinesis_records, summary.failed) == (1200, 1200, 0)
     assert sum(batches) == 1200 and summary.sent_records is not None
-    assert stored(kinesalite, stream) == Counter(summary.sent_records)
+    assert_stored_as_reported(stored(kinesalite, stream), summary)
     countries = {json.loads(data)["data"] for _, data in summary.sent_records}
     assert countries == {"Spain", "Portugal", "Finland", "France"}
     assert summary.bytes == sum(len(pk) + len(data) for pk, data in summary.sent_records)
@@ -137,7 +138,21 @@ def test_partial_failures_are_retried_without_duplicates(kinesalite: LocalServer
     assert summary.retried_entries == summary.refused_entries == proxy.stats["failed_entries"] > 0
     assert summary.retried_calls == proxy.stats["throttled"] > 0
     assert (summary.records, summary.failed) == (1000, 0)
-    assert stored(kinesalite, stream) == Counter(summary.sent_records)
+    assert_stored_as_reported(stored(kinesalite, stream), summary)
+
+
+def test_records_sent_again_after_an_unanswered_call_are_reported_as_maybe_twice(kinesalite: LocalServer, lite_stream):
+    stream = lite_stream(shards=2)
+    faults = Faults(lost_answer_rate=0.3, actions=frozenset({"PutRecords"}))  # stored, then the proxy hangs up
+    with FaultProxy(kinesalite.endpoint_url, faults, seed=5) as proxy:
+        summary = kinesis_generator.run(
+            stream_name=stream, count=1000, rate=50_000, endpoint_url=proxy.endpoint_url, retry=FAST_RETRY, collect=True
+        )
+    assert (summary.records, summary.failed, summary.unconfirmed) == (1000, 0, 0) and proxy.stats["answer_lost"] > 0
+    # Every lost answer left its records in the stream once more: exactly the copies the summary calls doubtful.
+    extra = stored(kinesalite, stream) - Counter(summary.sent_records)
+    assert extra == Counter(summary.doubtful_records) and summary.stored_again == len(set(extra)) > 0
+    assert f"stored again: {summary.stored_again} records were sent again" in "\n".join(summary.lines())
 
 
 def test_entries_failing_through_the_budget_are_counted_and_the_run_goes_on(kinesalite: LocalServer, lite_stream):
@@ -182,7 +197,7 @@ def test_aggregated_records_are_readable_by_our_deaggregation(kinesalite: LocalS
                 assert int(hash_range["StartingHashKey"]) <= hash_key_of(user.partition_key)
                 assert hash_key_of(user.partition_key) <= int(hash_range["EndingHashKey"])
                 read[user.partition_key, user.data] += 1
-    assert read == Counter(summary.sent_records)
+    assert_stored_as_reported(read, summary)
     assert aggregated >= summary.kinesis_records - 3
 
 

@@ -64,6 +64,15 @@ def test_drops_connections(proxied) -> None:
     assert proxy.stats["dropped"] >= 1  # a stale keep-alive connection may be retried once below botocore
 
 
+def test_a_lost_answer_closes_the_connection_after_the_call_took_effect(proxied) -> None:
+    proxy, via_proxy, direct, stream = proxied
+    proxy.faults = Faults(lost_answer_rate=1.0, actions=frozenset({"PutRecords"}))
+    with pytest.raises(ConnectionClosedError):
+        put_records(via_proxy, stream, [(b"a", "k1")])
+    stored = [r["Data"] for r in read_stream(direct, stream)]  # once per answer lost (botocore may retry once)
+    assert stored == [b"a"] * proxy.stats["answer_lost"] and stored
+
+
 def test_faults_only_hit_selected_actions(proxied) -> None:
     proxy, via_proxy, _, stream = proxied
     proxy.faults = Faults(throttle_rate=1.0, actions=frozenset({"GetRecords"}))

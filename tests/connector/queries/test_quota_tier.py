@@ -20,6 +20,7 @@ from localaws.streams import read_stream
 from tests.connector.queries.query_util import _committed
 from tests.connector.support.efo_util import efo_options
 from tests.connector.support.source_util import FORMAT, put_numbered, start_parquet_query, wait_for
+from tests.generator.stored_util import assert_stored_as_reported
 
 PATIENT_WRITES = {"kinesis.clientNumRetries": "10", "kinesis.clientRetryIntervalsMs": "200"}
 # A write quota that one PutRecords call of 400 entries exceeds: refusals are certain, whatever the timing.
@@ -124,6 +125,6 @@ def test_the_generator_behind_the_quotas_stores_every_record_once(kinesalite: Lo
         )
     assert (summary.records, summary.failed) == (400, 0)
     stored = Counter((r["PartitionKey"], r["Data"]) for r in read_stream(kinesalite.client("kinesis"), stream))
-    assert stored == Counter(summary.sent_records)
+    assert_stored_as_reported(stored, summary)
     written = _report(proxy, stream).tally(stream=stream, action="PutRecords")
-    assert written.records == 400 and written.refused_records > 0
+    assert 400 <= written.records <= 400 + len(summary.doubtful_records or []) and written.refused_records > 0

@@ -31,6 +31,13 @@ def test_the_commit_message_counts_and_describes_re_sent_records() -> None:
     assert "re-sent" not in SinkCommitMessage(0, ("s",), user_records=1).describe()
 
 
+def test_the_commit_line_says_that_entries_of_unanswered_calls_may_be_in_the_stream_twice() -> None:
+    message = SinkCommitMessage(0, ("s",), 10, 0, PutStats(records=10, calls=2, unanswered_entries=4))
+    assert "; 4 entries were in calls that failed without an answer" in message.describe()
+    assert "twice" in message.describe()
+    assert "unanswered" not in SinkCommitMessage(0, ("s",), 1, 0, PutStats(records=1, calls=1)).describe()
+
+
 TASK_MESSAGES = [
     SinkCommitMessage(0, ("s",), 700, 2, PutStats(records=2, bytes=9000, calls=1)),
     SinkCommitMessage(1, ("s",), 300, 1, PutStats(records=1, bytes=4000, calls=2, retried_entries=1)),

@@ -122,6 +122,27 @@ def test_whole_call_throttling_and_5xx_are_retried(
     assert sorted(_stored(kinesalite.client("kinesis"), stream)) == sorted(e.data for e in entries)
 
 
+@pytest.mark.parametrize(
+    ("faults", "stored_by_a_fault"),
+    [
+        (Faults(lost_answer_rate=0.3, actions=frozenset({"PutRecords"})), True),  # forwarded, then hung up
+        (Faults(server_error_rate=0.3, actions=frozenset({"PutRecords"})), False),  # a 5xx, nothing forwarded
+    ],
+)
+def test_entries_of_calls_that_went_unanswered_are_told_and_counted(
+    kinesalite: LocalServer, lite_stream, proxy: FaultProxy, via_proxy, faults: Faults, stored_by_a_fault: bool
+) -> None:
+    stream = lite_stream(shards=1)
+    proxy.faults = faults
+    entries = _entries(1200, keys=3)
+    told: list[Entry] = []
+    stats = put_all(via_proxy, stream, entries, _patient(), on_unanswered=told.extend)
+    assert stats.records == 1200 and stats.unanswered_entries == len(told) > 0
+    # An entry is in the stream once, and once more for each call of it that took effect unanswered.
+    extra = Counter(entry.data for entry in told) if stored_by_a_fault else Counter()
+    assert Counter(_stored(kinesalite.client("kinesis"), stream)) == Counter(e.data for e in entries) + extra
+
+
 def _patient() -> RetryPolicy:
     return RetryPolicy(max_retries=10, initial_interval_ms=1, max_interval_ms=5)
 
