@@ -14,6 +14,7 @@ import here is left to the worker, as without this daemon, and named on the daem
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 
 DAEMON_CONF = {"spark.python.daemon.module": __name__}
@@ -34,6 +35,8 @@ PRELOADED = (
     "pyspark_aws_kinesis.fetch.decode",
     "pyspark_aws_kinesis.aws.clients",
 )
+# Imported when installed: pyarrow imports pandas with the first ``pa.array`` of a decode (fetch.arrow_columns).
+OPTIONAL = ("pandas",)
 
 
 def preload(modules: tuple[str, ...] = PRELOADED) -> list[str]:
@@ -48,7 +51,8 @@ def preload(modules: tuple[str, ...] = PRELOADED) -> list[str]:
 
 
 def main() -> None:
-    for line in preload():
+    installed = tuple(name for name in OPTIONAL if importlib.util.find_spec(name) is not None)
+    for line in preload(PRELOADED + installed):
         print(line, file=sys.stderr)
     from pyspark.daemon import manager
 

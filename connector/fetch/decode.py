@@ -20,7 +20,7 @@ from ..kpl import MAGIC, KplFormatError, Unpacked, hash_key_of, is_aggregated, u
 from ..positions import shard_label
 from ..shards import MAX_HASH_KEY
 from ..stream_ids import stream_name
-from .arrow_columns import arrival_us, arrivals_column, value_bytes
+from .arrow_columns import arrival_us, arrivals_column, scalar, value_bytes
 from .arrow_columns import binary_column as _binary_column
 from .arrow_columns import int64_array as _int64_array
 from .arrow_columns import string_array as _string_array
@@ -207,7 +207,7 @@ def constant_column(value: str | int, type_: pa.DataType, count: int) -> pa.Arra
     key = (value, type_)
     column = _constant_columns.get(key)
     if column is None or len(column) < count:
-        column = pa.repeat(pa.scalar(value, type_), count)
+        column = pa.repeat(scalar(value, type_), count)
         if len(_constant_columns) >= _CONSTANTS_KEPT:
             _constant_columns.clear()
         _constant_columns[key] = column
@@ -215,7 +215,7 @@ def constant_column(value: str | int, type_: pa.DataType, count: int) -> pa.Arra
 
 
 def binary_array(items: list[bytes]) -> pa.Array:
-    """``pa.array(items, pa.binary())``, built from ``b"".join(items)`` and the offsets when the items are large."""
+    """``pa.array(items, pa.binary())``, built from ``b"".join(items)`` and the offsets."""
     return _binary_column(items)[0]
 
 
@@ -252,9 +252,9 @@ def _records_page(
     count = len(records)
     # each string column right after its list, while the strings the list comprehension touched are in cache
     keys = [record.PartitionKey for record in records]
-    keys_column = pa.array(keys, pa.string())
+    keys_column = _string_array(keys)
     sequences = [record.SequenceNumber for record in records]
-    sequences_column = pa.array(sequences, pa.string())
+    sequences_column = _string_array(sequences)
     arrivals = arrivals_column([record.ApproximateArrivalTimestamp for record in records])
     page = Page(
         data=data,

@@ -22,6 +22,7 @@ from botocore.exceptions import ClientError
 
 from ..aws.clients import RAW_BODY
 from ..clock import monotonic_at, now_ms
+from ..fetch.arrow_columns import build_from_buffers
 from ..fetch.decode import ShardContext, decode_get_records
 from ..fetch.iterators import (
     Handoff,
@@ -74,6 +75,7 @@ class ShardProber:
         max_limit: int = MAX_LIMIT,
     ):
         self._client_factory = client_factory  # a raw-body reader client (aws.clients.kinesis_reader_client)
+        build_from_buffers()  # the driver decodes small probe answers: no pandas import for them
         self._retry = retry
         self.workers = workers  # probes at a time (kinesis.checkNewRecordThreads)
         self.max_asks = max_asks  # shards asked per call at most (kinesis.maxProbesPerTrigger)
