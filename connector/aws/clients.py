@@ -19,6 +19,7 @@ from .settings import ClientSettings
 
 _clients: dict[tuple[str, ClientSettings, bool], Any] = {}
 _lock = threading.Lock()
+_session: Any = None  # the process's botocore session: its loader keeps the service models a client reads
 RAW_BODY = "RawBody"  # where a reader client's GetRecords answer carries its undecoded body
 # Where a DescribeStreamSummary answer carries MaxRecordSizeInKiB, which an older botocore (EMR's 1.35) drops.
 MAX_RECORD_SIZE_KIB = "MaxRecordSizeInKiB"
@@ -119,16 +120,13 @@ def build_user_agent_once(made: Any) -> None:
 
 
 def _new_client(service: str, settings: ClientSettings) -> Any:
-    # botocore, not boto3 (the same client): boto3's import would cost every fresh Python worker before its first
-    # read (docs/source.md, "A light start per Python worker").
-    import botocore.session
     from botocore.config import Config
 
     keys: dict[str, str | None] = {}
     if service == "kinesis" and settings.role is not None:
         session = role_session(settings)
     else:
-        session, keys = botocore.session.get_session(), credentials_provider(settings)
+        session, keys = _shared_session(), credentials_provider(settings)
     config = Config(
         connect_timeout=settings.connect_timeout_s,
         read_timeout=settings.read_timeout_s,
@@ -139,6 +137,19 @@ def _new_client(service: str, settings: ClientSettings) -> Any:
     return session.create_client(
         service, region_name=settings.region_of(service), endpoint_url=settings.endpoint_url, config=config, **keys
     )
+
+
+def _shared_session() -> Any:
+    """One botocore session per process (called under ``_lock``): a second client of a session costs ~0.01 CPU s,
+    of a new session ~0.08 (the service's model read again), and a query start makes two or three."""
+    global _session
+    if _session is None:
+        # botocore, not boto3 (the same client): boto3's import would cost every fresh Python worker before its
+        # first read (docs/source.md, "A light start per Python worker").
+        import botocore.session
+
+        _session = botocore.session.get_session()
+    return _session
 
 
 def kinesis_client(settings: ClientSettings) -> Any:

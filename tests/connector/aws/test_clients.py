@@ -136,3 +136,12 @@ def test_the_user_agent_is_built_once_per_client_and_unchanged(
     assert [_agent(h) for h in ours_sent] == [_agent(h) for h in reference_sent]
     for headers in ours_sent:  # still signed, by the client's own key
         assert f"Credential={settings.access_key_id}/".encode() in headers["Authorization"]
+
+
+def test_clients_of_a_process_share_one_session_and_its_models() -> None:
+    """A second client reads no service model again (~0.08 CPU s a client on a new session; a query start makes
+    two or three): its loader is the first one's, which keeps what it loaded."""
+    first = _new_client("kinesis", ClientSettings("us-east-1", "http://127.0.0.1:1", access_key_id="a", secret_key="b"))
+    other = _new_client("kinesis", ClientSettings("eu-west-1", "http://127.0.0.1:2", access_key_id="c", secret_key="d"))
+    assert other._loader is first._loader
+    assert other._request_signer._credentials.access_key == "c"  # each its own keys
