@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from ..errors import KinesisConnectorError
 from ..kpl import MAGIC, KplFormatError, Unpacked, hash_key_of, is_aggregated, unpack
 from ..positions import shard_label
+from ..record_sizes import large_records
 from ..shards import MAX_HASH_KEY
 from ..stream_ids import stream_name
 from .arrow_columns import arrival_us, arrivals_column, scalar, value_bytes
@@ -141,6 +142,13 @@ class Page:
 
     def __len__(self) -> int:
         return len(self.data)
+
+    def large_records(self) -> tuple[int, int]:
+        """(count, bytes) of the answer's records over 1 MiB (``record_sizes.large_records``); none among KPL
+        aggregates' user records (an aggregate is at most 1 MiB)."""
+        if len(self.data) != self.kinesis_records:
+            return 0, 0
+        return large_records(map(len, self.data), self.kinesis_bytes)
 
     @property
     def caught_up(self) -> bool:

@@ -246,7 +246,8 @@ class ShardProber:
     def _limit(self, key: str, budget_bytes: int) -> int:
         """The probe's ``Limit``: the shard's records that fit ``budget_bytes`` by their known mean size (1 while
         the size is unknown or nothing is to be held), at most the options' (and AWS's 10,000)."""
-        return sized_limit(budget_bytes, self._record_bytes.get(key), 1, self.max_limit)
+        sizes = self._record_bytes
+        return sized_limit(budget_bytes, sizes.get(key), 1, self.max_limit, sizes.large_share(key))
 
     def _ask(self, key: str, state: _ShardState, bound_ms: int | None, limit: int) -> ProbeResult:
         stream, shard_id = split_shard_key(key)
@@ -283,7 +284,7 @@ class ShardProber:
                 continue
             body = answer[RAW_BODY]
             page = decode_get_records(body, ShardContext(stream, shard_id, 0, MAX_HASH_KEY, deaggregate=False))
-            self._record_bytes.learn(key, page.kinesis_records, page.kinesis_bytes)
+            self._record_bytes.learn(key, page.kinesis_records, page.kinesis_bytes, page.large_records())
             if not page.kinesis_records:  # the next probe asks from the answer's NextShardIterator (none: the end)
                 following = page.next_iterator
                 state.iterator = Handoff.received(state.position, following) if following is not None else None

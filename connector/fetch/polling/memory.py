@@ -48,12 +48,17 @@ class ShardMemory:
             self._called_ms[shard] = max(at_ms, self._called_ms.get(shard, at_ms))
             self._touched(shard)
 
-    def learn(self, shard: tuple[str, str], records: int, nbytes: int, paid_ms: int) -> None:
-        """An answer of ``records`` records and ``nbytes`` bytes came for ``shard``, paid back at ``paid_ms``
-        (empty answers teach no size)."""
+    def large_share(self, shard: tuple[str, str]) -> float:
+        return self._sizes.large_share(shard)
+
+    def learn(
+        self, shard: tuple[str, str], records: int, nbytes: int, paid_ms: int, large: tuple[int, int] = (0, 0)
+    ) -> None:
+        """An answer of ``records`` records and ``nbytes`` bytes (``large``: count and bytes of those over 1 MiB)
+        came for ``shard``, paid back at ``paid_ms`` (empty answers teach no size)."""
         with self._lock:
             self._paid_ms[shard] = max(paid_ms, self._paid_ms.get(shard, paid_ms))
-            self._sizes.learn(shard, records, nbytes)
+            self._sizes.learn(shard, records, nbytes, large)
             self._touched(shard)
 
     def _touched(self, shard: tuple[str, str]) -> None:

@@ -190,7 +190,8 @@ class GetRecordsTransport:
         waits for their pay-back) and teach the shard's record size."""
         page.called_ms = called_ms
         paid_ms = now_ms() + round(1000 * self.pacer.charge(page.kinesis_bytes, started))
-        self.memory.learn(self._shard, page.kinesis_records, page.kinesis_bytes, paid_ms)
+        large = page.large_records()
+        self.memory.learn(self._shard, page.kinesis_records, page.kinesis_bytes, paid_ms, large)
 
     def _pace_after(self, page: Page | None) -> None:
         """The interval before the next call: the backoff's, and at least ``MIN_BUSY_INTERVAL_S`` while the shard
@@ -204,8 +205,8 @@ class GetRecordsTransport:
         """The next call's ``Limit`` by bytes: the records of the shard's known size that fit in one call's budget."""
         settings = self.settings
         first = settings.records_per_call if settings.first_call_limit is None else settings.first_call_limit
-        size = self.memory.size(self._shard)
-        return sized_limit(settings.call_budget_bytes, size, first, settings.records_per_call)
+        size, share = self.memory.size(self._shard), self.memory.large_share(self._shard)
+        return sized_limit(settings.call_budget_bytes, size, first, settings.records_per_call, share)
 
     def _refused(self) -> None:
         self.refused_calls += 1

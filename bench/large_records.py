@@ -1,0 +1,204 @@
+"""Large records at a shard's quotas: a shard whose traffic is a share of records of 5 MiB among small ones, written
+and read at the per-shard quotas, beside a plain boto3 loop and beside a neighbour, in one run.
+
+Run: ``.venv/bin/python -m bench.large_records [--share 0.02] [--large-mib 5] [--seconds S] [--backlog-mib M]``
+(kinesis-mock behind ``localaws.quota_proxy`` with AWS's limits and its model of the write burst,
+``localaws.quota_model.Reserve``; one-shard streams raised to 10 MiB records). About four minutes here.
+
+1. **Write**: each writer into a stream of its own for ``--seconds``: ``generator`` (``kinesis_generator.run``
+   asked for 1.5 times the shard's 1 MiB/s, ``--large-share`` of its records ``--large-mib`` MiB) and ``boto3 loop``
+   (the same mix, PutRecords of up to 10 MiB, the refused entries sent again after 100 ms: what a user writes by
+   hand). Per writer: MiB/s over the busy seconds (as ``bench.quotas_write`` counts them), its share of 1 MiB/s, and
+   the refused share of the entries offered.
+2. **Read**: a backlog of ``--backlog-mib`` MiB of that mix, put directly into the server, read from TRIM_HORIZON by
+   ``query`` (our polling source, the default options, into noop) and by ``boto3 loop`` (GetRecords by hand,
+   each refusal waited out): MiB/s over the read, share of the shard's 2 MiB/s.
+3. **Beside a neighbour**: the query reads a backlog of the same bytes twice, once of records of 100 KiB (large
+   enough that kinesis-mock, which takes about 400 records a second, writes the backlog in seconds) and once of
+   the mix, with a neighbour polling the shard once a second from TRIM_HORIZON as AWS Lambda does
+   (``localaws.neighbour``): the neighbour's GetRecords refused beside each. The bar: no more often beside large
+   records than beside small ones.
+
+Printed, never asserted (the tests of ``tests/connector/fetch/polling`` and ``tests/connector/sink`` assert the
+large-record behaviour on small data).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+from bench.common import Server, raw_loop, spark_session
+from bench.quotas_busy import start_query
+from bench.quotas_write import per_shard
+from kinesis_generator import run as generate
+from kinesis_generator.large_records import LargeRecords
+from localaws import LocalAws
+from localaws.neighbour import NEIGHBOUR_TOKEN, Neighbour
+from localaws.quota_model import MiB
+from localaws.quota_stats import QuotaReport
+from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESIS_MOCK
+from localaws.streams import create_stream, set_max_record_size, unique_name
+
+SMALL_BYTES = 200  # a small record: data + partition key
+MID_BYTES = 100 * 1024  # the records of the comparison beside a neighbour
+READ_LIMIT = 2 * MiB  # GetRecords bytes per second per shard (AWS)
+MAX_CALL = 10 * MiB  # a PutRecords call, once the stream takes records over 1 MiB
+
+
+def mix(total_bytes: int, large: LargeRecords) -> list[tuple[str, bytes]]:
+    """(partition key, data) records of ``total_bytes`` in all: small JSON ones, ``large.share`` of them padded
+    to ``large.size`` (the generator's ``LargeRecords``)."""
+    records, size, index = [], 0, 0
+    while size < total_bytes:
+        key = f"key-{index % 1000}"
+        data = f'{{"n": {index}}}'.encode().ljust(SMALL_BYTES - len(key), b" ")
+        key, data = large.record(index, key, data)
+        records.append((key, data))
+        size += len(key) + len(data)
+        index += 1
+    return records
+
+
+def put_all_by_hand(kinesis, stream: str, records: list[tuple[str, bytes]]) -> None:
+    """The baseline writer: PutRecords of up to 500 entries and 10 MiB, refused entries sent again after 100 ms."""
+    start = 0
+    while start < len(records):
+        batch, size = [], 0
+        while start < len(records) and len(batch) < 500 and size + len(records[start][1]) <= MAX_CALL:
+            key, data = records[start]
+            batch.append({"Data": data, "PartitionKey": key})
+            size, start = size + len(data) + len(key), start + 1
+        while batch:
+            answer = kinesis.put_records(StreamName=stream, Records=batch)
+            batch = [entry for entry, result in zip(batch, answer["Records"], strict=True) if "ErrorCode" in result]
+            if batch:
+                time.sleep(0.1)
+
+
+def raised_stream(server: Server, prefix: str) -> str:
+    direct = server.direct.client("kinesis")
+    stream = create_stream(direct, unique_name(prefix), 1)
+    set_max_record_size(direct, stream, 10 * 1024)
+    return stream
+
+
+def write_phase(server: Server, args: argparse.Namespace, large: LargeRecords) -> list[str]:
+    mean_bytes = large.share * large.size + (1 - large.share) * SMALL_BYTES
+    asked = 1.5 * MiB / mean_bytes  # records a second: 1.5 times the shard's bytes
+    records = mix(int(1.5 * MiB * args.seconds), large)
+    writers = {
+        "generator": lambda stream: generate(
+            stream, rate=asked, duration_s=args.seconds, endpoint_url=server.endpoint_url, large=large
+        ),
+        "boto3 loop": lambda stream: put_all_by_hand(server.client("kinesis"), stream, records),
+    }
+    lines = [f"write: {asked:.1f} records/s asked ({asked * mean_bytes / MiB:.2f} MiB/s), {args.seconds:.0f} s"]
+    for writer, write in writers.items():
+        stream = raised_stream(server, "bench-lw")
+        started = time.monotonic()
+        write(stream)
+        lines.append(f"  {writer} ({time.monotonic() - started:.1f} s):")
+        lines += per_shard(server, stream, aggregated=True)
+    return lines
+
+
+def backlog(server: Server, prefix: str, records: list[tuple[str, bytes]]) -> str:
+    stream = raised_stream(server, prefix)
+    put_all_by_hand(server.direct.client("kinesis"), stream, records)
+    return stream
+
+
+def read_rate(report: QuotaReport, stream: str, client: str | None = None) -> tuple[float, int]:
+    """MiB/s of GetRecords bytes over the seconds from the first to the last that moved any (of ``client``'s calls
+    when given), and those seconds."""
+    filters = {"stream": stream, "action": "GetRecords"} | ({"client": client} if client else {})
+    moved = [tally.bytes for tally in report.per_second(**filters)]
+    busy = [second for second, amount in enumerate(moved) if amount]
+    span = moved[busy[0] : busy[-1] + 1] if busy else [0]
+    return sum(span) / len(span) / MiB, len(span)
+
+
+def query_reads(spark, server: Server, stream: str, count: int, where: str, timeout_s: float) -> float:
+    """Run our query from TRIM_HORIZON until it has read ``count`` records; its wall seconds."""
+    query = start_query(spark, server.endpoint_url, stream, where, None, {})
+    started = time.monotonic()
+    try:
+        while sum(p["numInputRows"] for p in query.recentProgress) < count:
+            if time.monotonic() - started > timeout_s:
+                raise TimeoutError(f"the query read {sum(p['numInputRows'] for p in query.recentProgress)} of {count}")
+            time.sleep(0.2)
+    finally:
+        query.stop()
+    return time.monotonic() - started
+
+
+def read_phase(spark, server: Server, args: argparse.Namespace, large: LargeRecords, where: str) -> list[str]:
+    records = mix(args.backlog_mib * MiB, large)
+    timeout_s = 10 * args.backlog_mib  # a tenth of the shard's read rate
+    lines = [f"read: a backlog of {args.backlog_mib} MiB, {len(records):,} records"]
+    for reader in ("query", "boto3 loop"):
+        stream = backlog(server, "bench-lr", records)
+        started = time.monotonic()
+        if reader == "query":
+            query_reads(spark, server, stream, len(records), os.path.join(where, stream), timeout_s)
+        else:
+            raw_loop(server, stream)
+        report = server.quota_proxy.report()
+        rate, seconds = read_rate(report, stream)
+        calls = report.tally(stream=stream, action="GetRecords")
+        lines.append(
+            f"  {reader} ({time.monotonic() - started:.1f} s): {rate:.2f} MiB/s = {rate * MiB / READ_LIMIT:4.0%} of "
+            f"the shard's read limit over {seconds} s; {calls.calls} GetRecords, {calls.refused} refused"
+        )
+    return lines
+
+
+def neighbour_phase(spark, server: Server, args: argparse.Namespace, large: LargeRecords, where: str) -> list[str]:
+    lines = [f"beside a neighbour polling once a second: backlogs of {args.backlog_mib} MiB"]
+    mid = LargeRecords(1.0, MID_BYTES)  # every record padded to 100 KiB
+    for name, kind in (("100 KiB records", mid), ("with large", large)):
+        records = mix(args.backlog_mib * MiB, kind)
+        stream = backlog(server, "bench-ln", records)
+        with Neighbour(server.endpoint_url, stream) as neighbour:
+            took = query_reads(spark, server, stream, len(records), os.path.join(where, stream), 10 * args.backlog_mib)
+        report = server.quota_proxy.report(groups={"neighbour": NEIGHBOUR_TOKEN})
+        ours, _ = read_rate(report, stream)
+        share = neighbour.refused / max(neighbour.calls, 1)
+        lines.append(
+            f"  {name:>15} ({took:.1f} s): neighbour refused {neighbour.refused}/{neighbour.calls} ({share:.1%}); "
+            f"the shard read at {ours:.2f} MiB/s by both"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--share", type=float, default=0.02, help="of the records, large")
+    parser.add_argument("--large-mib", type=float, default=5.0)
+    parser.add_argument("--seconds", type=float, default=30.0, help="seconds each writer writes")
+    parser.add_argument("--backlog-mib", type=int, default=40)
+    args = parser.parse_args(argv)
+    large = LargeRecords(args.share, int(args.large_mib * MiB))
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", DUMMY_ACCESS_KEY)
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", DUMMY_SECRET_KEY)
+    with LocalAws([KINESIS_MOCK], quotas=True) as aws, tempfile.TemporaryDirectory() as where:
+        server = aws.kinesis_mock
+        lines = write_phase(server, args, large)
+        print("\n".join(lines), flush=True)
+        spark = spark_session()
+        for phase in (read_phase, neighbour_phase):
+            found = phase(spark, server, args, large, where)
+            print("\n".join(found), flush=True)
+            lines += found
+        spark.stop()
+        mixed = f"{args.share:.0%} of the records {args.large_mib:g} MiB"
+        print(f"kinesis-mock behind the quota proxy (AWS's limits); {mixed}")
+        print("\n".join(lines))
+        print(aws.quota_summary())
+
+
+if __name__ == "__main__":
+    main()
