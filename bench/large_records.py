@@ -135,10 +135,27 @@ def query_reads(spark, server: Server, stream: str, count: int, where: str, time
     return time.monotonic() - started
 
 
+def answer_s(server: Server, size: int) -> float:
+    """Seconds from a GetRecords call to its whole answer of one record of ``size`` bytes, through the proxy: a call's
+    bytes count against the shard from at most 0.5 s before its answer, so a slower answer delays the next call."""
+    stream = raised_stream(server, "bench-la")
+    put_all_by_hand(server.direct.client("kinesis"), stream, [("key", os.urandom(size))])
+    kinesis = server.client("kinesis")
+    shard = kinesis.list_shards(StreamName=stream)["Shards"][0]["ShardId"]
+    iterator = kinesis.get_shard_iterator(StreamName=stream, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
+    started = time.monotonic()
+    kinesis.get_records(ShardIterator=iterator["ShardIterator"])
+    return time.monotonic() - started
+
+
 def read_phase(spark, server: Server, args: argparse.Namespace, large: LargeRecords, where: str) -> list[str]:
     records = mix(args.backlog_mib * MiB, large)
     timeout_s = 10 * args.backlog_mib  # a tenth of the shard's read rate
-    lines = [f"read: a backlog of {args.backlog_mib} MiB, {len(records):,} records"]
+    took = answer_s(server, large.size)
+    lines = [
+        f"read: a backlog of {args.backlog_mib} MiB, {len(records):,} records (one GetRecords of a "
+        f"{large.size / MiB:g} MiB record answers in {took:.2f} s here)"
+    ]
     for reader in ("query", "boto3 loop"):
         stream = backlog(server, "bench-lr", records)
         started = time.monotonic()
