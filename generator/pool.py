@@ -43,8 +43,7 @@ class Job:
     entries: list[Entry]
     owners: list[list[UserRecord]]
     put: PutStats = field(default_factory=PutStats)
-    stored: int = 0  # user records stored so far
-    stored_users: list[UserRecord] = field(default_factory=list)
+    stored_users: list[UserRecord] = field(default_factory=list)  # stored so far
     _users: dict[int, list[UserRecord]] = field(init=False)  # by id(entry)
     _stored: set[int] = field(default_factory=set)
     _unanswered: Counter[int] = field(default_factory=Counter)  # entry -> its calls that failed without an answer
@@ -56,10 +55,14 @@ class Job:
     def user_count(self) -> int:
         return sum(len(users) for users in self.owners)
 
+    @property
+    def stored(self) -> int:
+        """User records stored so far."""
+        return len(self.stored_users)
+
     def mark_stored(self, entry: Entry) -> None:
         self._stored.add(id(entry))
         self.stored_users.extend(self._users[id(entry)])
-        self.stored = len(self.stored_users)
 
     def mark_unanswered(self, entries: list[Entry]) -> None:
         self._unanswered.update(id(entry) for entry in entries)

@@ -281,3 +281,16 @@ def test_subscribe_events_and_get_records_answers_decode_to_the_same_page() -> N
     )
     assert (pushed.last_sequence, pushed.dropped_out_of_range) == ("12", 1)
     assert {**vars(pushed), "next_iterator": None} == {**vars(polled), "next_iterator": None}
+
+
+def test_a_pages_large_records_are_those_over_1_mib_told_by_the_kept_column_when_none_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """(count, bytes) of the records over 1 MiB; a page over 1 MiB in all without one is told by the data column
+    the decode kept, not by a walk of the records in Python."""
+    shard = ShardContext("s", "shardId-0", 0, MAX_HASH_KEY)
+    mixed = decode_get_records(_body([(b"x" * (2 << 20), "k", 1.0), (b"y" * 1024, "k", 1.0)]), shard)
+    assert mixed.large_records() == (1, 2 << 20)
+    small = decode_get_records(_body([(b"z" * 1024, "k", 1.0)] * 1100), shard)
+    monkeypatch.setattr(decode, "large_records", lambda *args: pytest.fail("walked in Python"))
+    assert small.kinesis_bytes > 1 << 20 and small.large_records() == (0, 0)
