@@ -16,7 +16,7 @@ SERVERS_ARGS ?=
 # Tests that run the connector and jobs; the compat target runs them on EMR's pyspark 4.0.2.
 COMPAT_TESTS := tests/connector tests/spark_app
 
-.PHONY: help setup demo demo-short servers test lint test-main test-compat bench bench-no-soak clean synth emr-lock \
+.PHONY: help setup demo demo-short servers test lint compile test-main test-compat bench bench-no-soak clean synth emr-lock \
 	requirements dist
 
 setup: $(VENV)/.installed node_modules/.installed
@@ -36,6 +36,7 @@ help:
 	@echo '     BENCH=...       arguments of python -m bench.run_all: names (BENCH="decode latency") and/or --no-quotas'
 	@echo 'make bench-no-soak   every benchmark but the soak (BENCH=--no-quotas works here too)'
 	@echo 'make lint            ruff check and ruff format --check'
+	@echo 'make compile         compile the project modules once (make test does it first; docs/testing.md)'
 	@echo 'make setup           .venv (the project editable, Spark workers on its python) and node_modules'
 	@echo 'make synth           the CDK app, offline (docs/infra.md); make dist: sdist and wheel into dist/'
 	@echo 'make requirements    re-lock requirements*.txt; make emr-lock: infra/emr-lock.txt (needs PyPI)'
@@ -85,6 +86,13 @@ demo-short: setup
 servers: setup
 	$(PY) -m localaws $(SERVERS_ARGS)
 
+# The project's own modules compiled once, for the ~1,000 processes a test run starts (query runners, Spark's Python
+# workers, apps): with PYTHONDONTWRITEBYTECODE set, as on this project's CI, each compiled what it imported again.
+# Both venvs run the same Python, so one cache serves both (docs/testing.md, "Compiled once").
+PROJECT_PY := app.py bench connector generator infra localaws spark_app tests
+compile: $(VENV)/.installed
+	$(PY) -m compileall -q -j0 $(PROJECT_PY)
+
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -106,7 +114,7 @@ test-compat: $(VENV_COMPAT)/.installed node_modules/.installed $(VENV_COMPAT)/sp
 TEST_JOBS ?= 2
 test:
 	@$(MAKE) --no-print-directory -j3 --output-sync=target setup $(VENV_COMPAT)/.installed $(SPARK_CLASSES)
-	@$(MAKE) --no-print-directory lint
+	@$(MAKE) --no-print-directory lint compile
 	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-main test-compat
 
 # What a release publishes: the sdist and the wheel built from it (`python -m build`, offline), into dist/.
