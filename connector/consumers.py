@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 ACTIVE, CREATING, DELETING = "ACTIVE", "CREATING", "DELETING"
 LIMIT_EXCEEDED = "LimitExceededException"
+ACCESS_DENIED = "AccessDeniedException"
 REGISTER_BACKOFF_S = 0.5  # the first wait after a refused registration (RegisterStreamConsumer: 5 a second)
 REGISTER_MAX_BACKOFF_S = 8.0
 REGISTER_LIMITS = (
@@ -143,12 +144,14 @@ def ensure_consumer(
     registered = False
     limited = 0  # registrations refused in a row for the account's limits
     while True:
-        consumer = describe_consumer(kinesis, arn, name, retry)
+        consumer = _describe_or_refuse(kinesis, arn, name, retry, what)
         if consumer is None:
             try:
                 consumer = _register(kinesis, arn, name, retry, what)
                 registered, limited = registered or consumer is not None, 0
             except ClientError as exc:
+                if error_code(exc) == ACCESS_DENIED:
+                    raise _denied(what, "RegisterStreamConsumer", exc) from exc
                 if error_code(exc) != LIMIT_EXCEEDED:
                     raise
                 limited += 1
@@ -170,6 +173,25 @@ def ensure_consumer(
             log.info("%s is %s; waited %.0f s of at most %.0f s", what, status, waited, wait.timeout_s)
             logged = time.monotonic()
         time.sleep(wait.poll_s)
+
+
+def _describe_or_refuse(kinesis: Any, arn: str, name: str, retry: RetryPolicy, what: str) -> Consumer | None:
+    try:
+        return describe_consumer(kinesis, arn, name, retry)
+    except ClientError as exc:
+        if error_code(exc) == ACCESS_DENIED:
+            raise _denied(what, "DescribeStreamConsumer", exc) from exc
+        raise
+
+
+def _denied(what: str, action: str, exc: ClientError) -> ConsumerError:
+    """The one line for a consumer call refused, with the way a stream of another account shares its consumers."""
+    return ConsumerError(
+        f"{action} of the {what} was refused (AccessDeniedException: {error_message(exc)}). On a stream of "
+        "another account, its owner registers the consumer and shares it by the consumer's own resource policy "
+        "(kinesis:DescribeStreamConsumer, kinesis:SubscribeToShard); name that consumer with "
+        'kinesis.consumerNamePrefix + kinesis.consumerName (docs/source.md, "Streams of another account")'
+    )
 
 
 def _wait_out_limit(what: str, limited: int, exc: ClientError, waited: float, wait: WaitPolicy) -> None:

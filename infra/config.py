@@ -38,6 +38,9 @@ STACK_PREFIX_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,63}$")
 # A CloudWatch namespace the job may publish to (pyspark_aws_kinesis.metrics checks the same; "AWS/" is reserved).
 CLOUDWATCH_NAMESPACE_RE = re.compile(r"^(?!AWS/)[0-9A-Za-z.\-_/#:]{1,255}$")
 EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+# A consumer the stacks register for the reader account: "<consumerAccountId>-<name>", at most 128 characters.
+SHARED_CONSUMER_RE = re.compile(r"^[a-zA-Z0-9_.-]{1,115}$")
+MAX_SHARED_CONSUMERS = 20  # a stream's enhanced fan-out consumers (50 with On-demand Advantage)
 # The cluster's Python must be the one the locked wheels are built for (infra/emr-lock.txt, infra.wheelhouse.TARGET).
 PYTHON_EXECUTABLE_RE = re.compile(rf"^(/[\w.-]+)*/?{re.escape(TARGET.interpreter)}$")
 ALARM_MS_RANGE = (1000, 7 * 24 * 3600 * 1000)  # 1 s to the stream's shortest retention
@@ -81,6 +84,8 @@ class InfraConfig:
     consumer_account_id: str | None = None
     external_id: str | None = None
     cross_account_access: str = "ROLE"  # ROLE (assumed, with the external id) or RESOURCE_POLICY (on the stream)
+    # RESOURCE_POLICY: enhanced fan-out consumers registered on the source stream for the reader, each shared
+    shared_consumers: tuple[str, ...] = ()
     max_record_size_kib: int | None = None  # both streams' MaxRecordSizeInKiB (1024 unless set)
     warm_throughput_mibps: int | None = None  # on-demand streams' warm throughput (On-demand Advantage accounts)
     submit_country_counts: bool = True
@@ -155,6 +160,12 @@ class InfraConfig:
             consumer_account_id=reader.optional("consumerAccountId", ACCOUNT_RE, "12 digits"),
             external_id=reader.secret("externalId", EXTERNAL_ID_CHARS_RE, EXTERNAL_ID_LENGTH, _EXTERNAL_ID_RULE),
             cross_account_access=reader.choice("crossAccountAccess", cls.cross_account_access, CROSS_ACCOUNT_ACCESS),
+            shared_consumers=reader.names(
+                "sharedConsumers",
+                SHARED_CONSUMER_RE,
+                MAX_SHARED_CONSUMERS,
+                "comma-separated consumer names, each 1-115 characters of [A-Za-z0-9_.-]",
+            ),
             max_record_size_kib=reader.optional_integer("maxRecordSizeKiB", 1024, 10240),
             warm_throughput_mibps=reader.optional_integer("warmThroughputMiBps", 1, 10240),
             submit_country_counts=reader.boolean("submitCountryCounts", cls.submit_country_counts),
@@ -244,6 +255,17 @@ class _Reader:
             return default
         return normalized
 
+    def names(self, key: str, pattern: re.Pattern[str], most: int, allowed: str) -> tuple[str, ...]:
+        """A comma-separated list of distinct names (empty when not given)."""
+        value = self._raw(key)
+        if value is None:
+            return ()
+        names = [name.strip() for name in str(value).split(",")]
+        if not all(pattern.match(name) for name in names) or len(set(names)) != len(names) or len(names) > most:
+            self._error(key, value, f"{allowed}; distinct; at most {most}")
+            return ()
+        return tuple(names)
+
     def integer(self, key: str, default: int, low: int, high: int) -> int:
         value = self._raw(key)
         if value is None:
@@ -304,6 +326,11 @@ class _Reader:
             self.errors.append("context 'externalId' is for crossAccountAccess=role: a resource policy takes none")
         if self._raw("crossAccountAccess") is not None and not config.cross_account:
             self.errors.append("context 'consumerAccountId' is required when 'crossAccountAccess' is set")
+        if config.shared_consumers and (not config.cross_account or config.cross_account_role):
+            self.errors.append(
+                "context 'sharedConsumers' is for crossAccountAccess=resourcePolicy (with the role, the reader "
+                "registers its own consumers)"
+            )
         if config.warm_throughput_mibps is not None and not config.on_demand:
             self.errors.append(
                 "context 'warmThroughputMiBps' is for on-demand streams (streamMode=ON_DEMAND, in an account with "

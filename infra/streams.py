@@ -15,14 +15,15 @@ from infra import nag
 from infra.access import STREAM_KEY_READ_ACTIONS
 from infra.config import InfraConfig
 
-# What a stream's resource policy shares with the reader account: polling reads (enhanced fan-out needs each
-# registered consumer shared by a policy of its own: docs/infra.md, "Cross-account").
+# What a stream's resource policy shares with the reader account: polling reads. Enhanced fan-out goes through
+# consumers the owner registers, each shared by a policy of its own (docs/infra.md, "Cross-account").
 SHARED_READ_ACTIONS = [
     "kinesis:DescribeStreamSummary",
     "kinesis:ListShards",
     "kinesis:GetShardIterator",
     "kinesis:GetRecords",
 ]
+SHARED_CONSUMER_ACTIONS = ["kinesis:DescribeStreamConsumer", "kinesis:SubscribeToShard"]
 
 
 class StreamsStack(Stack):
@@ -43,6 +44,8 @@ class StreamsStack(Stack):
         self.sink = self._stream("Sink", config.sink_stream_name, config.sink_shards, config)
         if config.cross_account and not config.cross_account_role:
             self._share_by_policy(config.consumer_account_id)
+            for name in config.shared_consumers:
+                self._share_consumer(config.consumer_account_id, name)
         nag.accept(
             self,
             "AwsSolutions-KDS3",
@@ -71,6 +74,28 @@ class StreamsStack(Stack):
                 resource_policy=iam.PolicyDocument(statements=[read]).to_json(),
             )
         self.key.grant(reader, *STREAM_KEY_READ_ACTIONS)
+
+    def _share_consumer(self, reader_account: str | None, name: str) -> None:
+        """``sharedConsumers``: an enhanced fan-out consumer of the source stream, registered here (the reader may
+        not register one on another account's stream) as ``<reader account>-<name>``, the prefix the reader's
+        own role would confine it to, and shared with the reader by the consumer's policy: describe and subscribe
+        only."""
+        consumer = kinesis.CfnStreamConsumer(
+            self, f"SharedConsumer-{name}", consumer_name=f"{reader_account}-{name}", stream_arn=self.source.stream_arn
+        )
+        subscribe = iam.PolicyStatement(
+            sid="SubscribeByArn",
+            principals=[iam.AccountPrincipal(reader_account)],
+            actions=SHARED_CONSUMER_ACTIONS,
+            resources=[consumer.attr_consumer_arn],
+        )
+        kinesis.CfnResourcePolicy(
+            self,
+            f"SharedConsumer-{name}-Policy",
+            resource_arn=consumer.attr_consumer_arn,
+            resource_policy=iam.PolicyDocument(statements=[subscribe]).to_json(),
+        )
+        CfnOutput(self, f"SharedConsumer-{name}-Arn", value=consumer.attr_consumer_arn)
 
     def _stream(self, construct_id: str, name: str, shards: int, config: InfraConfig) -> kinesis.Stream:
         stream = self._l2_stream(construct_id, name, shards, config)

@@ -9,7 +9,7 @@ right. ``with AccountProxy(server.endpoint_url, {"AKIAREADER": "111111111111"}) 
 - Another account reaches a stream only by ARN: a ``StreamName`` resolves in the caller's own account, where the
   stream is not (``ResourceNotFoundException``), and GetRecords must name the ``StreamARN`` too.
 - The call must be allowed by the resource policy of what it names (the stream, or for SubscribeToShard and the
-  other consumer calls the consumer, which its owner shares once it is registered):
+  other consumer calls the consumer, by ARN or by stream and name, which its owner shares once it is registered):
   an ``Allow`` statement whose principal is the caller's account (``arn:aws:iam::<account>:root`` or the bare id),
   whose actions match (``kinesis:GetRecords``, ``kinesis:Get*``, ``kinesis:*``) and whose resources match the
   stream or consumer ARN (``*`` wildcards), and no such ``Deny``. Otherwise ``AccessDeniedException``, as AWS
@@ -114,7 +114,8 @@ class AccountHandler(FaultHandler):
         """(code, message) AWS would answer another account's call, or None to let it through."""
         if action == "ListShards" and "NextToken" in params and "StreamARN" not in params:
             return None
-        resource = params.get("ConsumerARN") or params.get("StreamARN") or params.get("ResourceARN")
+        resource = params.get("ConsumerARN") or self._named_consumer(params) or params.get("StreamARN")
+        resource = resource or params.get("ResourceARN")
         if resource is None:
             named = params.get("StreamName", "")
             if named:
@@ -128,6 +129,20 @@ class AccountHandler(FaultHandler):
             f"User: arn:aws:iam::{account}:root is not authorized to perform: kinesis:{action} on resource: "
             f"{resource} because no resource-based policy allows the kinesis:{action} action",
         )
+
+    def _named_consumer(self, params: dict) -> str | None:
+        """The ARN of the consumer a call names by ``StreamARN`` and ``ConsumerName`` (DescribeStreamConsumer,
+        DeregisterStreamConsumer): AWS authorizes such a call on the consumer, by the consumer's own policy. None
+        when the call names no consumer, or one that does not exist (the stream's policy decides then)."""
+        if "ConsumerName" not in params or "StreamARN" not in params:
+            return None
+        try:
+            described = self.proxy.owner().describe_stream_consumer(
+                StreamARN=params["StreamARN"], ConsumerName=params["ConsumerName"]
+            )
+        except ClientError:
+            return None
+        return described["ConsumerDescription"]["ConsumerARN"]
 
     def _policy(self, resource_arn: str) -> str | None:
         """The resource's policy as the server stores it (None: none)."""

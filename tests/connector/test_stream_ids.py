@@ -10,6 +10,7 @@ policy and by name, and the sink is refused a write the policy does not grant, a
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,27 @@ import pytest
 from localaws import LocalServer
 from localaws.accounts import AccountProxy
 from localaws.servers import DUMMY_SECRET_KEY
-from localaws.streams import put_records, read_stream
+from localaws.streams import list_shard_ids, put_records, read_stream
+from pyspark_aws_kinesis.aws.clients import kinesis_client
+from pyspark_aws_kinesis.consumers import ConsumerError, ensure_consumer
+from pyspark_aws_kinesis.fetch.decode import ShardContext
+from pyspark_aws_kinesis.fetch.fanout.subscriber import ShardSubscriber, subscription_client
 from pyspark_aws_kinesis.options import OptionError
+from pyspark_aws_kinesis.positions import TRIM_HORIZON, Position
 from pyspark_aws_kinesis.sink.put_records import PutRecordsFailedError
 from pyspark_aws_kinesis.source.batch_reader import KinesisBatchReader
 from pyspark_aws_kinesis.source.settings import SourceSettings
 from pyspark_aws_kinesis.stream_ids import StreamArn, storage_key, stream_name, stream_param
+from tests.connector.support.efo_util import (
+    FAST,
+    FULL_RANGE,
+    PATIENT,
+    QUICK_WAIT,
+    active_consumer,
+    data,
+    read_to_tip,
+    settings,
+)
 from tests.connector.support.sink_util import write
 from tests.connector.support.source_util import reader, roundtrip, run_batch
 
@@ -142,6 +158,37 @@ def test_a_name_resolves_in_the_readers_own_account(shared, tmp_path: Path) -> N
     source = reader(_reader_options(proxy, tmp_path, **{"kinesis.streamName": stream}))
     with pytest.raises(Exception, match=f"Kinesis stream '{stream}' \\(option kinesis.streamName\\) does not exist"):
         run_batch(source, roundtrip(source.initialOffset()))
+
+
+def test_another_account_reads_by_enhanced_fan_out_through_a_consumer_the_owner_shares(shared, kinesis_mock) -> None:
+    """The owner registers the consumer and shares it by the consumer's policy (the CDK app's sharedConsumers); the
+    reader finds it ACTIVE, registers nothing, and subscribes. Without the consumer's policy it gets one line."""
+    proxy, owner, stream, arn = shared
+    name = f"{READER_ACCOUNT}-country-counts"
+    registered = active_consumer(kinesis_mock.endpoint_url, arn, name)
+    owner.put_resource_policy(ResourceARN=arn, Policy=_policy(arn, "DescribeStreamSummary", "ListShards"))
+    shared_consumer = _policy(registered.arn, "DescribeStreamConsumer", "SubscribeToShard")
+    owner.put_resource_policy(ResourceARN=registered.arn, Policy=shared_consumer)
+    reader_settings = replace(settings(proxy.endpoint_url), access_key_id=READER_KEY)
+    found = ensure_consumer(kinesis_client(reader_settings), arn, name, FAST, QUICK_WAIT)
+    assert found.arn == registered.arn and proxy.refused == []
+    (shard_id,) = list_shard_ids(owner, stream)
+    client = subscription_client(reader_settings, 30.0)
+    sub = ShardSubscriber(client, found.arn, ShardContext(stream, shard_id, *FULL_RANGE), PATIENT, name)
+    assert data(read_to_tip(sub, Position(TRIM_HORIZON))) == [b"r0", b"r1"]
+    assert proxy.refused == [] and [
+        c["ConsumerName"] for c in owner.list_stream_consumers(StreamARN=arn)["Consumers"]
+    ] == [name]
+    owner.delete_resource_policy(ResourceARN=registered.arn)
+    with pytest.raises(ConsumerError) as refused:
+        ensure_consumer(kinesis_client(reader_settings), arn, name, FAST, QUICK_WAIT)
+    assert f"DescribeStreamConsumer of the enhanced fan-out consumer '{name}'" in str(refused.value)
+    assert "kinesis.consumerName" in str(refused.value) and "\n" not in str(refused.value)
+    assert proxy.refused == [(READER_ACCOUNT, "DescribeStreamConsumer", "AccessDeniedException")]
+    # A name the owner never registered: the reader may not register it either.
+    owner.put_resource_policy(ResourceARN=arn, Policy=_policy(arn, "DescribeStreamConsumer"))
+    with pytest.raises(ConsumerError, match=r"^RegisterStreamConsumer of the enhanced fan-out consumer 'unshared'"):
+        ensure_consumer(kinesis_client(reader_settings), arn, "unshared", FAST, QUICK_WAIT)
 
 
 def test_the_sink_writes_by_arn_only_what_the_policy_grants(shared) -> None:

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT = "123456789012"  # moto's default account, so deployed ARNs line up with the synthesized ones
 REGION = "eu-west-1"
 CONSUMER_ACCOUNT = "210987654321"
+SHARED_CONSUMERS = "country-counts,audit"
 EXTERNAL_ID = "pipeline-external-id-42"
 ALARM_EMAIL = "ops@example.com"
 
@@ -107,8 +108,8 @@ def pipeline(project_root: Path, names: dict[str, str], infra_environ: dict[str,
 @pytest.fixture(scope="session")
 def variant(root_without_job: Path, infra_environ: dict[str, str]):
     """The other branches: on-demand streams with warm throughput and 10 MiB records, an existing subnet, no core
-    nodes, the consumer account reading by resource policy (no role), no job file, no alarm e-mail, alarm
-    thresholds from context."""
+    nodes, the consumer account reading by resource policy (no role) through two shared consumers, no job file, no
+    alarm e-mail, alarm thresholds from context."""
     from infra.app import build_app
 
     context = {
@@ -118,6 +119,7 @@ def variant(root_without_job: Path, infra_environ: dict[str, str]):
         "maxRecordSizeKiB": "10240",
         "consumerAccountId": CONSUMER_ACCOUNT,
         "crossAccountAccess": "resourcePolicy",
+        "sharedConsumers": SHARED_CONSUMERS,
         "subnetId": "subnet-0123456789abcdef0",
         "coreInstanceCount": "0",
         "tlsCertificatesS3Uri": "s3://my-certs/emr/certs.zip",

@@ -47,8 +47,12 @@ def test_sharing_by_resource_policy_and_the_record_and_warm_settings_are_parsed(
             "warmThroughputMiBps": 50,
         }
     )
-    assert config.cross_account and not config.cross_account_role
+    assert config.cross_account and not config.cross_account_role and config.shared_consumers == ()
     assert (config.max_record_size_kib, config.warm_throughput_mibps) == (4096, 50)
+    shared = load(
+        {"consumerAccountId": "210987654321", "crossAccountAccess": "resourcePolicy", "sharedConsumers": "a, b.2"}
+    )
+    assert shared.shared_consumers == ("a", "b.2")
     assert load({"consumerAccountId": "210987654321", "externalId": "x" * 16}).cross_account_role
 
 
@@ -114,6 +118,16 @@ def test_newer_emr_spark_releases_are_accepted():
             {"consumerAccountId": "210987654321", "crossAccountAccess": "resourcePolicy", "externalId": "x" * 16},
             "'externalId' is for crossAccountAccess=role: a resource policy takes none",
         ),
+        (
+            {"consumerAccountId": "210987654321", "externalId": "x" * 16, "sharedConsumers": "jobs"},
+            "'sharedConsumers' is for crossAccountAccess=resourcePolicy",
+        ),
+        ({"sharedConsumers": "a,a"}, "'sharedConsumers': got 'a,a'; allowed: comma-separated consumer names"),
+        (
+            {"sharedConsumers": "a b"},
+            "'sharedConsumers': got 'a b'; allowed: comma-separated consumer names, each 1-115",
+        ),
+        ({"sharedConsumers": ",".join(f"c{i}" for i in range(21))}, "'sharedConsumers': got 'c0,c1,c2"),
         ({"maxRecordSizeKiB": "1000"}, "'maxRecordSizeKiB': got '1000'; allowed: an integer from 1024 to 10240"),
         ({"warmThroughputMiBps": "100"}, "'warmThroughputMiBps' is for on-demand streams"),
         (

@@ -19,7 +19,7 @@ def unsynthesized(project_root, root_without_job, infra_environ):
     """Fresh apps, checked before any synth: afterwards cross-stack references read as export names, and the
     IAM5 findings get other ids than the ones acknowledged (build_app checks before synth for that reason)."""
     from infra.app import build_app
-    from tests.infra.conftest import ALARM_EMAIL, CONSUMER_ACCOUNT, EXTERNAL_ID
+    from tests.infra.conftest import ALARM_EMAIL, CONSUMER_ACCOUNT, EXTERNAL_ID, SHARED_CONSUMERS
 
     main = build_app(
         context={
@@ -39,6 +39,7 @@ def unsynthesized(project_root, root_without_job, infra_environ):
             "coreInstanceCount": 0,
             "consumerAccountId": CONSUMER_ACCOUNT,
             "crossAccountAccess": "resourcePolicy",
+            "sharedConsumers": SHARED_CONSUMERS,
         },
         project_root=root_without_job,
         environ=infra_environ,

@@ -8,7 +8,7 @@ import pytest
 from aws_cdk.assertions import Match
 
 from tests.infra.cfn import as_list, logical_id, policy_statements, render, resources_of_type
-from tests.infra.conftest import ACCOUNT, CONSUMER_ACCOUNT, EXTERNAL_ID
+from tests.infra.conftest import ACCOUNT, CONSUMER_ACCOUNT, EXTERNAL_ID, SHARED_CONSUMERS
 
 # --- streams -------------------------------------------------------------------------------------------------
 
@@ -277,8 +277,9 @@ def test_a_resource_policy_instead_of_the_role_lets_the_consumer_account_only_re
     template = Template.from_stack(variant.streams).to_json()
     policies = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::Kinesis::ResourcePolicy"]
     streams = {f"<{logical_id(s)}.Arn>" for s in (variant.streams.source, variant.streams.sink)}
-    assert {render(policy["ResourceArn"]) for policy in policies} == streams
-    for policy in policies:
+    stream_policies = [policy for policy in policies if render(policy["ResourceArn"]) in streams]
+    assert {render(policy["ResourceArn"]) for policy in stream_policies} == streams
+    for policy in stream_policies:
         (statement,) = policy["ResourcePolicy"]["Statement"]
         assert render(statement["Principal"]["AWS"]) == f"arn:<AWS::Partition>:iam::{CONSUMER_ACCOUNT}:root"
         assert statement["Effect"] == "Allow" and render(statement["Resource"]) == render(policy["ResourceArn"])
@@ -293,6 +294,31 @@ def test_a_resource_policy_instead_of_the_role_lets_the_consumer_account_only_re
         s for s in key["Properties"]["KeyPolicy"]["Statement"] if CONSUMER_ACCOUNT in json.dumps(s.get("Principal"))
     ]
     assert [as_list(s["Action"]) for s in granted] == [["kms:Decrypt"]]
+
+
+def test_shared_consumers_are_registered_for_the_reader_and_shared_for_subscribing_only(variant):
+    """sharedConsumers: each name becomes a consumer of the source stream, <consumer account>-<name>, whose own
+    policy lets the consumer account describe it and subscribe through it, and nothing else."""
+    from aws_cdk.assertions import Template
+
+    resources = Template.from_stack(variant.streams).to_json()["Resources"]
+    consumers = {cid: r["Properties"] for cid, r in resources.items() if r["Type"] == "AWS::Kinesis::StreamConsumer"}
+    expected = {f"{CONSUMER_ACCOUNT}-{name}" for name in SHARED_CONSUMERS.split(",")}
+    assert {props["ConsumerName"] for props in consumers.values()} == expected
+    source = f"<{logical_id(variant.streams.source)}.Arn>"
+    assert {render(props["StreamARN"]) for props in consumers.values()} == {source}
+    policies = {
+        render(r["Properties"]["ResourceArn"]): r["Properties"]["ResourcePolicy"]
+        for r in resources.values()
+        if r["Type"] == "AWS::Kinesis::ResourcePolicy"
+    }
+    for cid in consumers:
+        arn = f"<{cid}.ConsumerARN>"
+        (statement,) = policies[arn]["Statement"]
+        assert render(statement["Principal"]["AWS"]) == f"arn:<AWS::Partition>:iam::{CONSUMER_ACCOUNT}:root"
+        assert statement["Effect"] == "Allow" and render(statement["Resource"]) == arn
+        assert as_list(statement["Action"]) == ["kinesis:DescribeStreamConsumer", "kinesis:SubscribeToShard"]
+    assert len(policies) == 2 + len(consumers)  # the two streams' and one a consumer
 
 
 def test_on_demand_streams_take_warm_throughput_and_a_record_size(variant):
