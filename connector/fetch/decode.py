@@ -236,6 +236,40 @@ def binary_array(items: list[bytes]) -> pa.Array:
     return _binary_column(items)[0]
 
 
+@dataclass(frozen=True)
+class AnswerSummary:
+    """What a GetRecords answer says without its records (``summarize_get_records``): its Kinesis records' count
+    and bytes (data + partition keys), the (count, bytes) of those over 1 MiB, the first one's arrival, and where
+    the shard goes on from."""
+
+    kinesis_records: int
+    kinesis_bytes: int
+    large: tuple[int, int]
+    first_arrival_us: int | None
+    next_iterator: str | None
+    millis_behind_latest: int | None
+
+    def large_records(self) -> tuple[int, int]:
+        return self.large
+
+
+def summarize_get_records(body: bytes | str, shard: ShardContext) -> AnswerSummary:
+    """The summary of a GetRecords answer body, without its page's columns: what the driver's probe needs (it
+    keeps the body itself for the batch's read). A one-record answer costs ~1 µs here, ~58 µs as a page."""
+    answer = _decode(_GET_RECORDS, body, "GetRecords answer", shard)
+    records = answer.Records or []
+    data_sizes = [len(record.Data) for record in records]
+    nbytes = sum(data_sizes) + sum(len(record.PartitionKey.encode()) for record in records)
+    return AnswerSummary(
+        kinesis_records=len(records),
+        kinesis_bytes=nbytes,
+        large=large_records(data_sizes, nbytes) if nbytes > LARGE_RECORD_BYTES else (0, 0),
+        first_arrival_us=arrival_us(records[0].ApproximateArrivalTimestamp) if records else None,
+        next_iterator=answer.NextShardIterator,
+        millis_behind_latest=answer.MillisBehindLatest,
+    )
+
+
 def decode_get_records(body: bytes | str, shard: ShardContext) -> Page:
     """Decode a GetRecords answer body (JSON 1.1, base64 data) into a Page of user records."""
     answer = _decode(_GET_RECORDS, body, "GetRecords answer", shard)

@@ -23,7 +23,7 @@ from botocore.exceptions import ClientError
 from ..aws.clients import RAW_BODY
 from ..clock import monotonic_at, now_ms
 from ..fetch.arrow_columns import build_from_buffers
-from ..fetch.decode import ShardContext, decode_get_records
+from ..fetch.decode import ShardContext, summarize_get_records
 from ..fetch.iterators import (
     Handoff,
     HeldAnswer,
@@ -75,7 +75,7 @@ class ShardProber:
         max_limit: int = MAX_LIMIT,
     ):
         self._client_factory = client_factory  # a raw-body reader client (aws.clients.kinesis_reader_client)
-        build_from_buffers()  # the driver decodes small probe answers: no pandas import for them
+        build_from_buffers()  # a driver that completes a read builds its pages: no pandas import for them
         self._retry = retry
         self.workers = workers  # probes at a time (kinesis.checkNewRecordThreads)
         self.max_asks = max_asks  # shards asked per call at most (kinesis.maxProbesPerTrigger)
@@ -283,14 +283,14 @@ class ShardProber:
                 state.iterator = None
                 continue
             body = answer[RAW_BODY]
-            page = decode_get_records(body, ShardContext(stream, shard_id, 0, MAX_HASH_KEY, deaggregate=False))
-            self._record_bytes.learn(key, page.kinesis_records, page.kinesis_bytes, page.large_records())
-            if not page.kinesis_records:  # the next probe asks from the answer's NextShardIterator (none: the end)
-                following = page.next_iterator
+            summary = summarize_get_records(body, ShardContext(stream, shard_id, 0, MAX_HASH_KEY))
+            self._record_bytes.learn(key, summary.kinesis_records, summary.kinesis_bytes, summary.large_records())
+            if not summary.kinesis_records:  # the next probe asks from the answer's NextShardIterator (none: the end)
+                following = summary.next_iterator
                 state.iterator = Handoff.received(state.position, following) if following is not None else None
             # else the iterator asked with still points at the first record: kept, for the read
-            result = judge(page, bound_ms)
-            keep = result.found is Found.DATA and page.kinesis_records and self.held_bytes > 0
+            result = judge(summary, bound_ms)
+            keep = result.found is Found.DATA and summary.kinesis_records and self.held_bytes > 0
             state.held = HeldAnswer(state.position, bytes(body), limit, state.called_ms) if keep else None
             self._found(key, state, result.found is Found.DATA)
             return result

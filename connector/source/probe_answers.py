@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from ..fetch.decode import Page
+from ..fetch.decode import AnswerSummary
 
 
 class Found(enum.Enum):
@@ -28,16 +28,16 @@ class ProbeResult:
     error: str | None = None  # what Kinesis said, for POSITION_GONE / SHARD_GONE
 
 
-def judge(page: Page, bound_ms: int | None) -> ProbeResult:
-    """What ``page`` says: records count only when they arrived by ``bound_ms`` (AvailableNow's bound, if any);
-    an empty page without a NextShardIterator is the shard's end."""
-    behind = page.millis_behind_latest
-    if page.kinesis_records:
-        arrival_us = page.arrivals_us[0]
+def judge(answer: AnswerSummary, bound_ms: int | None) -> ProbeResult:
+    """What ``answer`` says: records count only when they arrived by ``bound_ms`` (AvailableNow's bound, if any);
+    an empty answer without a NextShardIterator is the shard's end."""
+    behind = answer.millis_behind_latest
+    if answer.kinesis_records:
+        arrival_us = answer.first_arrival_us
         arrival_ms = arrival_us // 1000 if arrival_us is not None else None
         late = bound_ms is not None and arrival_ms is not None and arrival_ms > bound_ms
         return ProbeResult(Found.NOTHING if late else Found.DATA, behind, arrival_ms)
-    if page.next_iterator is None:
+    if answer.next_iterator is None:
         return ProbeResult(Found.SHARD_END, behind)
     if behind:  # nothing in this stretch, but records further on (AWS skips through old, empty stretches)
         return ProbeResult(Found.DATA, behind)

@@ -76,10 +76,11 @@ class ProbeTurns:
     def room_wait(self, states: Mapping[str, ShardTurn], due: list[str], now: float) -> float:
         """How long to wait before asking, for a busy shard that is due but for the calls in its second, when its
         oldest call leaves the second within ``window_wait_s`` (0: no wait)."""
+        asked = set(due)  # a list of up to every shard: looked up once per shard
         waits = [
             self.windows.room_in(key, now)
             for key, state in states.items()
-            if key not in due and self._held_by_room(key, state, now)
+            if key not in asked and self._held_by_room(key, state, now)
         ]
         return max((wait for wait in waits if wait <= self.window_wait_s), default=0.0)
 

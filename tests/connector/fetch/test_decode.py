@@ -24,6 +24,7 @@ from pyspark_aws_kinesis.fetch.decode import (
     ShardContext,
     decode_get_records,
     decode_subscribe_event,
+    summarize_get_records,
 )
 from pyspark_aws_kinesis.kpl import Aggregator, hash_key_of
 from pyspark_aws_kinesis.shards import MAX_HASH_KEY
@@ -294,3 +295,36 @@ def test_a_pages_large_records_are_those_over_1_mib_told_by_the_kept_column_when
     small = decode_get_records(_body([(b"z" * 1024, "k", 1.0)] * 1100), shard)
     monkeypatch.setattr(decode, "large_records", lambda *args: pytest.fail("walked in Python"))
     assert small.kinesis_bytes > 1 << 20 and small.large_records() == (0, 0)
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        [],
+        [(b"one", "k", 1795900000.123)],
+        [(b"x" * 10, "clé-ü", None), (b"y", "k", 2.5)],  # a key of multi-byte characters; no arrival first
+        [(b"x" * (2 << 20), "k", 1.0), (b"y" * 1024, "k", 1.0), (b"z" * (3 << 20), "kk", 1.0)],
+        [(b"z" * 1024, "k", 1.0)] * 1100,  # over 1 MiB in all, none over 1 MiB alone
+    ],
+    ids=["empty", "one", "utf8-key", "large", "many"],
+)
+def test_an_answers_summary_says_what_its_page_says(records: list[tuple[bytes, str, float | None]]) -> None:
+    """The probe's summary (no columns) agrees with the page the same body decodes to, records and all."""
+    body, shard = _body(records), ShardContext("s", "shardId-0", 0, MAX_HASH_KEY, deaggregate=False)
+    page, summary = decode_get_records(body, shard), summarize_get_records(body, shard)
+    assert (summary.kinesis_records, summary.kinesis_bytes) == (page.kinesis_records, page.kinesis_bytes)
+    assert summary.large_records() == page.large_records()
+    assert summary.first_arrival_us == (page.arrivals_us[0] if records else None)
+    assert (summary.next_iterator, summary.millis_behind_latest) == (page.next_iterator, page.millis_behind_latest)
+
+
+def test_a_kpl_answers_summary_counts_its_aggregates_not_their_user_records() -> None:
+    aggregator = Aggregator()
+    for index in range(5):
+        aggregator.add(f"u{index}".encode(), "k")
+    aggregate = aggregator.flush()
+    assert aggregate is not None
+    body, shard = _body([(aggregate.data, "k", 3.0)]), ShardContext("s", "shardId-0", 0, MAX_HASH_KEY)
+    summary = summarize_get_records(body, shard)
+    assert (summary.kinesis_records, summary.kinesis_bytes) == (1, len(aggregate.data) + 1)
+    assert (summary.kinesis_records, summary.kinesis_bytes) == (1, decode_get_records(body, shard).kinesis_bytes)

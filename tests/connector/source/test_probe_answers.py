@@ -1,27 +1,17 @@
-"""``pyspark_aws_kinesis.source.probe_answers.judge``: what one probe's GetRecords answer says about a shard. Pages
+"""``pyspark_aws_kinesis.source.probe_answers.judge``: what one probe's GetRecords answer says about a shard. Answers
 are made up: no server."""
 
 from __future__ import annotations
 
 import pytest
 
-from pyspark_aws_kinesis.fetch.decode import Page
+from pyspark_aws_kinesis.fetch.decode import AnswerSummary
 from pyspark_aws_kinesis.source.probe_answers import Found, ProbeResult, judge
 
 
-def _page(arrivals_ms: list[int | None], next_iterator: str | None = "it", behind: int | None = 0) -> Page:
-    count = len(arrivals_ms)
-    return Page(
-        data=[b"x"] * count,
-        keys=["k"] * count,
-        sequences=[str(n) for n in range(count)],
-        subs=[0] * count,
-        arrivals_us=[None if ms is None else ms * 1000 for ms in arrivals_ms],
-        record_ends=[True] * count,
-        kinesis_records=count,
-        next_iterator=next_iterator,
-        millis_behind_latest=behind,
-    )
+def _page(arrivals_ms: list[int | None], next_iterator: str | None = "it", behind: int | None = 0) -> AnswerSummary:
+    first_us = None if not arrivals_ms or arrivals_ms[0] is None else arrivals_ms[0] * 1000
+    return AnswerSummary(len(arrivals_ms), len(arrivals_ms) * 2, (0, 0), first_us, next_iterator, behind)
 
 
 def test_a_record_is_data_with_its_arrival_time() -> None:
