@@ -32,7 +32,11 @@ from localaws.fault_proxy import KINESIS_TARGET, FaultHandler, FaultProxy, signe
 from localaws.quota_model import ACCOUNT_ID
 from localaws.servers import aws_client
 
-ResourcePolicies = Mapping[str, str]  # resource ARN -> policy document (JSON text)
+ResourcePolicies = Mapping[str, str]
+CONSUMER_CALLS_BY_NAME = (
+    "DescribeStreamConsumer",
+    "DeregisterStreamConsumer",
+)  # resource ARN -> policy document (JSON text)
 
 
 def _listed(value: Any) -> list[Any]:
@@ -114,8 +118,12 @@ class AccountHandler(FaultHandler):
         """(code, message) AWS would answer another account's call, or None to let it through."""
         if action == "ListShards" and "NextToken" in params and "StreamARN" not in params:
             return None
-        resource = params.get("ConsumerARN") or self._named_consumer(params) or params.get("StreamARN")
-        resource = resource or params.get("ResourceARN")
+        resource = (
+            params.get("ConsumerARN")
+            or self._named_consumer(action, params)
+            or params.get("StreamARN")
+            or params.get("ResourceARN")
+        )
         if resource is None:
             named = params.get("StreamName", "")
             if named:
@@ -130,11 +138,12 @@ class AccountHandler(FaultHandler):
             f"{resource} because no resource-based policy allows the kinesis:{action} action",
         )
 
-    def _named_consumer(self, params: dict) -> str | None:
-        """The ARN of the consumer a call names by ``StreamARN`` and ``ConsumerName`` (DescribeStreamConsumer,
-        DeregisterStreamConsumer): AWS authorizes such a call on the consumer, by the consumer's own policy. None
-        when the call names no consumer, or one that does not exist (the stream's policy decides then)."""
-        if "ConsumerName" not in params or "StreamARN" not in params:
+    def _named_consumer(self, action: str, params: dict) -> str | None:
+        """The ARN of the consumer a DescribeStreamConsumer or DeregisterStreamConsumer names by ``StreamARN`` and
+        ``ConsumerName``: AWS authorizes such a call on the consumer, by the consumer's own policy. None for other
+        calls (RegisterStreamConsumer is the stream's), and for a consumer that does not exist (the stream's policy
+        decides then)."""
+        if action not in CONSUMER_CALLS_BY_NAME or "ConsumerName" not in params or "StreamARN" not in params:
             return None
         try:
             described = self.proxy.owner().describe_stream_consumer(

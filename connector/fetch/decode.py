@@ -249,9 +249,6 @@ class AnswerSummary:
     next_iterator: str | None
     millis_behind_latest: int | None
 
-    def large_records(self) -> tuple[int, int]:
-        return self.large
-
 
 def summarize_get_records(body: bytes | str, shard: ShardContext) -> AnswerSummary:
     """The summary of a GetRecords answer body, without its page's columns: what the driver's probe needs (it
@@ -263,7 +260,7 @@ def summarize_get_records(body: bytes | str, shard: ShardContext) -> AnswerSumma
     return AnswerSummary(
         kinesis_records=len(records),
         kinesis_bytes=nbytes,
-        large=large_records(data_sizes, nbytes) if nbytes > LARGE_RECORD_BYTES else (0, 0),
+        large=large_records(data_sizes, nbytes),
         first_arrival_us=arrival_us(records[0].ApproximateArrivalTimestamp) if records else None,
         next_iterator=answer.NextShardIterator,
         millis_behind_latest=answer.MillisBehindLatest,

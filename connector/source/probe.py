@@ -284,7 +284,7 @@ class ShardProber:
                 continue
             body = answer[RAW_BODY]
             summary = summarize_get_records(body, ShardContext(stream, shard_id, 0, MAX_HASH_KEY))
-            self._record_bytes.learn(key, summary.kinesis_records, summary.kinesis_bytes, summary.large_records())
+            self._record_bytes.learn(key, summary.kinesis_records, summary.kinesis_bytes, summary.large)
             if not summary.kinesis_records:  # the next probe asks from the answer's NextShardIterator (none: the end)
                 following = summary.next_iterator
                 state.iterator = Handoff.received(state.position, following) if following is not None else None

@@ -313,7 +313,7 @@ def test_an_answers_summary_says_what_its_page_says(records: list[tuple[bytes, s
     body, shard = _body(records), ShardContext("s", "shardId-0", 0, MAX_HASH_KEY, deaggregate=False)
     page, summary = decode_get_records(body, shard), summarize_get_records(body, shard)
     assert (summary.kinesis_records, summary.kinesis_bytes) == (page.kinesis_records, page.kinesis_bytes)
-    assert summary.large_records() == page.large_records()
+    assert summary.large == page.large_records()
     assert summary.first_arrival_us == (page.arrivals_us[0] if records else None)
     assert (summary.next_iterator, summary.millis_behind_latest) == (page.next_iterator, page.millis_behind_latest)
 
