@@ -144,7 +144,9 @@ def test_partial_failures_are_retried_without_duplicates(kinesalite: LocalServer
 def test_records_sent_again_after_an_unanswered_call_are_reported_as_maybe_twice(kinesalite: LocalServer, lite_stream):
     stream = lite_stream(shards=2)
     faults = Faults(lost_answer_rate=0.3, actions=frozenset({"PutRecords"}))  # stored, then the proxy hangs up
-    with FaultProxy(kinesalite.endpoint_url, faults, seed=5) as proxy:
+    # Seed 1 loses the first call's answer (its first draw is 0.13): the clock decides how many calls 1000
+    # records take, so a later first loss could fall past the last call.
+    with FaultProxy(kinesalite.endpoint_url, faults, seed=1) as proxy:
         summary = kinesis_generator.run(
             stream_name=stream, count=1000, rate=50_000, endpoint_url=proxy.endpoint_url, retry=FAST_RETRY, collect=True
         )
