@@ -32,9 +32,9 @@ help:
 	@echo '     PYTEST_ARGS=... passed to both pytest sessions, e.g. make test PYTEST_ARGS="-x -k quota"'
 	@echo 'make servers         local Kinesis (behind the quotas) and moto until Ctrl-C; prints what to export'
 	@echo '     SERVERS_ARGS=.. flags of python -m localaws, e.g. SERVERS_ARGS="--kinesis kinesis-mock --no-quotas"'
-	@echo 'make bench           every benchmark in bench/, output in bench/results/; includes the 60-minute soak'
+	@echo 'make bench           every benchmark in bench/, output in bench/results/; includes the two hour-long soaks'
 	@echo '     BENCH=...       arguments of python -m bench.run_all: names (BENCH="decode latency") and/or --no-quotas'
-	@echo 'make bench-no-soak   every benchmark but the soak (BENCH=--no-quotas works here too)'
+	@echo 'make bench-no-soak   every benchmark but the two soaks (BENCH=--no-quotas works here too)'
 	@echo 'make lint            ruff check and ruff format --check'
 	@echo 'make compile         compile the project modules once (make test does it first; docs/testing.md)'
 	@echo 'make setup           .venv (the project editable, Spark workers on its python) and node_modules'
@@ -121,13 +121,13 @@ test:
 dist: setup
 	$(PY) -c "from pathlib import Path; from infra.packaging import build_release; print(*build_release(Path('dist')))"
 
-# Every benchmark, one after another, each one's output into bench/results/ (docs/benchmarks.md). bench.soak alone
-# runs for 60 minutes: bench-no-soak leaves it out (run it alone with `make bench BENCH=soak`).
+# Every benchmark, one after another, each one's output into bench/results/ (docs/benchmarks.md). bench.soak and
+# bench.driver_soak run for about an hour each: bench-no-soak leaves them out (alone: `make bench BENCH=soak`).
 bench: setup
 	$(PY) -m bench.run_all $(BENCH)
 
 bench-no-soak: setup
-	$(PY) -m bench.run_all $$($(PY) -c 'from bench.run_all import benchmark_names as b; print(*(n for n in b() if n != "soak"))') $(BENCH)
+	$(PY) -m bench.run_all $$($(PY) -c 'from bench.run_all import benchmark_names as b; print(*(n for n in b() if n not in ("soak", "driver_soak")))') $(BENCH)
 
 # The CDK app (docs/infra.md): offline, with the pinned CLI, telemetry and notices off.
 synth: setup

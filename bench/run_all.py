@@ -17,7 +17,18 @@ from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
-NOT_BENCHMARKS = {"__init__", "run_all", "common", "first_batch", "timing_log", "soak_driver", "soak_gauges"}
+NOT_BENCHMARKS = {
+    "__init__",
+    "run_all",
+    "common",
+    "first_batch",
+    "timing_log",
+    "soak_driver",
+    "soak_gauges",
+    "standin",
+    "sim_clock",
+    "judge",
+}
 # No server, one they call directly, or the quotas themselves measured (see each one's doc): never --no-quotas.
 NO_QUOTAS = {"efo_framing", "generator_render", "user_agent", "quotas", "quotas_write"}
 

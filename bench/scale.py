@@ -31,7 +31,6 @@ every batch (JSON size; ms to parse it and write it back, as each trigger does).
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import statistics
 import tempfile
@@ -41,125 +40,17 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from botocore.awsrequest import AWSResponse
-
 from bench.common import add_quota_flag, local_aws, options, print_quotas
+from bench.standin import StandIn
 from localaws.servers import KINESALITE
 from localaws.streams import create_stream, unique_name
 from pyspark_aws_kinesis.aws.clients import kinesis_client, kinesis_reader_client
-from pyspark_aws_kinesis.shards import MAX_HASH_KEY, list_shards
+from pyspark_aws_kinesis.shards import list_shards
 from pyspark_aws_kinesis.source.offsets import parse_offset
 from pyspark_aws_kinesis.source.stream_reader import KinesisStreamReader
 
-PAGE = 1000  # ListShards' page on AWS
 NOWHERE = SimpleNamespace(endpoint_url="http://127.0.0.1:9")  # the stand-in's endpoint: it answers before sending
 VARIANTS = {"ours": {}, "ask all": {"kinesis.maxprobespertrigger": "1000000"}}
-
-
-# --- the stand-in -------------------------------------------------------------------------------------------------
-
-
-class _Body:
-    def __init__(self, data: bytes):
-        self.data = data
-
-    def stream(self, **_: Any):
-        yield self.data
-
-
-@dataclass
-class StandIn:
-    """In-process Kinesis for many shards: answers botocore's requests (``before-send``) in kinesalite's shapes."""
-
-    shard_shape: dict[str, Any]  # one ListShards entry as kinesalite answered it
-    record_shape: dict[str, Any]  # one GetRecords record as kinesalite answered it
-    streams: dict[str, list[list[dict[str, Any]]]] = field(default_factory=dict)  # stream -> shard -> records
-    hooked: set[int] = field(default_factory=set)
-
-    @classmethod
-    def recorded(cls, kinesis: Any) -> StandIn:
-        """Record the answer shapes from a real server (kinesalite): one shard entry, one record."""
-        stream = create_stream(kinesis, unique_name("bench-shape"), 1)
-        kinesis.put_record(StreamName=stream, Data=b"x", PartitionKey="k")
-        shards = _raw_answer(kinesis, "list_shards", StreamName=stream)["Shards"]
-        iterator = kinesis.get_shard_iterator(
-            StreamName=stream, ShardId=shards[0]["ShardId"], ShardIteratorType="TRIM_HORIZON"
-        )["ShardIterator"]
-        records = _raw_answer(kinesis, "get_records", ShardIterator=iterator)["Records"]
-        kinesis.delete_stream(StreamName=stream)
-        return cls(shards[0], records[0])
-
-    def create(self, stream: str, count: int) -> None:
-        self.streams[stream] = [[] for _ in range(count)]
-
-    def put_one_per_shard(self, stream: str, tag: str) -> None:
-        now = time.time()
-        for index, records in enumerate(self.streams[stream]):
-            sequence = f"{49600000000000000000000000000000000000000000000000000000 + len(records) * 10_000 + index}"
-            data = base64.b64encode(tag.encode()).decode()
-            records.append(self.record_shape | {"SequenceNumber": sequence, "Data": data, "PartitionKey": "k"})
-            records[-1]["ApproximateArrivalTimestamp"] = now
-
-    def hook(self, client: Any) -> None:
-        if id(client) not in self.hooked:
-            self.hooked.add(id(client))
-            client.meta.events.register("before-send.kinesis", self._answer)
-
-    def _answer(self, request: Any, **_: Any) -> AWSResponse:
-        action = request.headers["X-Amz-Target"].decode().rpartition(".")[2]
-        body = getattr(self, f"_{action}")(json.loads(request.body))
-        headers = {"Content-Type": "application/x-amz-json-1.1"}
-        return AWSResponse(request.url, 200, headers, _Body(json.dumps(body).encode()))
-
-    def _shard(self, stream: str, index: int) -> dict[str, Any]:
-        count = len(self.streams[stream])
-        low, high = index * (MAX_HASH_KEY + 1) // count, (index + 1) * (MAX_HASH_KEY + 1) // count - 1
-        hash_range = {"StartingHashKey": str(low), "EndingHashKey": str(high)}
-        return self.shard_shape | {"ShardId": f"shardId-{index:012d}", "HashKeyRange": hash_range}
-
-    def _ListShards(self, body: dict[str, Any]) -> dict[str, Any]:
-        stream, start = body["NextToken"].split("|") if "NextToken" in body else (body["StreamName"], "0")
-        after = body.get("ExclusiveStartShardId")
-        count, first = len(self.streams[stream]), int(after.rpartition("-")[2]) + 1 if after else int(start)
-        last = min(count, first + body.get("MaxResults", PAGE))
-        answer: dict[str, Any] = {"Shards": [self._shard(stream, index) for index in range(first, last)]}
-        if last < count:
-            answer["NextToken"] = f"{stream}|{last}"
-        return answer
-
-    def _GetShardIterator(self, body: dict[str, Any]) -> dict[str, Any]:
-        stream, index = body["StreamName"], int(body["ShardId"].rpartition("-")[2])
-        records, kind = self.streams[stream][index], body["ShardIteratorType"]
-        at = 0 if kind in ("TRIM_HORIZON", "AT_TIMESTAMP") else len(records)
-        if kind in ("AT_SEQUENCE_NUMBER", "AFTER_SEQUENCE_NUMBER"):
-            sequences = [record["SequenceNumber"] for record in records]
-            at = sequences.index(body["StartingSequenceNumber"]) + (kind == "AFTER_SEQUENCE_NUMBER")
-        return {"ShardIterator": f"{stream}|{index}|{at}"}
-
-    def _GetRecords(self, body: dict[str, Any]) -> dict[str, Any]:
-        stream, index, at = body["ShardIterator"].split("|")
-        records = self.streams[stream][int(index)]
-        stop = min(len(records), int(at) + body.get("Limit", 10_000))
-        return {
-            "Records": records[int(at) : stop],
-            "NextShardIterator": f"{stream}|{index}|{stop}",
-            "MillisBehindLatest": 0,
-        }
-
-
-def _raw_answer(kinesis: Any, method: str, **kwargs: Any) -> dict[str, Any]:
-    """A call's answer as the server sent it (JSON, before botocore turns strings into ints and datetimes)."""
-    seen: list[bytes] = []
-
-    def keep(response_dict: dict[str, Any], **_: Any) -> None:
-        seen.append(response_dict["body"])
-
-    kinesis.meta.events.register("before-parse.kinesis", keep)
-    try:
-        getattr(kinesis, method)(**kwargs)
-    finally:
-        kinesis.meta.events.unregister("before-parse.kinesis", keep)
-    return json.loads(seen[-1])
 
 
 # --- measuring ----------------------------------------------------------------------------------------------------
@@ -387,12 +278,15 @@ def profile_calls(standin: StandIn, calls: int = 1000) -> None:
     settings = KinesisStreamReader(None, options(NOWHERE, "profiled", "unused")).settings  # type: ignore[arg-type]
     kinesis = kinesis_client(settings.client)
     standin.hook(kinesis)
+    iterator = kinesis.get_shard_iterator(
+        StreamName="profiled", ShardId="shardId-000000000000", ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
     cpu = time.process_time()
     for _ in range(calls):
-        kinesis.get_records(ShardIterator="profiled|0|0", Limit=1)
+        kinesis.get_records(ShardIterator=iterator, Limit=1)
     print(f"{(time.process_time() - cpu) * 1000 / calls:.2f} ms of CPU per GetRecords (stand-in, no profiler)")
     profiler = cProfile.Profile()
-    profiler.runcall(lambda: [kinesis.get_records(ShardIterator="profiled|0|0", Limit=1) for _ in range(calls)])
+    profiler.runcall(lambda: [kinesis.get_records(ShardIterator=iterator, Limit=1) for _ in range(calls)])
     pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
 
 

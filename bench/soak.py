@@ -42,7 +42,6 @@ import itertools
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,6 +56,7 @@ from typing import Any
 import kinesis_generator
 from bench import common
 from bench import soak_gauges as gauges
+from bench.judge import Judged, gauge_table
 from kinesis_generator.deadline import CONNECT_TIMEOUT_S
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE, KINESIS_MOCK, MOTO, aws_client
 from localaws.streams import create_stream, iterate_shard, list_shard_ids, unique_name, wait_for_stream_active
@@ -563,22 +563,6 @@ def judged_samples(samples: list[Sample], warm_up: float, restarts: list[float],
     ]
 
 
-@dataclass(frozen=True)
-class Judged:
-    """One gauge's verdict: its baseline (the median of its first three judged samples), its bound, the largest
-    deviation of any judged sample, and its drift: how far the least-squares line through the judged samples
-    moves over the judged span (a leak shows as drift even where single samples stay within the band)."""
-
-    baseline: float
-    bound: float
-    deviation: float
-    drift: float
-
-    @property
-    def within(self) -> bool:
-        return self.deviation <= self.bound and abs(self.drift) <= self.bound
-
-
 def open_shards_at(t_s: float, shards: int, reshards: list[tuple[float, str]]) -> int:
     """The source stream's open shards at harness second ``t_s``: a split adds one, a merge takes one away."""
     return shards + sum(1 if event == "split" else -1 for at, event in reshards if at <= t_s)
@@ -593,15 +577,6 @@ def gauge_points(name: str, samples: list[Sample], shards: int, reshards: list[t
     return [(s.t_s, s.store_entries / open_shards_at(s.t_s, shards, reshards)) for s in settled]
 
 
-def drift(points: list[tuple[float, float]]) -> float:
-    """The least-squares slope of ``points`` times their span: how far the trend moves over the judged time."""
-    if len(points) < 2:
-        return 0.0
-    times, values = [t for t, _ in points], [v for _, v in points]
-    slope = statistics.linear_regression(times, values).slope if len(set(times)) > 1 else 0.0
-    return slope * (times[-1] - times[0])
-
-
 def bounds(
     samples: list[Sample], judged: dict[str, float], shards: int, reshards: list[tuple[float, str]]
 ) -> dict[str, Judged]:
@@ -611,22 +586,12 @@ def bounds(
         points = gauge_points(name, samples, shards, reshards)
         if not points:
             continue
-        values = [v for _, v in points]
-        baseline = statistics.median(values[:3])
-        bound = max(TOLERANCE * baseline, slack)
-        found[name] = Judged(baseline, bound, max(abs(v - baseline) for v in values), drift(points))
+        found[name] = Judged.of(points, TOLERANCE, slack)
     return found
 
 
-def gauge_table(found: dict[str, Judged]) -> list[str]:
-    lines = [f"{'gauge':<24}{'baseline':>10}{'bound':>9}{'max dev':>9}{'drift':>9}"]
-    for name, judged in found.items():
-        mark = "" if judged.within else "  OUT"
-        lines.append(
-            f"{name:<24}{judged.baseline:>10.1f}{judged.bound:>9.1f}{judged.deviation:>9.1f}{judged.drift:>+9.1f}{mark}"
-        )
-    lines += [f"{name:<24}not judged: {why}" for name, why in NOT_JUDGED.items()]
-    return lines
+def gauge_lines(found: dict[str, Judged]) -> list[str]:
+    return gauge_table(found) + [f"{name:<24}not judged: {why}" for name, why in NOT_JUDGED.items()]
 
 
 def verdict_on_gauges(args, samples: list[Sample], restarts: list[float], reshards: list[tuple[float, str]]):
@@ -657,7 +622,7 @@ def rejudge(args: argparse.Namespace) -> int:
     reshards = [(at, event) for at, event in events_due(args) if event != "restart"]
     warm_up, kept, found, flat = verdict_on_gauges(args, samples, restarts, reshards)
     print(f"re-judged {args.rejudge}: warm-up {warm_up:.0f} s; {len(kept)} of {len(samples)} samples judged")
-    print("\n".join(gauge_table(found)))
+    print("\n".join(gauge_lines(found)))
     print(f"bounded: {'yes' if flat else 'NOT shown'}")
     recorded = Path(args.rejudge).with_suffix(".txt")
     first_line = recorded.read_text().splitlines()[0] if recorded.exists() else f"soak: {args.minutes:g} min"
@@ -779,7 +744,7 @@ def report(args, samples, restarts, reshards, notes, tally: Tally, errors, aws, 
     lines.append(f"driver errors: {errors or 'none'}")
     judged_note = f"{len(kept)} of {len(samples)} samples judged (none within {REWARM_S:.0f} s after a restart)"
     lines.append(f"warm-up: first {warm_up:.0f} s; {judged_note}")
-    lines += gauge_table(found)
+    lines += gauge_lines(found)
     lines.append(
         f"bounded: {'yes' if flat else 'NOT shown'}; records: {'as documented' if exact else 'NOT as documented'}"
     )

@@ -6,7 +6,7 @@ retried put may be stored twice; the query owes the stream's content, so neither
 
 from collections import Counter
 
-from bench.soak import Sample, Tally, drained, drift, judged_samples, open_shards_at
+from bench.soak import Sample, Tally, drained, judged_samples, open_shards_at
 
 
 def test_a_timed_out_put_that_was_stored_is_owed_not_unexpected() -> None:
@@ -27,20 +27,6 @@ def test_what_the_sink_lacks_or_invents_and_what_the_source_lost_are_counted() -
     held = Counter({"a": 1, "b": 1})  # z: acknowledged, gone from the stream
     tally = Tally.of(acknowledged, held, got=Counter({"a": 1, "x": 2}))
     assert (tally.lost_by_source, tally.missing, tally.unexpected) == (1, 1, 2)
-
-
-def _points(values: list[float]) -> list[tuple[float, float]]:
-    return [(60.0 * minute, value) for minute, value in enumerate(values)]
-
-
-def test_a_slow_leak_inside_the_band_is_caught_by_its_drift() -> None:
-    """+0.5 MiB a minute for 60 minutes with +-10 MiB of noise: no sample leaves a 24 MiB band around the first
-    ones' median for a while, but the trend moves 30 MiB."""
-    noise = [10, -10, 5, -5, 0, 8, -8] * 9
-    leak = _points([80 + 0.5 * minute + noise[minute] for minute in range(61)])
-    assert abs(drift(leak) - 30) < 3
-    flat = _points([80 + noise[minute] for minute in range(61)])
-    assert abs(drift(flat)) < 3
 
 
 def test_store_entries_are_judged_per_open_shard_across_a_split_and_a_merge() -> None:

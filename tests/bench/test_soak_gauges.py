@@ -79,5 +79,6 @@ def test_an_older_csv_without_the_young_column_is_read_again(tmp_path) -> None:
 def test_one_session_reads_the_live_driver_jvm(spark) -> None:
     pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     gauge = soak_gauges.jvm(pid)
-    assert gauge.heap_after_gc_mb > 10 and gauge.metaspace_mb > 10 and gauge.code_cache_mb > 0
+    # A fresh JVM on the class-data archive (tests/spark_classes.py) holds only ~6 MiB of metaspace.
+    assert gauge.heap_after_gc_mb > 10 and gauge.metaspace_mb > 1 and gauge.code_cache_mb > 0
     assert "java.lang" in soak_gauges.class_histogram(pid) or "[B" in soak_gauges.class_histogram(pid)
