@@ -26,6 +26,7 @@ from aws_kinesis_agg.deaggregator import deaggregate_records
 
 from bench import procfs
 from localaws import LocalAws, LocalServer, ServerSpec
+from localaws.neighbour import NEIGHBOUR_TOKEN
 from localaws.quota_proxy import QuotaServer
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, project_root
 from localaws.streams import create_stream, iterate_shard, list_shard_ids, patiently, put_records, unique_name
@@ -161,6 +162,22 @@ def group_cpu_s() -> float:
     side, whichever of the group's processes did the work."""
     group = os.getpgrp()
     return sum(procfs.cpu_s(fields) for _pid, fields in procfs.stat_fields() if int(fields[2]) == group)
+
+
+def delivered_rows(query: Any) -> int:
+    """Rows the query's batches took from its source, from its progress (``numRecentProgressUpdates`` kept)."""
+    return sum(progress["numInputRows"] for progress in query.recentProgress)
+
+
+def fetched_per_delivered(server: Server, stream: str, delivered: int) -> str:
+    """Records our GetRecords calls on ``stream`` fetched (the quota proxy counts them; every client but the
+    neighbour's) per record delivered: above 1, records fetched twice, read quota a neighbour could not use."""
+    if not isinstance(server, QuotaServer):
+        return "records fetched per record delivered: not counted (no quota proxy: --no-quotas)"
+    report = server.quota_proxy.report(groups={"neighbour": NEIGHBOUR_TOKEN})
+    fetched = report.tally(stream=stream, client="other", action="GetRecords").records
+    ratio = f"{fetched / delivered:.3f}" if delivered else "-"
+    return f"records fetched per record delivered: {ratio} ({fetched:,} fetched, {delivered:,} delivered; goal <= 1.02)"
 
 
 def spark_session(master: str = "local[2]", **conf: str):

@@ -49,7 +49,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from bench.common import add_quota_flag, local_aws, print_quotas, spark_session
+from bench.common import add_quota_flag, delivered_rows, fetched_per_delivered, local_aws, print_quotas, spark_session
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESALITE
 from localaws.streams import create_stream, list_shard_ids, patiently, unique_name
 
@@ -175,6 +175,7 @@ class Phase:
     progress: dict[int, dict] = field(default_factory=dict)  # batch id -> query progress
     measuring: bool = False
     calls: int = 0  # foreachBatch calls, measured or not
+    fetched: str = ""  # records fetched per record delivered (bench.common.fetched_per_delivered)
 
     def sink(self, frame: Any, batch_id: int) -> None:
         self.calls += 1
@@ -308,6 +309,7 @@ def measure_kinesis(
     phase.measuring = False
     stop.set()
     phase.keep_progress(query)
+    phase.fetched = fetched_per_delivered(server, stream, delivered_rows(query))
     return baseline, query, len(sent)
 
 
@@ -448,6 +450,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     for phase in (default, low):
         print(slowest_put_at(phase))
+        print(f"{phase.name}: {phase.fetched}")
     print()
     print_breakdown([default, floor_default, low, floor])
     print(f"\nidle {args.idle_seconds:.0f} s (low-latency options): {idle_batches} micro-batches ran")

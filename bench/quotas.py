@@ -60,7 +60,7 @@ from statistics import mean, median
 from botocore.config import Config
 
 from bench import quotas_busy
-from bench.common import Server, spark_session
+from bench.common import Server, delivered_rows, fetched_per_delivered, spark_session
 from bench.common import options as bench_options
 from localaws import LocalAws, aws_client
 from localaws.fault_proxy import FaultProxy, Faults
@@ -148,12 +148,14 @@ def backlog_phase(spark, server: Server, args: argparse.Namespace, where: str) -
         put_records(setup, stream, [(payload, f"key-{i}") for i in range(first, min(records, first + per_call))])
     query = start_query(spark, server, stream, os.path.join(where, "backlog"))
     proxy = server.quota_proxy
-    done = wait_until(lambda: ours(proxy.report(groups=GROUPS), stream).records >= records, 60)
+    done = wait_until(lambda: delivered_rows(query) >= records, 60)
+    delivered = delivered_rows(query)
     query.stop()
     report = proxy.report(groups=GROUPS)
     lines = [
         f"1. alone on a backlog: {args.shards} shards x {args.mib_per_shard} MiB ({args.record_kib} KiB records)"
         + ("" if done else " -- NOT read to the end within 60 s"),
+        fetched_per_delivered(server, stream, delivered),
         f"{'shard':<24}{'MiB/s reading':>14}{'of 2 MiB/s':>12}{'best second':>13}{'of 2 MiB/s':>12}{'calls':>7}"
         f"{'refused':>9}",
     ]
@@ -190,9 +192,8 @@ def sharing_phase(spark, server: Server, args: argparse.Namespace, where: str) -
             put_records(producer, stream, [(os.urandom(size), f"k{tick}-{i}") for i in range(per_tick)])
             written += per_tick
             time.sleep(0.25)
-        both = wait_until(
-            lambda: ours(proxy.report(groups=GROUPS), stream).records >= written and len(neighbour.read) >= written, 60
-        )
+        both = wait_until(lambda: delivered_rows(query) >= written and len(neighbour.read) >= written, 60)
+        delivered = delivered_rows(query)
         query.stop()
     report = proxy.report(groups=GROUPS)
     idle_s = idle_to.elapsed_s - idle_from.elapsed_s
@@ -208,6 +209,7 @@ def sharing_phase(spark, server: Server, args: argparse.Namespace, where: str) -
         f"{dict(us.refusals) or '-'}), {us.records:,} records read",
         f"our query idle: {idle_calls / args.shards / idle_s:.2f} GetRecords per shard per second (bar <= 1; "
         f"{idle_calls} calls on {args.shards} shards in {idle_s:.1f} s)",
+        f"our query busy: {fetched_per_delivered(server, stream, delivered)}",
     ]
     panel = calls_panel(report, stream, "2. beside a neighbour polling once a second, default options")
     panel.events = {"idle from": idle_from.elapsed_s, "producer from": idle_to.elapsed_s}
@@ -490,7 +492,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     with LocalAws([KINESALITE], quotas=True) as aws, tempfile.TemporaryDirectory() as where:
         server = aws.kinesalite
-        spark = spark_session()
+        spark = spark_session(**{"spark.sql.streaming.numRecentProgressUpdates": "10000"})  # every batch's rows
         lines, panel = backlog_phase(spark, server, args, where)
         panels = [panel]
         if not args.backlog_only:

@@ -54,19 +54,23 @@ class FetchLimits:
     """How much one read of one shard may take. A read stops at the first of, in this order: a fixed end
     (``replay``, ``until``: every limit ignored); the end of a closed shard; ``max_records`` user records (maybe
     inside a KPL aggregate); the first record that arrived after ``stop_after_ms`` (with ``stop_at_first_call``,
-    after the read's first call); caught up (an empty answer at the tip, or a page marked ``at_tip``);
-    ``max_time_s`` (never in a replay, nor when the driver completes a read)."""
+    after the read's first call), or with ``whole_answer_at_bound`` after the answer that holds it; caught up (an
+    empty answer at the tip, or a page marked ``at_tip``); ``max_time_s`` (never in a replay, nor when the driver
+    completes a read)."""
 
     max_records: int | None = None
     max_time_s: float | None = None
     stop_after_ms: int | None = None
     stop_at_first_call: bool = False  # without ``stop_after_ms``: bound by the first page
+    # A micro-batch takes the answer in which it meets its arrival bound whole: those records are in hand, and
+    # reading them again next batch would spend the shard's read quota twice (docs/source.md, "Executors read").
+    whole_answer_at_bound: bool = False
 
     @classmethod
     def of_batch(cls, max_records: int | None, max_time_s: float | None, until_ms: int | None) -> FetchLimits:
         """A micro-batch's read of a shard: bound by the batch's planned arrival time, or, where it has none (a
         steady shard planned without a probe, an older checkpoint), by what had arrived by the read's first call."""
-        return cls(max_records, max_time_s, until_ms, stop_at_first_call=until_ms is None)
+        return cls(max_records, max_time_s, until_ms, stop_at_first_call=until_ms is None, whole_answer_at_bound=True)
 
 
 class ShardTransport(Protocol):
@@ -184,6 +188,8 @@ class ShardRange:
                 yield page, start, stop_at
                 self._took(page, start, stop_at)
             self._follow(page, whole=stop_at == len(page))
+            if stop == STOP_BOUND and stop_at == len(page) and page.at_tip:
+                return STOP_CAUGHT_UP  # the answer taken whole reached the tip: nothing is waiting
             if stop is not None:
                 return stop
             if page.next_iterator is None:
@@ -230,7 +236,7 @@ class ShardRange:
         if bound_ms is not None:
             late = page.first_arrival_after(bound_ms, start)
             if late < stop_at:
-                stop_at, stop = late, STOP_BOUND
+                stop_at, stop = (stop_at if self.limits.whole_answer_at_bound else late), STOP_BOUND
         cap = self._max_records
         if cap is not None:
             limit_at = start + cap - self._count

@@ -16,8 +16,8 @@ from ..positions import AFTER_SEQUENCE_NUMBER, SHARD_END, WHOLE_RECORD, Position
 # Why a batch's read of a shard stopped (``ShardRead.stop``); the driver plans the next batch from it.
 STOP_LIMIT = "limit"  # maxFetchRecordsPerShard / maxRecordsPerTrigger reached: more records are waiting
 STOP_TIME = "time"  # maxFetchTimePerShardSec spent: more records are probably waiting
-STOP_BOUND = "bound"  # the next record arrived after the batch's planning time (or AvailableNow's start)
-STOP_CAUGHT_UP = "caughtUp"  # an empty answer at the tip
+STOP_BOUND = "bound"  # an answer held a record that arrived after the plan (or AvailableNow's start), not at the tip
+STOP_CAUGHT_UP = "caughtUp"  # at the tip: an empty answer, or one short of its Limit with MillisBehindLatest 0
 STOP_SHARD_END = "shardEnd"  # a closed shard read to its end (or a shard that vanished)
 STOP_END = "end"  # a fixed end reached: a replay's recorded last record, a batch read's ending position
 # Stops after which records wait, so the next plan reads the shard without a probe (AvailableNow's bound probes

@@ -115,6 +115,24 @@ def test_the_arrival_bound_and_a_replay_ignore_the_cap_only_where_they_should() 
         _read(ListTransport([_page([1, 2], next_=None)]), replay=recorded)
 
 
+def test_a_micro_batch_takes_the_answer_holding_its_bound_whole_and_hands_its_iterator_on() -> None:
+    """Records that arrived after the plan but came in the same answer are in hand: the batch keeps them, so the
+    next batch does not fetch them again (arrivals are sequence x 1 ms here). A batch read (spark.read) cuts."""
+    micro_batch = FetchLimits.of_batch(None, None, until_ms=2)
+    transport = IteratorTransport([_page([1, 2, 3], next_="i1"), _page([4], next_="i2")])
+    rows, read = _handed(None, micro_batch, transport=transport)
+    assert rows == ["1", "2", "3"] and read.stop == STOP_BOUND and read.next_iterator == "i1"
+    assert len(transport.wanted) == 1  # no call after the answer that met the bound
+    # That answer reached the tip: nothing is waiting, and the read's call counts as the shard's probe.
+    rows, read = _handed([_tip(_page([1, 2, 3], next_="i1", behind=0))], micro_batch)
+    assert rows == ["1", "2", "3"] and read.stop == STOP_CAUGHT_UP and read.next_iterator == "i1"
+    # A cap still cuts inside the answer.
+    rows, read = _handed([_page([1, 2, 3], next_="i1")], FetchLimits.of_batch(2, None, until_ms=1))
+    assert rows == ["1", "2"] and read.stop == STOP_LIMIT
+    rows, read = _handed([_page([1, 2, 3], next_="i1")], FetchLimits(stop_after_ms=2))
+    assert rows == ["1", "2"] and read.stop == STOP_BOUND
+
+
 def _called(page: Page, called_ms: int) -> Page:
     page.called_ms = called_ms
     return page

@@ -64,28 +64,32 @@ def test_a_read_short_of_its_limit_at_the_tip_asks_once(kinesalite: LocalServer,
         assert len(calls) == calls_wanted, f"{per_call} per call: {len(calls)} GetRecords for 3 records"
 
 
-def test_a_read_that_saw_the_next_record_plans_the_next_batch_without_a_probe(
+def test_a_read_that_met_its_bound_in_a_full_answer_plans_the_next_batch_without_a_probe(
     kinesalite: LocalServer, lite_stream, tmp_path
 ) -> None:
+    """Records put after the plan that came in the answer where the read met its bound are in the batch (fetching
+    them again next batch would spend the read quota twice); that answer was full, so the next batch is planned
+    without a probe and reads the rest, each record once."""
     stream = lite_stream(shards=1)
     first = put_numbered(kinesalite, stream, "a", 3)
-    source = reader(source_options(kinesalite, stream, tmp_path))
+    source = reader(source_options(kinesalite, stream, tmp_path, **{"kinesis.getRecords.numberOfRecordsPerFetch": "3"}))
     start, end = plan_first_batch(source)
     time.sleep(0.05)  # arrival times have millisecond precision: the next records arrive after the plan
-    later = put_numbered(kinesalite, stream, "b", 2)
-    assert payloads(read_all(source, list(source.partitions(start, end)))) == first
+    later = put_numbered(kinesalite, stream, "b", 5)
+    taken = payloads(read_all(source, list(source.partitions(start, end))))
+    kept = len(taken) - len(first)
+    assert taken == first + later[:kept] and 0 < kept < len(later)
     source.commit(end)
     probes = source.offsets.planner.prober.calls
     following = roundtrip(source.latestOffset(end, None))
     assert following != end, "the next batch was not planned"
     assert source.offsets.planner.prober.calls == probes  # the read stopped at the bound: no probe needed
-    key = shard_key(stream, "shardId-000000000000")
     reads = source.settings.metadata_store(str(tmp_path)).get_shard_reads(
         parse_offset(end).source_id, 0, [(stream, "shardId-000000000000")]
     )
     assert reads[(stream, "shardId-000000000000")].stop == STOP_BOUND
-    assert key in parse_offset(following).active()
-    assert payloads(read_all(source, list(source.partitions(end, following)))) == later
+    assert shard_key(stream, "shardId-000000000000") in parse_offset(following).active()
+    assert payloads(read_all(source, list(source.partitions(end, following)))) == later[kept:]
 
 
 PROBE_EVERY_SECOND = {"kinesis.probeIntervalMs": "1000"}  # the default (source_options probes at every plan)
