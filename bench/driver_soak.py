@@ -20,7 +20,8 @@ and still held, the stand-in's left out, at about 3.4 times the run time), the m
 the offset JSON Spark would checkpoint, the shards listed, the driver's CPU ms per trigger (the process's CPU while
 the driver half runs: robust to other work on the machine), its wall ms per trigger (median and 99th percentile)
 and, as the baseline in the same run, the median of five naive plans (ListShards, then GetShardIterator and
-GetRecords on every shard listed, plain boto3 on the same stand-in).
+GetRecords on every shard listed, plain boto3 on the same stand-in). Not judged, beside each sample: the cores the
+machine spent on other processes over the window, and those the hypervisor stole (``/proc/stat``).
 
 Judged by rules fixed before the run (``GAUGES`` and ``WARM_UP_SHARE`` below, with ``bench.judge``): after the
 warm-up (the first 10 % of the triggers, longer than the 24 h retention, so the first closed shards have left),
@@ -46,6 +47,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from bench import procfs
 from bench.judge import Judged, gauge_table
 from bench.sim_clock import SimClock
 from bench.standin import RETENTION_S, StandIn, reshard
@@ -89,6 +91,8 @@ class Sample:
     baseline_ms: float
     calls_per_trigger: float
     batches: int
+    other_cores: float = 0.0  # cores the machine spent on other processes over the window (not judged)
+    steal_cores: float = 0.0  # cores the hypervisor gave to other guests over the window (not judged)
 
 
 @dataclass
@@ -108,6 +112,7 @@ class Run:
     driver_ms: list[float] | None = None
     read_ms: list[float] | None = None
     driver_cpu_s: float = 0.0
+    window: tuple[float, ...] = ()  # perf_counter, own CPU, machine busy and steal seconds at the window's start
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,6 +207,7 @@ def start(standin: StandIn, shards: int, retention_s: float, work: Path) -> Run:
         standin.hook(client)
         client.meta.events.register("before-call.kinesis", lambda model, **_: calls.update([model.name]))
     run = Run(standin, stream, work / "metadata", reader, calls, reader.initialOffset(), driver_ms=[], read_ms=[])
+    run.window = (time.perf_counter(), time.process_time(), *procfs.machine_cpu_s())
     return run
 
 
@@ -237,6 +243,7 @@ def sample(run: Run, trigger: int, window: int) -> Sample:
     run.driver_ms.clear()
     run.read_ms.clear()
     cpu_ms, run.driver_cpu_s = run.driver_cpu_s * 1000 / window, 0.0
+    other_cores, steal_cores = machine_beside(run)
     return Sample(
         trigger=trigger,
         open_shards=len(kept.open_shards()),
@@ -254,7 +261,21 @@ def sample(run: Run, trigger: int, window: int) -> Sample:
         baseline_ms=naive_plan_ms(run),
         calls_per_trigger=calls / window,
         batches=run.batches,
+        other_cores=other_cores,
+        steal_cores=steal_cores,
     )
+
+
+def machine_beside(run: Run) -> tuple[float, float]:
+    """Cores the machine spent on other processes, and stolen by the hypervisor, since the last sample: what may
+    move the CPU a trigger takes (a core shared with other work runs slower)."""
+    busy, steal = procfs.machine_cpu_s()
+    now = (time.perf_counter(), time.process_time(), busy, steal)
+    wall = now[0] - run.window[0]
+    other = (now[2] - run.window[2]) - (now[1] - run.window[1])
+    stolen = now[3] - run.window[3]
+    run.window = now
+    return other / wall, stolen / wall
 
 
 def traced_heap_mib() -> float:
@@ -294,7 +315,8 @@ def line(s: Sample) -> str:
         f"{s.heap_kblocks:.0f}k blocks, {s.gc_kobjects:.0f}k objects, {s.traced_heap_mib:.2f} MiB traced; store "
         f"{s.store_files} files {s.store_kib:.0f} KiB; offset {s.offset_bytes} B; driver {s.driver_cpu_ms:.2f} CPU "
         f"ms, {s.driver_ms_median:.2f} ms (p99 {s.driver_ms_p99:.2f}); read {s.read_ms_median:.2f} ms; baseline "
-        f"{s.baseline_ms:.2f} ms; {s.calls_per_trigger:.2f} calls/trigger"
+        f"{s.baseline_ms:.2f} ms; {s.calls_per_trigger:.2f} calls/trigger; beside it {s.other_cores:.2f} cores busy, "
+        f"{s.steal_cores:.2f} stolen"
     )
 
 

@@ -1,7 +1,8 @@
 """Every live process's ``/proc/<pid>/stat``, for the benchmarks that measure processes from outside them.
 
 Who calls it: ``bench.common.group_cpu_s`` (CPU time of a process group), ``bench.soak_gauges`` (the process
-tree below the driver) and ``tests/cpu_log.py`` (the CPU of a test worker's tree).
+tree below the driver), ``bench.driver_soak`` (the machine's other work beside it) and ``tests/cpu_log.py`` (the
+CPU of a test worker's tree).
 """
 
 from __future__ import annotations
@@ -40,3 +41,12 @@ def below(root: int, stats: dict[int, list[str]]) -> list[int]:
 def cpu_s(fields: list[str]) -> float:
     """A process's CPU seconds from its stat fields: user and system, with what it has reaped."""
     return sum(int(ticks) for ticks in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_cpu_s() -> tuple[float, float]:
+    """(busy, steal) CPU seconds of the whole machine since boot, all cores (``/proc/stat``'s first line): busy is
+    user, nice, system, irq and softirq; steal is time the hypervisor gave to other guests."""
+    ticks = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = ticks[:8]
+    hz = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / hz, steal / hz

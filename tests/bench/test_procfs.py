@@ -3,6 +3,7 @@
 import os
 import shutil
 import subprocess
+import time
 
 from bench import procfs
 
@@ -22,3 +23,12 @@ def test_a_command_name_with_parentheses_and_spaces_does_not_shift_the_fields(tm
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_machine_busy_seconds_count_this_process_burning_a_core() -> None:
+    busy, steal = procfs.machine_cpu_s()
+    began = time.process_time()
+    while time.process_time() - began < 0.3:
+        pass
+    after, steal_after = procfs.machine_cpu_s()
+    assert after - busy >= 0.25 and steal_after >= steal >= 0
