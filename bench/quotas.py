@@ -1,6 +1,6 @@
 """Sharing the shard: our query's per-shard read rate against the 2 MiB/s limit, and a neighbour's refusals, in one run.
 
-Run: ``.venv/bin/python -m bench.quotas [--shards N] [--mib-per-shard MIB] [--record-kib KIB] [--busy-s S]
+Run: ``.venv/bin/python -m bench.quotas [--shards N] [--mib-per-shard MIB] [--record-kib KIB] [--busy-s S] [--skip-busy]
 [--efo [--efo-mib-per-shard MIB] [--efo-record-kib KIB] [--efo-rounds N]]``
 (always behind ``localaws.quota_proxy`` with AWS's limits: the quotas are what is measured, so ``run_all`` never
 passes ``--no-quotas`` here). About 8 minutes on the 2-core machine with the defaults (phase 4: 6).
@@ -477,6 +477,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--busy-s", type=float, default=10.0)
     parser.add_argument("--busy-mib-per-shard", type=float, default=0.1, help="producer rate in phase 2")
     parser.add_argument("--backlog-only", action="store_true", help="phase 1 only")
+    parser.add_argument("--skip-busy", action="store_true", help="phases 1 and 2 only (phase 4 takes 6 minutes)")
     parser.add_argument("--efo", action="store_true", help="phase 3 alone (enhanced fan-out, kinesis-mock)")
     parser.add_argument("--efo-mib-per-shard", type=int, default=16, help="backlog per shard in phase 3")
     parser.add_argument("--efo-record-kib", type=int, default=64, help="record size in phase 3")
@@ -498,6 +499,7 @@ def main(argv: list[str] | None = None) -> None:
         if not args.backlog_only:
             more, panel = sharing_phase(spark, server, args, where)
             lines, panels = lines + more, [*panels, panel]
+        if not args.backlog_only and not args.skip_busy:
             print("4. busy beside a neighbour (bench.quotas_busy's defaults):", flush=True)
             lines += quotas_busy.busy_phase(spark, aws, quotas_busy.parse_args([]), os.path.join(where, "busy"))
         spark.stop()

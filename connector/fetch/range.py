@@ -67,10 +67,13 @@ class FetchLimits:
     whole_answer_at_bound: bool = False
 
     @classmethod
-    def of_batch(cls, max_records: int | None, max_time_s: float | None, until_ms: int | None) -> FetchLimits:
+    def of_batch(
+        cls, max_records: int | None, max_time_s: float | None, until_ms: int | None, whole_answer: bool = True
+    ) -> FetchLimits:
         """A micro-batch's read of a shard: bound by the batch's planned arrival time, or, where it has none (a
-        steady shard planned without a probe, an older checkpoint), by what had arrived by the read's first call."""
-        return cls(max_records, max_time_s, until_ms, stop_at_first_call=until_ms is None, whole_answer_at_bound=True)
+        steady shard planned without a probe, an older checkpoint), by what had arrived by the read's first call;
+        ``whole_answer``: see ``whole_answer_at_bound``."""
+        return cls(max_records, max_time_s, until_ms, until_ms is None, whole_answer_at_bound=whole_answer)
 
 
 class ShardTransport(Protocol):

@@ -113,6 +113,7 @@ def test_the_completion_reads_under_the_batchs_rules_without_the_time_limit(tmp_
         assert arn == expected_arn
         assert limits.max_records == 777  # kinesis.maxFetchRecordsPerShard
         assert limits.stop_after_ms == 1234  # the batch's arrival bound
+        assert not limits.whole_answer_at_bound  # records that arrived since start the next batch
         assert limits.max_time_s is None  # no maxFetchTimePerShardSec: a replay must stop at the same place
 
 
