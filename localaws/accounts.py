@@ -32,11 +32,9 @@ from localaws.fault_proxy import KINESIS_TARGET, FaultHandler, FaultProxy, signe
 from localaws.quota_model import ACCOUNT_ID
 from localaws.servers import aws_client
 
-ResourcePolicies = Mapping[str, str]
-CONSUMER_CALLS_BY_NAME = (
-    "DescribeStreamConsumer",
-    "DeregisterStreamConsumer",
-)  # resource ARN -> policy document (JSON text)
+ResourcePolicies = Mapping[str, str]  # resource ARN -> policy document (JSON text)
+# Calls that name a consumer by StreamARN and ConsumerName, which AWS authorizes by the consumer's own policy.
+CONSUMER_CALLS_BY_NAME = ("DescribeStreamConsumer", "DeregisterStreamConsumer")
 
 
 def _listed(value: Any) -> list[Any]:
