@@ -43,14 +43,14 @@ import tempfile
 import time
 import tracemalloc
 from collections import Counter
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from bench import procfs
 from bench.judge import Judged, gauge_table
 from bench.sim_clock import SimClock
-from bench.standin import RETENTION_S, StandIn, reshard
+from bench.standin import NOWHERE, RETENTION_S, StandIn, reshard
 
 TRIGGER_S = 1.0  # the query's trigger interval, on the simulated clock
 PUT_CHANCE = 0.3  # each trigger, each open shard gets a record with this probability
@@ -109,8 +109,8 @@ class Run:
     read: int = 0
     batches: int = 0
     errors: int = 0
-    driver_ms: list[float] | None = None
-    read_ms: list[float] | None = None
+    driver_ms: list[float] = field(default_factory=list)
+    read_ms: list[float] = field(default_factory=list)
     driver_cpu_s: float = 0.0
     window: tuple[float, ...] = ()  # perf_counter, own CPU, machine busy and steal seconds at the window's start
 
@@ -186,27 +186,20 @@ def soak(args: argparse.Namespace, standin: StandIn, clock: SimClock) -> tuple[l
 
 def start(standin: StandIn, shards: int, retention_s: float, work: Path) -> Run:
     """A new query's reader on a new stream, every client of it answered by the stand-in."""
-    from bench.scale import NOWHERE
-    from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
+    from bench.common import options
     from pyspark_aws_kinesis.aws.clients import kinesis_client, kinesis_reader_client
     from pyspark_aws_kinesis.source.stream_reader import KinesisStreamReader
 
     stream = "driver-soak"
     standin.create(stream, shards, retention_s)
-    options = {
-        "kinesis.streamname": stream,
-        "kinesis.endpointurl": NOWHERE.endpoint_url,
-        "kinesis.awsaccesskeyid": DUMMY_ACCESS_KEY,
-        "kinesis.awssecretkey": DUMMY_SECRET_KEY,
-        "kinesis.startingposition": "TRIM_HORIZON",
-        "kinesis.metadatapath": str(work / "metadata"),
-    }
-    reader = KinesisStreamReader(None, options)  # type: ignore[arg-type]
+    chosen = options(NOWHERE, stream, str(work / "metadata"))  # type: ignore[arg-type]
+    del chosen["kinesis.getrecords.fetchintervalms"]  # the query's defaults, fetch interval included
+    reader = KinesisStreamReader(None, chosen)  # type: ignore[arg-type]
     calls: Counter = Counter()
     for client in (kinesis_client(reader.settings.client), kinesis_reader_client(reader.settings.client)):
         standin.hook(client)
         client.meta.events.register("before-call.kinesis", lambda model, **_: calls.update([model.name]))
-    run = Run(standin, stream, work / "metadata", reader, calls, reader.initialOffset(), driver_ms=[], read_ms=[])
+    run = Run(standin, stream, work / "metadata", reader, calls, reader.initialOffset())
     run.window = (time.perf_counter(), time.process_time(), *procfs.machine_cpu_s())
     return run
 
@@ -285,7 +278,6 @@ def traced_heap_mib() -> float:
 
     if not tracemalloc.is_tracing():
         return 0.0
-
     snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, bench.standin.__file__)])
     return sum(stat.size for stat in snapshot.statistics("filename")) / 2**20
 

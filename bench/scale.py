@@ -37,11 +37,10 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
 from bench.common import add_quota_flag, local_aws, options, print_quotas
-from bench.standin import StandIn
+from bench.standin import NOWHERE, StandIn
 from localaws.servers import KINESALITE
 from localaws.streams import create_stream, unique_name
 from pyspark_aws_kinesis.aws.clients import kinesis_client, kinesis_reader_client
@@ -49,7 +48,6 @@ from pyspark_aws_kinesis.shards import list_shards
 from pyspark_aws_kinesis.source.offsets import parse_offset
 from pyspark_aws_kinesis.source.stream_reader import KinesisStreamReader
 
-NOWHERE = SimpleNamespace(endpoint_url="http://127.0.0.1:9")  # the stand-in's endpoint: it answers before sending
 VARIANTS = {"ours": {}, "ask all": {"kinesis.maxprobespertrigger": "1000000"}}
 
 

@@ -22,11 +22,13 @@ import json
 import random
 import time
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from botocore.awsrequest import AWSResponse
 
 PAGE = 1000  # ListShards' page on AWS
+NOWHERE = SimpleNamespace(endpoint_url="http://127.0.0.1:9")  # the clients' endpoint: the hook answers before sending
 MAX_HASH_KEY = 2**128 - 1
 SEQUENCE_BASE = 49_600_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000
 ITERATOR_LIFE_S = 300.0  # AWS: a shard iterator expires five minutes after it was returned

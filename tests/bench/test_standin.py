@@ -10,16 +10,14 @@ import time
 import pytest
 from botocore.exceptions import ClientError
 
-from bench.standin import ITERATOR_LIFE_S, StandIn, reshard
+from bench.standin import ITERATOR_LIFE_S, NOWHERE, StandIn, reshard
 from localaws.servers import LocalServer, aws_client
-
-NOWHERE = "http://127.0.0.1:9"  # never reached: the stand-in answers before botocore sends
 
 
 @pytest.fixture
 def standin(kinesalite: LocalServer):
     standin = StandIn.recorded(kinesalite.client("kinesis"))
-    client = aws_client("kinesis", NOWHERE)
+    client = aws_client("kinesis", NOWHERE.endpoint_url)
     standin.hook(client)
     return standin, client
 
