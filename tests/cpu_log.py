@@ -4,7 +4,8 @@ started (Spark's JVM and Python workers, the local servers, subprocesses), setup
 pytest process alone. What to read from it: docs/testing.md. ``python -m tests.cpu_log FILE`` sums it by file.
 
 A process reparented away from the tree is not counted: a detached helper, or the JVM of a Spark app run as a
-subprocess once the app has exited (pyspark does not wait for it). One that exits is counted once reaped.
+subprocess once the app has exited (pyspark does not wait for it). One that exits is counted once reaped, which
+the forks of pyspark's daemons never are: the daemon ignores SIGCHLD, so the kernel reaps them for no parent.
 """
 
 from __future__ import annotations
