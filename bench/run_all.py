@@ -30,7 +30,7 @@ NOT_BENCHMARKS = {
     "judge",
 }
 # No server, one they call directly, or the quotas themselves measured (see each one's doc): never --no-quotas.
-NO_QUOTAS = {"efo_framing", "generator_render", "user_agent", "quotas", "quotas_write"}
+NO_QUOTAS = {"efo_framing", "generator_render", "user_agent", "quotas", "quotas_write", "record_size_cost"}
 
 
 def benchmark_names() -> list[str]:
