@@ -8,6 +8,7 @@ event, after signing), and botocore's User-Agent builder is counted. A plain bot
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import os
 import secrets
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ConnectionClosedError
+from botocore.httpsession import URLLib3Session
 from botocore.useragent import UserAgentString
 
 from localaws import LocalServer
@@ -190,6 +192,10 @@ def test_the_reader_reads_an_answer_whole_holding_its_body_once(kinesalite: Loca
     assert ours_peak < 1.4 * len(ours) and theirs_peak > 1.8 * len(ours), (len(ours), ours_peak, theirs_peak)
 
 
+# Whether botocore asks urllib3 not to enforce Content-Length (newer ones do; EMR's 1.35 does not).
+BOTOCORE_TAKES_SHORT_BODIES = "enforce_content_length=False" in inspect.getsource(URLLib3Session.send)
+
+
 class _CutAnswer(socketserver.BaseRequestHandler):
     """Answers any request 200 with a Content-Length of 1,000 bytes, sends half of them and hangs up."""
 
@@ -207,8 +213,9 @@ class _CutAnswer(socketserver.BaseRequestHandler):
 
 
 def test_an_answer_cut_short_is_a_retryable_closed_connection_not_a_short_body() -> None:
-    """botocore's pieces take a body cut short for the whole of it (urllib3 enforces no Content-Length there), and
-    the decode then fails on broken JSON, which no retry helps; read whole, it is a connection closed mid-answer."""
+    """A newer botocore's pieces take a body cut short for the whole of it (it asks urllib3 to enforce no
+    Content-Length), and the decode then fails on broken JSON, which no retry helps; EMR's botocore 1.35 raised
+    ConnectionClosedError. Read whole, it is a connection closed mid-answer, on either."""
     with socketserver.ThreadingTCPServer(("127.0.0.1", 0), _CutAnswer) as server:
         threading.Thread(target=server.serve_forever, daemon=True).start()
         try:
@@ -217,7 +224,11 @@ def test_an_answer_cut_short_is_a_retryable_closed_connection_not_a_short_body()
             with pytest.raises(ConnectionClosedError) as cut:
                 reader.get_records(ShardIterator="AAAA", Limit=1)
             assert is_retryable(cut.value) and outcome_unknown(cut.value)
-            del reader._endpoint.http_session.send  # botocore's own way: half a body, taken as whole
-            assert len(reader.get_records(ShardIterator="AAAA", Limit=1)[RAW_BODY]) == 500
+            del reader._endpoint.http_session.send  # botocore's own way
+            try:
+                taken = len(reader.get_records(ShardIterator="AAAA", Limit=1)[RAW_BODY])
+            except ConnectionClosedError:
+                taken = None
+            assert taken == (500 if BOTOCORE_TAKES_SHORT_BODIES else None)
         finally:
             server.shutdown()
