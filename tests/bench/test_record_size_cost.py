@@ -20,6 +20,7 @@ def test_records_fill_calls_up_to_500_entries_or_8_mib() -> None:
 def test_the_memory_check_sees_botocore_hold_the_body_twice_and_ours_once(kinesis_mock: LocalServer) -> None:
     size = 3 * MiB // 2
     theirs, ours = (memory_of_one_record(kinesis_mock, size, how) for how in ("botocore", "ours"))
-    assert ours["body"] == theirs["body"] > 4 * size // 3  # base64 in JSON
+    # Each reads its own stream: sequence numbers and iterators may differ in length by a few bytes.
+    assert abs(ours["body"] - theirs["body"]) < 1024 and ours["body"] > 4 * size // 3  # base64 in JSON
     assert ours["fetch"] < 1.2 * ours["body"] < 1.5 * ours["body"] < theirs["fetch"], (ours, theirs)
     assert 0.9 * size < ours["decode"] < 1.2 * size, ours  # the decoded record, which Arrow shares
