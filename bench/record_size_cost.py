@@ -36,14 +36,13 @@ import botocore.serialize
 import botocore.validate
 
 from bench.common import median_rates
-from bench.decode import BotocoreParsers
+from bench.decode import BotocoreParsers, arrow_run
 from localaws import LocalAws, LocalServer
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, KINESIS_MOCK, project_root
 from localaws.streams import create_stream, set_max_record_size, unique_name
 from pyspark_aws_kinesis.aws.clients import RAW_BODY, kinesis_reader_client
 from pyspark_aws_kinesis.aws.settings import ClientSettings
 from pyspark_aws_kinesis.fetch import decode
-from pyspark_aws_kinesis.shards import MAX_HASH_KEY
 from pyspark_aws_kinesis.sink.encoded_body import encode_body
 from pyspark_aws_kinesis.sink.entries import Entry
 
@@ -67,17 +66,10 @@ def records_of(size: int, total: int) -> Records:
 
 
 def put(kinesis: Any, stream: str, records: Records) -> None:
-    """Every record, in calls of at most ``ENTRIES_PER_CALL`` entries and ``PUT_BYTES``, each one accepted."""
-    call: Records = []
-    for record in [*records, None]:
-        if record is None or len(call) == ENTRIES_PER_CALL or sum(len(d) for d, _ in call) + len(record[0]) > PUT_BYTES:
-            if call:
-                entries = [{"Data": data, "PartitionKey": key} for data, key in call]
-                answer = kinesis.put_records(StreamName=stream, Records=entries)
-                assert answer.get("FailedRecordCount", 0) == 0, answer
-            call = []
-        if record is not None:
-            call.append(record)
+    """Every record, in the calls ``calls`` cuts, each one accepted."""
+    for call in calls(records):
+        answer = kinesis.put_records(StreamName=stream, Records=[{"Data": d, "PartitionKey": k} for d, k in call])
+        assert answer.get("FailedRecordCount", 0) == 0, answer
 
 
 def fetch_body(server: LocalServer, records: Records) -> bytes:
@@ -122,13 +114,8 @@ def calls(records: Records) -> list[Records]:
 
 
 def decode_runs(body: bytes, count: int, parsers: BotocoreParsers) -> dict[str, Callable[[], object]]:
-    shard = decode.ShardContext("bench", SHARD, 0, MAX_HASH_KEY)
-
-    def ours() -> int:
-        page = decode.decode_get_records(body, shard)
-        return page.to_batch(shard, 0, len(page)).num_rows
-
-    assert ours() == count == len(parsers.get_records(body)["Records"]), "a path lost or invented records"
+    assert len(parsers.get_records(body)["Records"]) == count, "botocore's parse lost or invented records"
+    ours = arrow_run(decode, decode.decode_get_records, body, count)  # checks its own count
     return {"botocore JSON parser": lambda: parsers.get_records(body), "ours: decode -> Arrow batch": ours}
 
 
