@@ -19,7 +19,7 @@ COMPAT_TESTS := tests/connector tests/spark_app
 .PHONY: help setup demo demo-short servers test lint compile test-main test-compat bench bench-no-soak clean synth emr-lock \
 	requirements dist
 
-setup: $(VENV)/.installed node_modules/.installed
+setup: $(VENV)/.installed $(VENV)/.pyspark-zip-hook node_modules/.installed
 
 help:
 	@echo 'make demo            the whole pipeline on local Kinesis and local Spark, ends with VERDICT: PASS (docs/jobs.md)'
@@ -37,7 +37,7 @@ help:
 	@echo 'make bench-no-soak   every benchmark but the two soaks (BENCH=--no-quotas works here too)'
 	@echo 'make lint            ruff check and ruff format --check'
 	@echo 'make compile         compile the project modules once (make test does it first; docs/testing.md)'
-	@echo 'make setup           .venv (the project editable, Spark workers on its python) and node_modules'
+	@echo 'make setup           .venv (the project editable, Spark workers on its python and its pyspark) and node_modules'
 	@echo 'make synth           the CDK app, offline (docs/infra.md); make dist: sdist and wheel into dist/'
 	@echo 'make requirements    re-lock requirements*.txt; make emr-lock: infra/emr-lock.txt (needs PyPI)'
 	@echo 'make clean           remove the venvs and node_modules'
@@ -64,6 +64,16 @@ $(VENV_COMPAT)/.installed: requirements-compat.txt
 	@test -x $(PY_COMPAT) || $(PYTHON) -m venv $(VENV_COMPAT)
 	$(PY_COMPAT) -m pip install --quiet --disable-pip-version-check -r requirements-compat.txt
 	@touch $@
+
+# Spark puts the pyspark.zip inside the installed pyspark first on its Python processes' path, and Python compiles a
+# zip's modules again in every process that imports them: 1.1 CPU s to start a query's source runner instead of 0.3.
+# The zip holds the installed pyspark's own files, so a start-up hook per venv drops it from the path
+# (docs/testing.md, "The pyspark.zip"); tests/package/test_pyspark_zip_hook.py runs this line.
+PYSPARK_ZIP_HOOK := import os, sys; sys.path[:] = [p for p in sys.path if os.path.realpath(p) != os.path.realpath(ZIP)]
+%/.pyspark-zip-hook: %/.installed
+	$*/bin/python -c 'import sys, sysconfig; lib = sysconfig.get_path("purelib"); open(lib + "/pyspark_zip_hook.pth", "w").write(sys.argv[1].replace("ZIP", repr(lib + "/pyspark/python/lib/pyspark.zip")) + "\n")' '$(PYSPARK_ZIP_HOOK)'
+	@touch $@
+PYSPARK_ZIP_HOOKS := $(VENV)/.pyspark-zip-hook $(VENV_COMPAT)/.pyspark-zip-hook
 
 # A class-data-sharing archive of Spark's classes per venv: the tests' Spark JVMs start on about half the CPU
 # (tests/spark_classes.py, docs/testing.md). Made once, after the venv's installs; about 30 s each.
@@ -101,7 +111,8 @@ lint: $(VENV)/.installed
 test-main: setup $(VENV_COMPAT)/.installed $(VENV)/spark-classes.jsa
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
-test-compat: $(VENV_COMPAT)/.installed node_modules/.installed $(VENV_COMPAT)/spark-classes.jsa
+test-compat: $(VENV_COMPAT)/.installed $(VENV_COMPAT)/.pyspark-zip-hook node_modules/.installed \
+	$(VENV_COMPAT)/spark-classes.jsa
 	$(PY_COMPAT) -m pytest -n $(COMPAT_WORKERS) --dist loadgroup $(COMPAT_TESTS) $(PYTEST_ARGS)
 
 # The README's test command: the installs side by side (two venvs, npm), lint, then the whole suite on the newest
@@ -113,7 +124,8 @@ test-compat: $(VENV_COMPAT)/.installed node_modules/.installed $(VENV_COMPAT)/sp
 # each target's output whole once it ends (test-main's last).
 TEST_JOBS ?= 2
 test:
-	@$(MAKE) --no-print-directory -j3 --output-sync=target setup $(VENV_COMPAT)/.installed $(SPARK_CLASSES)
+	@$(MAKE) --no-print-directory -j3 --output-sync=target setup $(VENV_COMPAT)/.installed $(PYSPARK_ZIP_HOOKS) \
+		$(SPARK_CLASSES)
 	@$(MAKE) --no-print-directory lint compile
 	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-main test-compat
 
