@@ -9,11 +9,13 @@ import subprocess
 import sys
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from localaws import LocalServer
+from localaws.servers import aws_client
 from localaws.streams import list_shard_ids, put_records, read_stream, unique_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +40,29 @@ def test_kinesis_create_put_get(local_aws, server_name: str) -> None:
 def test_servers_listen_on_loopback_only(local_aws) -> None:
     for server in local_aws.servers.values():
         assert server.endpoint_url.startswith("http://127.0.0.1:")
+
+
+class Stopped(Exception):
+    pass
+
+
+def _stop(**_) -> None:
+    raise Stopped
+
+
+def test_clients_share_one_session_yet_keep_their_own_hooks(kinesalite: LocalServer) -> None:
+    first, second = kinesalite.client("kinesis"), aws_client("kinesis", kinesalite.endpoint_url)
+    # One session reads a service's model once; a session per client read it again (95 ms of CPU each).
+    assert first.meta.service_model._service_description is second.meta.service_model._service_description
+
+    first.meta.events.register("before-call.kinesis.ListStreams", _stop)
+    with pytest.raises(Stopped):
+        first.list_streams()
+    assert "StreamNames" in second.list_streams()  # the other client's hook stays its own
+
+    with ThreadPoolExecutor(8) as pool:  # clients made from many threads at once
+        answers = list(pool.map(lambda _: kinesalite.client("kinesis").list_streams(), range(16)))
+    assert all("StreamNames" in answer for answer in answers)
 
 
 def test_moto_dynamodb_put_get(moto: LocalServer) -> None:
