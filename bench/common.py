@@ -19,7 +19,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from aws_kinesis_agg.deaggregator import deaggregate_records
@@ -160,8 +162,33 @@ def group_cpu_s() -> float:
     they reaped: this benchmark, its Spark JVM, the source runner and the Python workers, but not the local servers
     (each runs in a session of its own). The difference over a phase is what that phase cost the machine's client
     side, whichever of the group's processes did the work."""
-    group = os.getpgrp()
-    return sum(procfs.cpu_s(fields) for _pid, fields in procfs.stat_fields() if int(fields[2]) == group)
+    return sum(group_cpu_by_kind().values())
+
+
+def group_cpu_by_kind() -> Counter[str]:
+    """``group_cpu_s`` by kind of process (``process_kind``); subtract two to see where a phase's CPU went."""
+    group, spent = os.getpgrp(), Counter[str]()
+    for pid, fields in procfs.stat_fields():
+        if int(fields[2]) == group:
+            spent[process_kind(pid)] += procfs.cpu_s(fields)
+    return spent
+
+
+def process_kind(pid: int) -> str:
+    """What a process of the benchmark's group is, from its command line."""
+    if pid == os.getpid():
+        return "this process (pyspark's driver side, the quota proxy)"
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "other"
+    if "java" in command.split(" ", 1)[0]:
+        return "the Spark JVM"
+    if "python_streaming_source_runner" in command:
+        return "the source runner (planning)"
+    if "daemon" in command:  # the workers forked by pyspark's daemon or the connector's (reads)
+        return "Spark's Python workers"
+    return "other"
 
 
 def delivered_rows(query: Any) -> int:

@@ -36,8 +36,8 @@ Printed: seconds, records/s and the ratio to the baseline (goals: whole query >=
 the steady state >= 95 % of min(ceiling, quota)), the CPU seconds per GiB read of the client side
 (``common.group_cpu_s``: every process of this benchmark's process group, the JVM and Python workers included, the
 servers not; with quotas on, the in-process quota proxy's share is in both figures) for the boto3 loop and for each
-query, then the first batch's breakdown; the plot goes to ``bench/results/source_throughput.png``. Nothing here is
-asserted.
+query, the warm query's by kind of process (``common.group_cpu_by_kind``), then the first batch's breakdown; the
+plot goes to ``bench/results/source_throughput.png``. Nothing here is asserted.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from bench.common import (
     available_now,
     batch_sizes,
     boto3_loop,
+    group_cpu_by_kind,
     group_cpu_s,
     local_aws,
     options,
@@ -242,9 +243,10 @@ def main(argv: list[str] | None = None) -> None:
         query_cpu_s = group_cpu_s() - cpu  # the JVM, the source runner and the Python workers, from the query's start
         baselines.append(read_seconds(boto3_loop, kinesis, stream, args.records))
         opts["kinesis.metadatapath"] = os.path.join(work, "metadata-warm")
-        cpu = group_cpu_s()
+        cpu = group_cpu_by_kind()
         _, warm_s, warm_progress = available_now(spark, "aws-kinesis", opts)
-        warm_cpu_s = group_cpu_s() - cpu
+        warm_cpu = group_cpu_by_kind() - cpu
+        warm_cpu_s = sum(warm_cpu.values())
         opts["kinesis.metadatapath"] = os.path.join(work, "metadata-one")
         opts["kinesis.shardsperpartition"] = "1"
         _, one_s, one_progress = available_now(spark, "aws-kinesis", opts)
@@ -301,6 +303,8 @@ def main(argv: list[str] | None = None) -> None:
         f"({query_cpu_s / baseline_cpu_s:.2f}x the loop), warm {warm_cpu_s / gib:.0f} "
         f"({warm_cpu_s / baseline_cpu_s:.2f}x)"
     )
+    shares = (f"{kind} {spent / gib:.1f} ({spent / warm_cpu_s:.0%})" for kind, spent in warm_cpu.most_common())
+    print("the warm query's CPU seconds per GiB, by process: " + "; ".join(shares))
     print()
     print("first batch, seconds (executor parts: the slowest first read of a Python worker):")
     for name, seconds in parts.items():
