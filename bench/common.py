@@ -157,20 +157,23 @@ def read_seconds(loop: Callable[..., int], source: Any, stream: str, expected: i
     return time.perf_counter() - started
 
 
-def group_cpu_s() -> float:
-    """CPU seconds (user + system) spent so far by every live process of this process group, with the children
-    they reaped: this benchmark, its Spark JVM, the source runner and the Python workers, but not the local servers
-    (each runs in a session of its own). The difference over a phase is what that phase cost the machine's client
-    side, whichever of the group's processes did the work."""
-    return sum(group_cpu_by_kind().values())
+def client_cpu_s() -> float:
+    """CPU seconds (user + system) spent so far by this benchmark's client side (``client_cpu_by_kind``). The
+    difference over a phase is what that phase cost, whichever of those processes did the work."""
+    return sum(client_cpu_by_kind().values())
 
 
-def group_cpu_by_kind() -> Counter[str]:
-    """``group_cpu_s`` by kind of process (``process_kind``); subtract two to see where a phase's CPU went."""
-    group, spent = os.getpgrp(), Counter[str]()
-    for pid, fields in procfs.stat_fields():
-        if int(fields[2]) == group:
-            spent[process_kind(pid)] += procfs.cpu_s(fields)
+def client_cpu_by_kind() -> Counter[str]:
+    """CPU seconds so far of this process and every live process below it in its session, with the children
+    they reaped, by kind (``process_kind``): its Spark JVM, the source runner, Spark's Python workers (pyspark's
+    daemon moves itself and its forks to a process group of their own), but not the local servers (each runs in a
+    session of its own). A daemon's fork that ended is lost (the daemon ignores SIGCHLD, so the kernel reaps it):
+    a reading worker lives on after its task, a planning fork does not. Subtract two to see where a phase went."""
+    me, stats = os.getpid(), dict(procfs.stat_fields())
+    session, spent = stats[me][3], Counter[str]()
+    for pid in [me, *procfs.below(me, stats)]:
+        if pid in stats and stats[pid][3] == session:
+            spent[process_kind(pid)] += procfs.cpu_s(stats[pid])
     return spent
 
 

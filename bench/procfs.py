@@ -1,8 +1,8 @@
 """Every live process's ``/proc/<pid>/stat``, for the benchmarks that measure processes from outside them.
 
-Who calls it: ``bench.common.group_cpu_s`` (CPU time of a process group), ``bench.soak_gauges`` (the process
-tree below the driver), ``bench.driver_soak`` (the machine's other work beside it) and ``tests/cpu_log.py`` (the
-CPU of a test worker's tree).
+Who calls it: ``bench.common.client_cpu_by_kind`` (CPU time of a benchmark's client side), ``bench.soak_gauges``
+(the process tree below the driver), ``bench.driver_soak`` (the machine's other work beside it) and
+``tests/cpu_log.py`` (the CPU of a test worker's tree).
 """
 
 from __future__ import annotations

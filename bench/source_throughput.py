@@ -34,9 +34,9 @@ quota, so the quota line was out of reach of any reader keeping the quotas). In 
   quotas can reach at most min(ceiling, quota): our ratio to it is printed.
 Printed: seconds, records/s and the ratio to the baseline (goals: whole query >= 1.0, steady state >= 1.5; and
 the steady state >= 95 % of min(ceiling, quota)), the CPU seconds per GiB read of the client side
-(``common.group_cpu_s``: every process of this benchmark's process group, the JVM and Python workers included, the
+(``common.client_cpu_s``: this process and every process below it, the JVM and Python workers included, the
 servers not; with quotas on, the in-process quota proxy's share is in both figures) for the boto3 loop and for each
-query, the warm query's by kind of process (``common.group_cpu_by_kind``), then the first batch's breakdown; the
+query, the warm query's by kind of process (``common.client_cpu_by_kind``), then the first batch's breakdown; the
 plot goes to ``bench/results/source_throughput.png``. Nothing here is asserted.
 """
 
@@ -57,8 +57,8 @@ from bench.common import (
     available_now,
     batch_sizes,
     boto3_loop,
-    group_cpu_by_kind,
-    group_cpu_s,
+    client_cpu_by_kind,
+    client_cpu_s,
     local_aws,
     options,
     preload,
@@ -225,9 +225,9 @@ def main(argv: list[str] | None = None) -> None:
         keys = preload(direct, stream, args.records, args.size, balanced)
 
         # This host's speed drifts by tens of percent within minutes: baselines before, between and after ours.
-        cpu = group_cpu_s()
+        cpu = client_cpu_s()
         baselines = [read_seconds(boto3_loop, kinesis, stream, args.records)]
-        baseline_cpu_s = group_cpu_s() - cpu  # before Spark starts: the loop's own process alone
+        baseline_cpu_s = client_cpu_s() - cpu  # before Spark starts: the loop's own process alone
         ceilings = [read_seconds(raw_loop, server.direct, stream, args.records)]
 
         log_path = os.path.join(work, "timing.jsonl")
@@ -238,14 +238,14 @@ def main(argv: list[str] | None = None) -> None:
         opts["kinesis.maxrecordspertrigger"] = str(args.per_batch)
         if args.shards_per_partition is not None:
             opts["kinesis.shardsperpartition"] = str(args.shards_per_partition)
-        cpu = group_cpu_s()
+        cpu = client_cpu_s()
         started_at, wall_s, progress = available_now(spark, "aws-kinesis-timed", opts)
-        query_cpu_s = group_cpu_s() - cpu  # the JVM, the source runner and the Python workers, from the query's start
+        query_cpu_s = client_cpu_s() - cpu  # the JVM, the source runner and the Python workers, from the query's start
         baselines.append(read_seconds(boto3_loop, kinesis, stream, args.records))
         opts["kinesis.metadatapath"] = os.path.join(work, "metadata-warm")
-        cpu = group_cpu_by_kind()
+        cpu = client_cpu_by_kind()
         _, warm_s, warm_progress = available_now(spark, "aws-kinesis", opts)
-        warm_cpu = group_cpu_by_kind() - cpu
+        warm_cpu = client_cpu_by_kind() - cpu
         warm_cpu_s = sum(warm_cpu.values())
         opts["kinesis.metadatapath"] = os.path.join(work, "metadata-one")
         opts["kinesis.shardsperpartition"] = "1"
