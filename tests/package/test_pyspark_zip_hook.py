@@ -7,13 +7,14 @@ line into a throwaway venv; other tests check the project's venvs and a Python w
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.package.makefile_lines import recipe_line
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,14 +23,7 @@ PROJECT_VENVS = (ROOT / ".venv", ROOT / ".venv-compat")
 
 def makefile_hook_command(venv: Path) -> str:
     """The Makefile's line that writes the hook (the ``%/.pyspark-zip-hook`` recipe), for ``venv``."""
-    makefile = (ROOT / "Makefile").read_text()
-    (hook,) = re.findall(r"^PYSPARK_ZIP_HOOK := (.+)$", makefile, re.MULTILINE)
-    recipe = makefile[makefile.index("%/.pyspark-zip-hook:") :].split("\n\n")[0]
-    lines = [line.strip() for line in recipe.splitlines() if "pyspark_zip_hook.pth" in line]
-    assert len(lines) == 1, "the %/.pyspark-zip-hook recipe writes pyspark_zip_hook.pth once"
-    command = lines[0].replace("$(PYSPARK_ZIP_HOOK)", hook).replace("$*", str(venv))
-    assert "$(" not in command and "$*" not in command, command
-    return command
+    return recipe_line("%/.pyspark-zip-hook", "pyspark_zip_hook.pth", "PYSPARK_ZIP_HOOK", **{"$*": str(venv)})
 
 
 def purelib(venv: Path) -> Path:

@@ -8,7 +8,6 @@ of them running a first script with no ``PYSPARK_PYTHON`` line; one test checks 
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import pytest
 
 from localaws import LocalServer
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
+from tests.package.makefile_lines import recipe_line
 from tests.package.test_editable import editable_venv
 from tests.package.test_wheel import ROOT, run
 
@@ -30,14 +30,8 @@ FIRST_SCRIPT = (Path(__file__).with_name("editable_app.py")).read_text().replace
 
 def makefile_hook_command(python: Path) -> str:
     """The Makefile's line that writes the hook (in the ``$(VENV)/.installed`` recipe), for ``python``."""
-    makefile = (ROOT / "Makefile").read_text()
-    (hook,) = re.findall(r"^SPARK_PYTHON_HOOK := (.+)$", makefile, re.MULTILINE)
-    recipe = makefile[makefile.index("$(VENV)/.installed:") :].split("\n\n")[0]
-    lines = [line.strip() for line in recipe.splitlines() if "pyspark_python_hook.pth" in line]
-    assert len(lines) == 1, "the $(VENV)/.installed recipe writes pyspark_python_hook.pth once"
-    command = lines[0].replace("$(SPARK_PYTHON_HOOK)", hook).replace("$(PY)", shlex.quote(str(python)))
-    assert "$(" not in command, command
-    return command
+    fill = {"$(PY)": shlex.quote(str(python))}
+    return recipe_line("$(VENV)/.installed", "pyspark_python_hook.pth", "SPARK_PYTHON_HOOK", **fill)
 
 
 def install_hook(python: Path) -> None:
