@@ -18,6 +18,7 @@ from localaws import LocalServer
 from localaws.quota_model import Quotas
 from localaws.quota_proxy import QuotaProxy
 from localaws.streams import put_records, set_max_record_size
+from pyspark_aws_kinesis import clock as wall_clock
 from pyspark_aws_kinesis.aws.clients import RAW_BODY, kinesis_reader_client
 from pyspark_aws_kinesis.clock import now_ms
 from pyspark_aws_kinesis.fetch.decode import Page, ShardContext
@@ -136,8 +137,15 @@ def test_a_large_record_among_small_ones_is_read_and_paid_back_before_the_next_c
     assert max(answers) >= 3 << 20 and reads.refused == transport.refused_calls == 0
 
 
+def _wall_clock_stands_at(monkeypatch: pytest.MonkeyPatch, at_ms: int) -> None:
+    """Wall time stands still at ``at_ms`` where the read turns a stamp into a wait (``clock.monotonic_at``), as
+    the simulated clock stands still for its waits: a loaded machine's delay before the read starts must not age
+    the stamp past the interval."""
+    monkeypatch.setattr(wall_clock, "now_ms", lambda: at_ms)
+
+
 def test_a_read_handed_an_iterator_waits_an_interval_after_the_call_that_got_it(
-    kinesalite: LocalServer, lite_stream
+    kinesalite: LocalServer, lite_stream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     context, sequences = _shard_with(kinesalite, lite_stream, 3)
     kinesis = _reader_client(kinesalite)
@@ -147,6 +155,7 @@ def test_a_read_handed_an_iterator_waits_an_interval_after_the_call_that_got_it(
     )["ShardIterator"]
     clock = SimulatedClock()
     handoff = Handoff.received(start, iterator)  # a probe's, just now
+    _wall_clock_stands_at(monkeypatch, handoff.at_ms)
     transport = GetRecordsTransport(kinesis, context, RetryPolicy(), PollingSettings(10, INTERVAL_S), handoff)
     transport.pacer = CallPacer(INTERVAL_S, clock, clock.sleep)
     rows, _result = _read_range(transport, context, start)
@@ -155,12 +164,14 @@ def test_a_read_handed_an_iterator_waits_an_interval_after_the_call_that_got_it(
 
 
 def test_a_read_keeps_the_interval_after_the_last_batchs_last_call_made_in_another_process(
-    kinesalite: LocalServer, lite_stream
+    kinesalite: LocalServer, lite_stream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     context, sequences = _shard_with(kinesalite, lite_stream, 3)
     kinesis, start = _reader_client(kinesalite), Position(TRIM_HORIZON)
     sleeps = []
     for last_call_ms in (None, now_ms()):  # none known, then the last batch's read called just now
+        if last_call_ms is not None:
+            _wall_clock_stands_at(monkeypatch, last_call_ms)
         clock = SimulatedClock()
         settings = PollingSettings(10, INTERVAL_S)
         transport = GetRecordsTransport(kinesis, context, RetryPolicy(), settings, last_call_ms=last_call_ms)
