@@ -172,13 +172,13 @@ def client_cpu_by_kind() -> Counter[str]:
     me, stats = os.getpid(), dict(procfs.stat_fields())
     session, spent = stats[me][3], Counter[str]()
     for pid in [me, *procfs.below(me, stats)]:
-        if pid in stats and stats[pid][3] == session:
+        if stats[pid][3] == session:
             spent[process_kind(pid)] += procfs.cpu_s(stats[pid])
     return spent
 
 
 def process_kind(pid: int) -> str:
-    """What a process of the benchmark's group is, from its command line."""
+    """What a process of the benchmark's client side is, from its command line."""
     if pid == os.getpid():
         return "this process (pyspark's driver side, the quota proxy)"
     try:
