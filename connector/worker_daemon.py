@@ -20,7 +20,7 @@ import sys
 DAEMON_CONF = {"spark.python.daemon.module": __name__}
 
 # What a worker's first GetRecords imports (tests/connector/test_worker_daemon.py checks it against a fresh
-# worker's path). Importing them starts no thread: the daemon forks after.
+# worker's path). pyarrow starts two idle native threads with fork handlers (docs/source.md, the trade).
 PRELOADED = (
     "pyspark.worker",
     "pyarrow",
