@@ -73,11 +73,9 @@ PYSPARK_ZIP_HOOK := import os, sys; sys.path[:] = [p for p in sys.path if os.pat
 %/.pyspark-zip-hook: %/.installed
 	$*/bin/python -c 'import sys, sysconfig; lib = sysconfig.get_path("purelib"); open(lib + "/pyspark_zip_hook.pth", "w").write(sys.argv[1].replace("ZIP", repr(lib + "/pyspark/python/lib/pyspark.zip")) + "\n")' '$(PYSPARK_ZIP_HOOK)'
 	@touch $@
-PYSPARK_ZIP_HOOKS := $(VENV)/.pyspark-zip-hook $(VENV_COMPAT)/.pyspark-zip-hook
 
 # A class-data-sharing archive of Spark's classes per venv: the tests' Spark JVMs start on about half the CPU
 # (tests/spark_classes.py, docs/testing.md). Made once, after the venv's installs; about 30 s each.
-SPARK_CLASSES := $(VENV)/spark-classes.jsa $(VENV_COMPAT)/spark-classes.jsa
 %/spark-classes.jsa: %/.installed
 	$*/bin/python -m tests.spark_classes $@
 
@@ -108,26 +106,27 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check .
 
 # tests/package installs the wheel against both venvs' pyspark (newest and 4.0.2).
-test-main: setup $(VENV_COMPAT)/.installed $(VENV)/spark-classes.jsa
+test-main: setup $(VENV_COMPAT)/.installed $(VENV)/spark-classes.jsa lint compile
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test-compat: $(VENV_COMPAT)/.installed $(VENV_COMPAT)/.pyspark-zip-hook node_modules/.installed \
-	$(VENV_COMPAT)/spark-classes.jsa
+	$(VENV_COMPAT)/spark-classes.jsa lint compile
 	$(PY_COMPAT) -m pytest -n $(COMPAT_WORKERS) --dist loadgroup $(COMPAT_TESTS) $(PYTEST_ARGS)
 
 # The README's test command: the installs side by side (two venvs, npm), lint, then the whole suite on the newest
 # pyspark and the connector + jobs on 4.0.2 side by side (TEST_JOBS=2), each pytest session spread over
 # TEST_WORKERS / COMPAT_WORKERS xdist workers, each worker with its own local servers on free ports and its own
-# SparkSession. The suite keeps CI's two cores busy that way; the figures, and what each knob costs: docs/testing.md.
-# `make test TEST_JOBS=1 TEST_WORKERS=0 COMPAT_WORKERS=0` runs one test at a time, as before (a machine loaded with
-# other work: Spark's fixed 10 s wait for a new Python worker to connect back can run out). --output-sync prints
-# each target's output whole once it ends (test-main's last).
+# SparkSession. One make run: each session starts once its own venv, class archive and the lint are done, not
+# when everything is (docs/testing.md, "Setup"). The suite keeps CI's two cores busy that way; the figures, and what
+# each knob costs: docs/testing.md. `make test TEST_JOBS=1 TEST_WORKERS=0 COMPAT_WORKERS=0` runs one test at a time,
+# as before (a machine loaded with other work: Spark's fixed 10 s wait for a new Python worker to connect back can
+# run out). --output-sync prints each target's output whole once it ends.
 TEST_JOBS ?= 2
+ifeq ($(TEST_JOBS),1)
+test-compat: | test-main
+endif
 test:
-	@$(MAKE) --no-print-directory -j3 --output-sync=target setup $(VENV_COMPAT)/.installed $(PYSPARK_ZIP_HOOKS) \
-		$(SPARK_CLASSES)
-	@$(MAKE) --no-print-directory lint compile
-	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-main test-compat
+	@$(MAKE) --no-print-directory -j3 --output-sync=target test-main test-compat
 
 # What a release publishes: the sdist and the wheel built from it (`python -m build`, offline), into dist/.
 dist: setup
