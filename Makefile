@@ -54,7 +54,7 @@ SPARK_PYTHON_HOOK := import os, sys; sys.executable and os.environ.setdefault("P
 # Installed modules are compiled once: with PYTHONDONTWRITEBYTECODE set, as on this project's CI, Python would
 # compile every import again in every process (docs/testing.md, "A second look"). pip would compile them one after
 # another; compileall uses every core and skips the packages' own test folders, which nothing imports (.venv ready
-# ~20 s sooner: docs/testing.md, "Setup").
+# sooner: docs/testing.md, "Setup").
 PIP_INSTALL = $(1) -m pip install --quiet --disable-pip-version-check --no-compile
 COMPILE_INSTALLED = $(1) -m compileall -q -j0 -x 'site-packages/.*/tests?/' \
 	"$$($(1) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
