@@ -116,8 +116,9 @@ lint: $(VENV)/.installed
 test-main: setup $(VENV_COMPAT)/.installed $(VENV)/spark-classes.jsa lint compile
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
+# The 4.3 session is the longer: the 4.0.2 one waits for its class archive (order-only) rather than slow it down.
 test-compat: $(VENV_COMPAT)/.installed $(VENV_COMPAT)/.pyspark-zip-hook node_modules/.installed \
-	$(VENV_COMPAT)/spark-classes.jsa lint compile
+	$(VENV_COMPAT)/spark-classes.jsa lint compile | $(VENV)/spark-classes.jsa
 	$(PY_COMPAT) -m pytest -n $(COMPAT_WORKERS) --dist loadgroup $(COMPAT_TESTS) $(PYTEST_ARGS)
 
 # The README's test command: the installs side by side (two venvs, npm), lint, then the whole suite on the newest
@@ -129,8 +130,6 @@ test-compat: $(VENV_COMPAT)/.installed $(VENV_COMPAT)/.pyspark-zip-hook node_mod
 # as before (a machine loaded with other work: Spark's fixed 10 s wait for a new Python worker to connect back can
 # run out). --output-sync prints each target's output whole once it ends.
 TEST_JOBS ?= 2
-# The 4.3 session is the longer: the 4.0.2 one waits for its class archive rather than slow it down.
-test-compat: | $(VENV)/spark-classes.jsa
 ifeq ($(TEST_JOBS),1)
 test-compat: | test-main
 endif
