@@ -15,16 +15,16 @@ import pytest
 
 from tests.package.test_pyspark_zip_hook import PROJECT_VENVS, purelib
 
-TEST_FOLDER = re.compile(r"/tests?/")  # the Makefile's -x pattern, below site-packages
+TEST_FOLDER = re.compile(r"/tests?/")  # the Makefile's -x pattern, in the path below site-packages/
 
 
 def uncompiled_modules(site_packages: Path) -> list[str]:
     """Installed modules outside test folders that have no compiled file of this Python's tag."""
     missing = []
     for source in site_packages.rglob("*.py"):
-        inside = "/" + source.relative_to(site_packages).as_posix()
+        inside = source.relative_to(site_packages).as_posix()
         if not TEST_FOLDER.search(inside) and not Path(importlib.util.cache_from_source(str(source))).is_file():
-            missing.append(inside)
+            missing.append("/" + inside)
     return missing
 
 
