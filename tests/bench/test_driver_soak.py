@@ -30,3 +30,6 @@ def test_a_short_run_reads_every_record_once_across_reshards_and_expired_shards(
     listed = [int(s["listed_shards"]) for s in samples]
     assert len(samples) == 6 and max(listed) > min(listed[2:])  # closed shards left the listing after 150 s
     assert all(float(s["heap_kblocks"]) > 0 and int(s["batches"]) > 0 for s in samples)
+    for s in samples:  # the judged CPU gauge is the driver's CPU as a share of the reference workload's
+        ratio, cpu, reference = (float(s[k]) for k in ("driver_cpu_per_reference", "driver_cpu_ms", "reference_cpu_ms"))
+        assert reference > 0 and abs(ratio - cpu / reference) < 1e-9 * max(1.0, ratio)
