@@ -33,6 +33,7 @@ TTL_ATTRIBUTE = "expiresAt"
 BODY = "body"
 DOCUMENT_SOURCE = "#document"  # check_id refuses '#': no source id can collide with the documents' partition
 MARKER = "/#document/"  # in a marker's sort key; no stream name holds '#'
+NOTE = "/#note/"  # in a batch note's sort key
 BATCH_GET_LIMIT = 100  # keys per BatchGetItem call (DynamoDB's limit)
 BATCH_WRITE_LIMIT = 25  # requests per BatchWriteItem call (DynamoDB's limit)
 TABLE_WAIT_S = 300.0
@@ -234,6 +235,16 @@ class DynamoDBStore(MetadataStore):
         marker = f"{batch_id:0{BATCH_DIGITS}d}{MARKER}{check_id('document', name)}"
         self._put(item_key(source_id, marker), {"document": name})
         return self.put_document(name, body)
+
+    def _note_key(self, source_id: str, batch_id: int, name: str) -> dict[str, Any]:
+        check_id("source id", source_id)
+        return item_key(source_id, f"{batch_id:0{BATCH_DIGITS}d}{NOTE}{check_id('note', name)}")
+
+    def put_batch_note(self, source_id: str, batch_id: int, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._put(self._note_key(source_id, batch_id, name), body)
+
+    def get_batch_note(self, source_id: str, batch_id: int, name: str) -> dict[str, Any] | None:
+        return self._get(self._note_key(source_id, batch_id, name))
 
     # --- retention --------------------------------------------------------------------------------------------
 

@@ -1,12 +1,12 @@
 """The metadata store's interface: per (source, batch, shard), where that batch's read of the shard stopped.
 
-Who calls it: executors (``source.stream_reader.KinesisStreamReader.read``) look up a batch's record before
-reading a shard, so that a batch that runs again stops at exactly the same record, and write it when they finish
-(first write wins); the driver reads the previous batch's records to plan the next batch, keeps pyspark 4.0.2's
-pending-offset documents and the source document here, and purges batches older than
-``kinesis.minBatchesToRetain``. ``PathStore`` is a store over a tree of small JSON files. The layout is fixed
-(stores written by earlier versions are read back): docs/source.md, "Offsets, the metadata store and exact replay".
-"""
+Who calls it: executors (``source.stream_reader.KinesisStreamReader.read``) look up a batch's record before reading
+a shard, so that a batch that runs again stops at exactly the same record, and write it when they finish (first
+write wins); the driver reads the previous batch's records to plan the next batch, keeps pyspark 4.0.2's
+pending-offset documents and the source document here, and purges batches older than ``kinesis.minBatchesToRetain``.
+The sink keeps its notes of partitions written whole here (``sink.replay``, ``kinesis.sink.skipReplayedPartitions``).
+``PathStore`` is a store over a tree of small JSON files. The layout is fixed (stores written by earlier versions
+are read back): docs/source.md, "Offsets, the metadata store and exact replay"."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from ..stream_ids import storage_key
 BATCH_DIGITS = 20
 PENDING = "pending"
 MARKER_PREFIX = "document-"  # a path store's marker file in a batch directory (stream directories are directories)
+NOTE_PREFIX = "note-"  # a path store's batch note in a batch directory
 
 
 class MetadataConflictError(KinesisConnectorError, RuntimeError):
@@ -81,6 +82,15 @@ class MetadataStore(ABC):
         """``put_document``, and ``purge`` deletes the document with batch ``batch_id`` of ``source_id`` (the
         driver's pending-offset resolutions; the marker is written first, so a crash between the two writes leaves
         a marker without a document, never a document nobody purges)."""
+
+    @abstractmethod
+    def put_batch_note(self, source_id: str, batch_id: int, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Keep a small note with batch ``batch_id`` of ``source_id`` unless one of that name is there (first write
+        wins); returns the stored one. ``purge`` deletes it with its batch."""
+
+    @abstractmethod
+    def get_batch_note(self, source_id: str, batch_id: int, name: str) -> dict[str, Any] | None:
+        """A batch note, or None."""
 
     @abstractmethod
     def purge(self, source_id: str, below_batch: int) -> int:
@@ -161,6 +171,17 @@ class PathStore(MetadataStore):
         marker = f"{source_id}/{batch_id:0{BATCH_DIGITS}d}/{MARKER_PREFIX}{check_id('document', name)}"
         self._create(marker, b"")  # False when an earlier attempt left it: the same marker
         return self.put_document(name, body)
+
+    def _note_path(self, source_id: str, batch_id: int, name: str) -> str:
+        check_id("source id", source_id)
+        return f"{source_id}/{batch_id:0{BATCH_DIGITS}d}/{NOTE_PREFIX}{check_id('note', name)}.json"
+
+    def put_batch_note(self, source_id: str, batch_id: int, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._put(self._note_path(source_id, batch_id, name), body)
+
+    def get_batch_note(self, source_id: str, batch_id: int, name: str) -> dict[str, Any] | None:
+        body = self._read(self._note_path(source_id, batch_id, name))
+        return json.loads(body) if body is not None else None
 
     def purge(self, source_id: str, below_batch: int) -> int:
         """Delete each old batch's marked documents, then its directory (a purge cut short is finished by the next

@@ -6,7 +6,6 @@ settings travel to executors inside the pickled reader.
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -15,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from .. import options as opts
 from ..aws.settings import ClientSettings, retry_policy
 from ..fetch.polling.settings import FIRST_CALL_LIMIT, PollingSettings
+from ..metadata.location import METADATA_RETRY_OPTIONS, metadata_location
 from ..options import OptionError, ParsedOptions, Side, parse_options
 from ..positions import PositionSpec, ShardEnd, parse_ending_position, parse_starting_position
-from ..private import open_private_dir, user_temp_path
 from ..retry import RetryPolicy
 from ..shard_calls import min_call_gap_s, query_calls_per_s
 from ..stream_ids import stream_option, streams_of
@@ -31,59 +30,6 @@ if TYPE_CHECKING:
 # The read path (pyarrow, botocore's client, the transports) is imported where a read is set up, not here: load()
 # and Spark's planning workers check options with this module alone (docs/source.md, "A light start per Python
 # worker").
-
-DEFAULT_METADATA_DIR = "aws-kinesis-metadata"
-
-
-def default_metadata_path() -> str:
-    """``<temp dir>/aws-kinesis-metadata-<uid>``, created 0700 (works when driver and executors share a machine and
-    a user: local mode). Raises OptionError naming ``kinesis.metadataPath`` when it is a symbolic link or not this
-    user's alone: another local user could read or forge where each batch stopped. Checked once, on the driver;
-    the temp dir's sticky bit keeps the name ours afterwards."""
-    path = user_temp_path(DEFAULT_METADATA_DIR)
-    try:
-        os.close(open_private_dir(path))
-    except OSError as exc:
-        raise OptionError(
-            f"the default of option {opts.METADATA_PATH.name} cannot be used: {exc}; set "
-            f"{opts.METADATA_PATH.name} (beside the checkpoint) or remove {path}"
-        ) from None
-    return path
-
-
-DYNAMODB_OPTIONS = (opts.DYNAMODB_TABLE_NAME, opts.DYNAMODB_ENDPOINT_URL, opts.DYNAMODB_REGION)
-METADATA_RETRY_OPTIONS = (
-    opts.METADATA_NUM_RETRIES,
-    opts.METADATA_RETRY_INTERVALS_MS,
-    opts.METADATA_MAX_RETRY_INTERVAL_MS,
-)
-
-
-def metadata_location(parsed: ParsedOptions, client: ClientSettings) -> str:
-    """The ``metadataPath`` new offsets carry: ``dynamodb://<table>?region=<r>`` for ``DYNAMODB``, else the
-    path option or its default. Raises OptionError for a missing table name or options of the other store."""
-    committer = opts.METADATA_COMMITTER_TYPE.name
-    if parsed[opts.METADATA_COMMITTER_TYPE.key] != "DYNAMODB":
-        stray = [option.name for option in DYNAMODB_OPTIONS if parsed.is_set(option.key)]
-        if stray:
-            raise OptionError(
-                f"option {stray[0]} applies only to {committer}=DYNAMODB (it is "
-                f"{parsed[opts.METADATA_COMMITTER_TYPE.key]}): set {committer}=DYNAMODB or remove it"
-            )
-        return parsed[opts.METADATA_PATH.key] or default_metadata_path()
-    table = parsed[opts.DYNAMODB_TABLE_NAME.key]
-    if table is None:
-        raise OptionError(
-            f"option {opts.DYNAMODB_TABLE_NAME.name} is required with {committer}=DYNAMODB: the metadata table"
-        )
-    if parsed.is_set(opts.METADATA_PATH.key):
-        raise OptionError(
-            f"option {opts.METADATA_PATH.name} is not used with {committer}=DYNAMODB (the table "
-            f"{opts.DYNAMODB_TABLE_NAME.name}={table!r} holds the metadata): remove one of them"
-        )
-    from ..metadata.dynamodb import store_uri
-
-    return store_uri(table, parsed[opts.DYNAMODB_REGION.key] or client.region)
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,10 @@ import pytest
 
 from localaws import LocalServer
 from pyspark_aws_kinesis.consumers import WATCHER_DIR, WATCHER_LOG, QueryConsumers
+from pyspark_aws_kinesis.metadata.location import DEFAULT_METADATA_DIR
 from pyspark_aws_kinesis.options import OptionError
 from pyspark_aws_kinesis.private import private_log
-from pyspark_aws_kinesis.source.settings import DEFAULT_METADATA_DIR, SourceSettings
+from pyspark_aws_kinesis.source.settings import SourceSettings
 from tests.connector.support.consumers_util import _names
 from tests.connector.support.efo_util import settings
 from tests.connector.support.source_util import wait_for

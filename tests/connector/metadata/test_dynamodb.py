@@ -7,7 +7,6 @@ checked at load() in Spark: tests/connector/queries/test_source_load_validation.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -20,12 +19,10 @@ from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY
 from localaws.streams import put_records, unique_name
 from pyspark_aws_kinesis.aws.settings import ClientSettings
 from pyspark_aws_kinesis.fetch.reads import ShardRead
-from pyspark_aws_kinesis.metadata.dynamodb import DOCUMENT_SOURCE, DynamoDBStore, MetadataTableError, parse_store_uri
-from pyspark_aws_kinesis.options import OptionError
+from pyspark_aws_kinesis.metadata.dynamodb import DOCUMENT_SOURCE, DynamoDBStore, MetadataTableError
 from pyspark_aws_kinesis.positions import TRIM_HORIZON, Position
 from pyspark_aws_kinesis.retry import RetryPolicy
 from pyspark_aws_kinesis.source.offsets import parse_offset
-from pyspark_aws_kinesis.source.settings import SourceSettings
 from tests.connector.support.dynamodb_util import dynamodb_options
 from tests.connector.support.source_util import next_batch, payloads, reader, roundtrip, source_options
 
@@ -135,47 +132,6 @@ def test_throttling_is_retried(proxy: FaultProxy) -> None:
     }
     assert store.purge("src", 2) == 1
     assert proxy.stats["throttled"] > 0
-
-
-# --- options ----------------------------------------------------------------------------------------------------
-
-
-def _settings(**options: str) -> SourceSettings:
-    base = {"kinesis.streamName": "s", "kinesis.region": "eu-west-1", "kinesis.metadataCommitterType": "DYNAMODB"}
-    return SourceSettings.from_options({k.lower(): v for k, v in {**base, **options}.items()})
-
-
-def test_options_put_the_table_and_its_region_into_the_offsets() -> None:
-    assert parse_store_uri(_settings(**{"kinesis.dynamodb.tableName": "meta"}).metadata_path) == ("meta", "eu-west-1")
-    settings = _settings(**{"kinesis.dynamodb.tableName": "meta", "kinesis.dynamodb.region": "us-west-2"})
-    assert settings.metadata_path == "dynamodb://meta?region=us-west-2"
-    path = _settings(**{"kinesis.metadataCommitterType": "path"}).metadata_path
-    assert path.endswith(f"aws-kinesis-metadata-{os.getuid()}")
-
-
-@pytest.mark.parametrize(
-    ("options", "message"),
-    [
-        ({}, r"option kinesis.dynamodb.tableName is required with kinesis.metadataCommitterType=DYNAMODB"),
-        ({"kinesis.metadataCommitterType": "REDIS"}, r"kinesis.metadataCommitterType='REDIS' is invalid: allowed"),
-        (
-            {"kinesis.metadataCommitterType": "HDFS", "kinesis.dynamodb.tableName": "meta"},
-            r"option kinesis.dynamodb.tableName applies only to kinesis.metadataCommitterType=DYNAMODB",
-        ),
-        (
-            {"kinesis.dynamodb.tableName": "meta", "kinesis.metadataPath": "/tmp/x"},
-            r"option kinesis.metadataPath is not used with kinesis.metadataCommitterType=DYNAMODB",
-        ),
-        ({"kinesis.dynamodb.tableName": "a b"}, r"kinesis.dynamodb.tableName='a b' is invalid"),
-        (
-            {"kinesis.dynamodb.tableName": "meta", "kinesis.metadataRetryIntervalsMs": "50000"},
-            r"kinesis.metadataRetryIntervalsMs=50000 must not exceed kinesis.metadataMaxRetryIntervalMs",
-        ),
-    ],
-)
-def test_bad_metadata_options_name_the_option(options: dict[str, str], message: str) -> None:
-    with pytest.raises(OptionError, match=message):
-        _settings(**options)
 
 
 # --- a source on DynamoDB ---------------------------------------------------------------------------------------

@@ -89,6 +89,21 @@ def test_batch_documents_leave_with_their_batch(store: MetadataStore) -> None:
     assert store.get_document("other0") == {"batch": 0}
 
 
+def test_batch_notes_are_first_write_wins_and_leave_with_their_batch(store: MetadataStore) -> None:
+    """The sink's notes of partitions written whole (``sink.replay``): a batch of notes alone (no shard read) is
+    purged too, and another source's notes of the same batch stay."""
+    for batch in range(4):
+        assert store.put_batch_note("sink-q", batch, "partition-0", {"batch": batch}) == {"batch": batch}
+    assert store.put_batch_note("sink-q", 3, "partition-0", {"batch": 99}) == {"batch": 3}
+    assert store.put_batch_note("sink-other", 1, "partition-0", {"other": 1}) == {"other": 1}
+    assert store.get_batch_note("sink-q", 3, "partition-1") is None
+    assert store.purge("sink-q", 3) == 3
+    assert [store.get_batch_note("sink-q", b, "partition-0") for b in range(4)] == [None] * 3 + [{"batch": 3}]
+    assert store.get_batch_note("sink-other", 1, "partition-0") == {"other": 1}
+    with pytest.raises(ValueError, match="note"):
+        store.put_batch_note("sink-q", 1, "../escape", {})
+
+
 # The pyarrow store is left out: its limit is the next test.
 @pytest.mark.parametrize("kind", ["local", "s3", "dynamodb"])
 def test_concurrent_attempts_agree_on_one_winner(kind: str, request, tmp_path: Path) -> None:
