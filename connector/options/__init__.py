@@ -76,7 +76,13 @@ from .registry import (
     parse_options,
     unknown_option_error,
 )
-from .sink import AGGREGATION_ENABLED, FLUSH_WAIT_TIME_MS, MAX_CONNECTIONS, RECORD_MAX_BUFFERED_TIME_MS
+from .sink import (
+    AGGREGATION_ENABLED,
+    FLUSH_WAIT_TIME_MS,
+    MAX_CONNECTIONS,
+    RECORD_MAX_BUFFERED_TIME_MS,
+    SKIP_REPLAYED_PARTITIONS,
+)
 from .source import (
     CHECK_NEW_RECORD_THREADS,
     CONSUMER_NAME,
@@ -163,6 +169,7 @@ __all__ = [
     "SESSION_NAME",
     "SESSION_TOKEN",
     "SHARDS_PER_PARTITION",
+    "SKIP_REPLAYED_PARTITIONS",
     "STARTING",
     "STARTING_POSITION",
     "STREAM_ARN",

@@ -1,5 +1,6 @@
 """The metadata store's options: where it is (a path, S3 or a DynamoDB table), how its calls are retried, how
-many batches it keeps. ``source.settings`` reads them."""
+many batches it keeps. ``source.settings`` reads them; ``sink.settings`` reads where the store is and its retries
+when ``kinesis.sink.skipReplayedPartitions`` keeps notes there."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ METADATA_PATH = add(
         "Where executors record, per batch and shard, where they stopped (exact replay): a local path, "
         "`file://`, `hdfs://` or `s3://` URI. Must be shared by driver and executors and be one per query; it is "
         "written into the offsets, so a restart finds it. Spark does not tell a Python source its checkpoint "
-        "location: set this beside the checkpoint (`<checkpoint>/kinesis-metadata`).",
-        Side.SOURCE,
+        "location: set this beside the checkpoint (`<checkpoint>/kinesis-metadata`). The sink keeps its notes of "
+        "partitions written whole here with `kinesis.sink.skipReplayedPartitions` (then required, no default).",
+        Side.BOTH,
         default_doc="`<temp dir>/aws-kinesis-metadata-<uid>` (single machine only; private to the user)",
     )
 )
@@ -28,7 +30,7 @@ METADATA_S3_ENDPOINT_URL = add(
         None,
         "S3 endpoint for an `s3://` `kinesis.metadataPath` (a VPC endpoint or a local S3); same credentials and "
         "region as Kinesis.",
-        Side.SOURCE,
+        Side.BOTH,
         default_doc="the region's AWS endpoint",
     )
 )
@@ -47,7 +49,7 @@ METADATA_COMMITTER_TYPE = add(
         "HDFS",
         "Where the per-batch shard metadata lives: `HDFS` (or `PATH`) = the files under `kinesis.metadataPath` "
         "(local, HDFS or S3); `DYNAMODB` = items in the table `kinesis.dynamodb.tableName` (see docs/source.md).",
-        Side.SOURCE,
+        Side.BOTH,
     )
 )
 DYNAMODB_TABLE_NAME = add(
@@ -58,7 +60,7 @@ DYNAMODB_TABLE_NAME = add(
         "The metadata table of `kinesis.metadataCommitterType=DYNAMODB` (partition key `sourceId`, sort key "
         "`batchShard`, both strings); created (on demand, TTL on `expiresAt`) when missing and allowed. Several "
         "queries may share one table: each query's items carry its own source id.",
-        Side.SOURCE,
+        Side.BOTH,
         default_doc="required for `DYNAMODB`",
         check=_check_table_name,
     )
@@ -70,7 +72,7 @@ DYNAMODB_ENDPOINT_URL = add(
         None,
         "DynamoDB endpoint of the metadata table (a VPC endpoint or a local server). Not written into the offsets: "
         "a restart uses the value given then.",
-        Side.SOURCE,
+        Side.BOTH,
         default_doc="the region's AWS endpoint",
     )
 )
@@ -81,7 +83,7 @@ DYNAMODB_REGION = add(
         None,
         "Region of the metadata table. Written into the offsets with the table name, so a restart finds the same "
         "items.",
-        Side.SOURCE,
+        Side.BOTH,
         default_doc="the Kinesis region",
     )
 )
@@ -92,7 +94,7 @@ METADATA_NUM_RETRIES = add(
         5,
         "Retries of a throttled, failed (5xx), timed-out or conflicting (S3 409) metadata store call (DynamoDB, "
         "S3), including DynamoDB's unprocessed batch items.",
-        Side.SOURCE,
+        Side.BOTH,
     )
 )
 METADATA_RETRY_INTERVALS_MS = add(
@@ -102,7 +104,7 @@ METADATA_RETRY_INTERVALS_MS = add(
         1000,
         "First metadata retry's backoff; each further retry doubles it (with jitter), up to "
         "`kinesis.metadataMaxRetryIntervalMs`.",
-        Side.SOURCE,
+        Side.BOTH,
         unit="ms",
     )
 )
@@ -112,7 +114,7 @@ METADATA_MAX_RETRY_INTERVAL_MS = add(
         integer(0),
         10000,
         "Longest backoff between two metadata retries.",
-        Side.SOURCE,
+        Side.BOTH,
         unit="ms",
     )
 )

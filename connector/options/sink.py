@@ -1,5 +1,5 @@
-"""The sink's options: KPL aggregation and concurrent PutRecords calls (two more are accepted for compatibility
-and have no effect). ``sink.settings`` reads them."""
+"""The sink's options: KPL aggregation, concurrent PutRecords calls and skipping replayed partitions (two more are
+accepted for compatibility and have no effect). ``sink.settings`` reads them."""
 
 from __future__ import annotations
 
@@ -25,6 +25,20 @@ MAX_CONNECTIONS = add(
         "when aggregating, always go through the same call sequence, so their order holds.",
         Side.SINK,
         unit="calls",
+    )
+)
+SKIP_REPLAYED_PARTITIONS = add(
+    Option(
+        "kinesis.sink.skipReplayedPartitions",
+        BOOL,
+        False,
+        "`writeStream` only: each task keeps a small note in the metadata store (`kinesis.metadataPath` or "
+        "`kinesis.metadataCommitterType=DYNAMODB`, shared by driver and executors) when it has written its "
+        "partition whole; when Spark runs the same micro-batch again (after a driver restart), a partition with a "
+        "note and the same rows is not written again. Notes of older batches are deleted as batches commit. Rows "
+        'in calls that were in flight at a crash can still be written twice (docs/sink.md, "Skipping replayed '
+        'partitions").',
+        Side.SINK,
     )
 )
 FLUSH_WAIT_TIME_MS = add(

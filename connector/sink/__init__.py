@@ -5,8 +5,8 @@ limits, batching), ``encoded_body`` (request bodies and answers encoded with msg
 ``shard_queues`` (the entries waiting to be sent, one queue per shard), ``put_records`` (``put_all``: paced calls,
 failed-entry retries): the load generator sends through these five too. Then ``columns`` (column resolution, row
 checks), ``settings`` (options), ``routing`` (the shard map), ``planning`` (plain vs aggregated records, landing
-checks), ``commit`` (task counts), ``task`` (one task's write, re-sends after a reshard), ``writer`` (the
-Spark-facing writers).
+checks), ``commit`` (task counts), ``replay`` (skipping partitions a replayed micro-batch wrote whole), ``task``
+(one task's write, re-sends after a reshard), ``writer`` (the Spark-facing writers).
 
 ``pyspark_aws_kinesis.datasource`` imports the writers from here; they are loaded on first use, so that importing
 ``pyspark_aws_kinesis.sink.put_records`` and the modules under it (the generator does) does not import pyspark.

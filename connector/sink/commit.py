@@ -26,6 +26,10 @@ class SinkCommitMessage(WriterCommitMessage):
     aggregates: int = 0  # Kinesis records that carry more than one row (re-sent ones included)
     put: PutStats = field(default_factory=PutStats)  # Kinesis records, bytes, calls, retries
     resent_records: int = 0  # rows sent again because their aggregate landed on a shard not holding them
+    query_id: str | None = None  # the streaming query's id (kinesis.sink.skipReplayedPartitions: whose notes)
+    skipped_records: int = 0  # rows not sent: an earlier attempt of this batch wrote the partition whole
+    skipped_partitions: int = 0
+    rewritten_partitions: int = 0  # an earlier attempt wrote the partition whole, but with other rows: sent again
 
     def describe(self) -> str:
         put = self.put
@@ -47,11 +51,23 @@ class SinkCommitMessage(WriterCommitMessage):
             if put.unanswered_entries
             else ""
         )
+        skipped = (
+            f"; {self.skipped_records} records in {self.skipped_partitions} partitions not sent again: an earlier "
+            f"attempt of this batch wrote them whole"
+            if self.skipped_partitions
+            else ""
+        )
+        rewritten = (
+            f"; {self.rewritten_partitions} partitions written again although an earlier attempt of this batch "
+            f"wrote them whole: they held other rows this time (a plan that is not deterministic)"
+            if self.rewritten_partitions
+            else ""
+        )
         return (
             f"{self.user_records} records in {put.records} Kinesis records ({self.aggregates} aggregates, "
             f"{put.bytes} bytes) to {', '.join(self.streams) or 'no stream'}; {put.calls} PutRecords calls, "
             f"{put.retried_entries} entries and {put.retried_calls} calls retried, "
-            f"{put.elapsed_s:.2f} s sending (summed over tasks){throttled}{resent}{unanswered}"
+            f"{put.elapsed_s:.2f} s sending (summed over tasks){throttled}{resent}{unanswered}{skipped}{rewritten}"
         )
 
 
@@ -68,6 +84,10 @@ def summarize(messages: Iterable[WriterCommitMessage | None]) -> tuple[SinkCommi
         total.user_records += message.user_records
         total.aggregates += message.aggregates
         total.resent_records += message.resent_records
+        total.skipped_records += message.skipped_records
+        total.skipped_partitions += message.skipped_partitions
+        total.rewritten_partitions += message.rewritten_partitions
+        total.query_id = total.query_id or message.query_id
         total.put += message.put
     total.streams = tuple(sorted(streams))
     return total, tasks

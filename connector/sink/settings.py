@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import options as opts
 from ..aws import clients
 from ..aws.settings import ClientSettings
+from ..metadata.location import StoreLocation
 from ..retry import RetryPolicy
 from ..stream_ids import stream_option, streams_of
+
+if TYPE_CHECKING:
+    from .replay import ReplayNotes
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,7 @@ class SinkSettings:
     client: ClientSettings  # endpoint, region, credentials, retry policy: pyspark_aws_kinesis.aws builds the client
     aggregation_enabled: bool = True
     max_connections: int = 1
+    replay: ReplayNotes | None = None  # kinesis.sink.skipReplayedPartitions: where the notes live
 
     @property
     def retry(self) -> RetryPolicy:
@@ -32,12 +37,32 @@ def sink_settings(options: Mapping[str, str]) -> SinkSettings:
     parsed = opts.parse_options(options, opts.Side.SINK)
     connections = parsed[opts.MAX_CONNECTIONS.key]
     stream = _target_stream(parsed)  # first: the client's region may come from the stream's ARN
+    client = ClientSettings.from_options(parsed, max_pool_connections=max(10, connections))
     return SinkSettings(
         stream_name=stream,
         aggregation_enabled=parsed[opts.AGGREGATION_ENABLED.key],
         max_connections=connections,
-        client=ClientSettings.from_options(parsed, max_pool_connections=max(10, connections)),
+        client=client,
+        replay=_replay_notes(parsed, client),
     )
+
+
+def _replay_notes(parsed: opts.ParsedOptions, client: ClientSettings) -> ReplayNotes | None:
+    """Where ``kinesis.sink.skipReplayedPartitions`` keeps its notes: the metadata store's options, no default
+    (executors must share it with the driver; a temp dir would not be)."""
+    if not parsed[opts.SKIP_REPLAYED_PARTITIONS.key]:
+        return None
+
+    def no_default() -> str:
+        raise opts.OptionError(
+            f"option {opts.SKIP_REPLAYED_PARTITIONS.name}=true needs a store shared by driver and executors for its "
+            f"notes: set {opts.METADATA_PATH.name} (e.g. <checkpoint>/kinesis-sink-notes, s3://bucket/prefix) or "
+            f"{opts.METADATA_COMMITTER_TYPE.name}=DYNAMODB with {opts.DYNAMODB_TABLE_NAME.name}"
+        )
+
+    from .replay import ReplayNotes
+
+    return ReplayNotes(StoreLocation.from_options(parsed, client, no_default))
 
 
 def _target_stream(parsed: opts.ParsedOptions) -> str | None:

@@ -5,7 +5,9 @@ Every row is checked (``columns``) before anything is sent, then each target str
 (``planning``: plain, or KPL-aggregated per shard of a ``routing`` listing) and put through ``put_records`` on one or
 more lanes; the counts go back in a SinkCommitMessage. Aggregates that a split or merge landed on a shard not
 holding all their records are sent again for the shards that hold them now, for up to ``MAX_RESEND_ROUNDS`` rounds
-(docs/sink.md, "Resharding"); delivery is at least once (docs/sink.md, "Delivery: at least once").
+(docs/sink.md, "Resharding"); delivery is at least once (docs/sink.md, "Delivery: at least once"), and with
+``kinesis.sink.skipReplayedPartitions`` a partition that an earlier attempt of its micro-batch wrote whole, with the
+same rows, is not sent again (``replay``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from .planning import (
     plan_plain,
 )
 from .put_records import OnStored, PutRecordsFailedError, PutStats, put_all
+from .replay import ReplayCheck
 from .routing import ShardRouter, open_shard_router, plain_shard_router, shard_buckets
 from .settings import SinkSettings, kinesis_client
 from .stream_limits import forget, limits_for
@@ -61,8 +64,11 @@ def write_task(batches: Iterable[pa.RecordBatch], columns: SinkColumns, settings
     if table is None:
         return message
     check_rows(table, columns)
-    client = kinesis_client(settings)
     by_stream = list(split_by_stream(table, columns, settings.stream_name))
+    replay = ReplayCheck.of(settings, by_stream, columns, message)
+    if replay is not None and replay.skip(table.num_rows):
+        return message
+    client = kinesis_client(settings)
     # Every stream's limits before anything is sent: a record too large for one stream fails the task whole.
     limits = {stream: _stream_limits(client, stream, rows, columns, settings) for stream, rows in by_stream}
     for stream, rows in by_stream:
@@ -77,6 +83,8 @@ def write_task(batches: Iterable[pa.RecordBatch], columns: SinkColumns, settings
             planned = plan_plain(data, keys, hash_keys, settings.max_connections)
             router = plain_shard_router(client, stream)
             message.put += _send(client, stream, planned, settings, limits[stream], router=router)
+    if replay is not None:
+        replay.note_written(table.num_rows)
     return message
 
 

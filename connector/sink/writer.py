@@ -17,9 +17,10 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from ..compat import STREAM_ARROW_WRITER_BASES
+from ..options import SKIP_REPLAYED_PARTITIONS, OptionError
 from .columns import resolve_columns
 from .commit import SinkCommitMessage, log, log_to_stderr_if_unconfigured, summarize
-from .settings import sink_settings
+from .settings import SinkSettings, sink_settings
 from .task import write_task
 
 
@@ -37,6 +38,14 @@ class _KinesisWriter:
 class KinesisBatchWriter(_KinesisWriter, DataSourceArrowWriter):
     """``df.write.format("aws-kinesis")``: one job, every task's counts logged when Spark commits."""
 
+    def __init__(self, schema: StructType, options: Mapping[str, str]):
+        super().__init__(schema, options)
+        if self.settings.replay is not None:
+            raise OptionError(
+                f"option {SKIP_REPLAYED_PARTITIONS.name} applies to writeStream only: it skips partitions of a "
+                "micro-batch that Spark runs again, and df.write has none; remove it"
+            )
+
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         _log_outcome("batch write committed", messages)
 
@@ -47,11 +56,30 @@ class KinesisBatchWriter(_KinesisWriter, DataSourceArrowWriter):
 class KinesisStreamWriter(_KinesisWriter, *STREAM_ARROW_WRITER_BASES):
     """``df.writeStream.format("aws-kinesis")``: each micro-batch's counts logged with its batch id."""
 
+    def __init__(self, schema: StructType, options: Mapping[str, str]):
+        super().__init__(schema, options)
+        if self.settings.replay is not None:
+            self.settings.replay.announce(self.settings.client)
+
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         _log_outcome(f"batch {batchId} committed", messages)
+        if self.settings.replay is not None:
+            _purge_notes(self.settings, messages, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         _log_outcome(f"batch {batchId} aborted (records already sent stay in the stream)", messages, logging.WARNING)
+
+
+def _purge_notes(settings: SinkSettings, messages: list[WriterCommitMessage | None], batch_id: int) -> None:
+    """Delete the notes of the batches before ``batch_id``; a failure leaves them to the next commit's purge."""
+    query_id = summarize(messages)[0].query_id
+    if query_id is None or settings.replay is None:
+        return  # no task of this batch ran in a micro-batch (no rows): the next batch's commit purges
+    try:
+        settings.replay.purge(settings.client, query_id, batch_id)
+    except Exception as exc:
+        log_to_stderr_if_unconfigured()
+        log.warning("aws-kinesis sink: could not delete the notes of batches before %d: %s", batch_id, exc)
 
 
 def _log_outcome(what: str, messages: list[WriterCommitMessage | None], level: int = logging.INFO) -> None:

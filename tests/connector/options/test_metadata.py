@@ -27,8 +27,9 @@ def test_the_defaults() -> None:
     assert parsed[opts.MIN_BATCHES_TO_RETAIN.key] == 100
 
 
-def test_every_metadata_option_is_the_sources() -> None:
-    names = [
+def test_the_sink_reads_where_the_store_is_and_only_the_source_its_retention() -> None:
+    """The sink keeps the notes of kinesis.sink.skipReplayedPartitions in the same store (sink.replay)."""
+    shared = [
         opts.METADATA_PATH,
         opts.METADATA_S3_ENDPOINT_URL,
         opts.METADATA_COMMITTER_TYPE,
@@ -38,9 +39,9 @@ def test_every_metadata_option_is_the_sources() -> None:
         opts.METADATA_NUM_RETRIES,
         opts.METADATA_RETRY_INTERVALS_MS,
         opts.METADATA_MAX_RETRY_INTERVAL_MS,
-        opts.MIN_BATCHES_TO_RETAIN,
     ]
-    assert {option.side for option in names} == {Side.SOURCE}
+    assert {option.side for option in shared} == {Side.BOTH}
+    assert opts.MIN_BATCHES_TO_RETAIN.side == Side.SOURCE
 
 
 @pytest.mark.parametrize("name", ["orders_meta", "a.b-c", "x" * 255])

@@ -13,20 +13,13 @@ unpacked with aws-kinesis-agg, a reader independent of the connector.
 
 from __future__ import annotations
 
-import base64
-import itertools
 import logging
 import pickle
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
-import boto3
 import pyarrow as pa
 import pytest
-from aws_kinesis_agg.deaggregator import iter_deaggregate_records
-from moto import mock_aws
 from pyspark.sql.datasource import DataSourceArrowWriter
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
@@ -35,89 +28,9 @@ from pyspark_aws_kinesis.sink.columns import KinesisSinkInputError
 from pyspark_aws_kinesis.sink.commit import SinkCommitMessage
 from pyspark_aws_kinesis.sink.put_records import PutStats
 from pyspark_aws_kinesis.sink.writer import KinesisBatchWriter, KinesisStreamWriter
+from tests.connector.support.moto_sink_util import ROUTED, SCHEMA, Streams, expected, options, rows, stored
 
-REGION = "us-east-1"
-SCHEMA = StructType([StructField("data", BinaryType()), StructField("partitionKey", StringType())])
-ROUTED = StructType([*SCHEMA.fields, StructField("streamName", StringType())])
 WRITERS = [KinesisBatchWriter, KinesisStreamWriter]
-
-
-def options(stream: str | None = "orders", **extra: str) -> dict[str, str]:
-    given = {
-        "kinesis.region": REGION,
-        "kinesis.awsAccessKeyId": "AKIAIOSFODNN7EXAMPLE",
-        "kinesis.awsSecretKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-        **extra,
-    }
-    if stream is not None:
-        given["kinesis.streamName"] = stream
-    return given
-
-
-@pytest.fixture(scope="module")
-def aws() -> Iterator[Any]:
-    """moto's AWS for the module's tests, and a client to look at its streams (made once: clients are slow to make)."""
-    with pytest.MonkeyPatch.context() as patch, mock_aws():
-        patch.setenv("AWS_ACCESS_KEY_ID", "testing")
-        patch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-        yield boto3.client("kinesis", region_name=REGION)
-
-
-_streams = itertools.count()
-
-
-@dataclass(frozen=True)
-class Streams:
-    client: Any
-    orders: str  # 2 shards
-    returns: str  # 1 shard
-
-
-@pytest.fixture
-def kinesis(aws: Any) -> Streams:
-    """Two new streams of moto's Kinesis for one test."""
-    number = next(_streams)
-    streams = Streams(aws, f"orders-{number}", f"returns-{number}")
-    aws.create_stream(StreamName=streams.orders, ShardCount=2)
-    aws.create_stream(StreamName=streams.returns, ShardCount=1)
-    return streams
-
-
-def stored(kinesis: Any, stream: str) -> tuple[Counter[tuple[bytes, str]], int]:
-    """The stream's user records (data, partition key), aggregates unpacked by aws-kinesis-agg; and how many Kinesis
-    records held them."""
-    users: Counter[tuple[bytes, str]] = Counter()
-    kinesis_records = 0
-    for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
-        iterator = kinesis.get_shard_iterator(
-            StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
-        )["ShardIterator"]
-        for record in kinesis.get_records(ShardIterator=iterator, Limit=10_000)["Records"]:
-            kinesis_records += 1
-            event = {
-                "kinesis": {
-                    "data": base64.b64encode(record["Data"]).decode(),
-                    "partitionKey": record["PartitionKey"],
-                    "sequenceNumber": record["SequenceNumber"],
-                    "kinesisSchemaVersion": "1.0",
-                    "approximateArrivalTimestamp": 0,
-                }
-            }
-            for user in iter_deaggregate_records(event):
-                users[(base64.b64decode(user["kinesis"]["data"]), user["kinesis"]["partitionKey"])] += 1
-    return users, kinesis_records
-
-
-def rows(count: int, prefix: str = "row") -> pa.RecordBatch:
-    return pa.RecordBatch.from_pydict(
-        {"data": [f"{prefix}-{i}".encode() for i in range(count)], "partitionKey": [f"key-{i}" for i in range(count)]},
-        schema=pa.schema([("data", pa.binary()), ("partitionKey", pa.string())]),
-    )
-
-
-def expected(count: int, prefix: str = "row") -> Counter[tuple[bytes, str]]:
-    return Counter((f"{prefix}-{i}".encode(), f"key-{i}") for i in range(count))
-
 
 # --- write(): one task ------------------------------------------------------------------------------------------
 
