@@ -32,9 +32,9 @@ help:
 	@echo '     PYTEST_ARGS=... passed to both pytest sessions, e.g. make test PYTEST_ARGS="-x -k quota"'
 	@echo 'make servers         local Kinesis (behind the quotas) and moto until Ctrl-C; prints what to export'
 	@echo '     SERVERS_ARGS=.. flags of python -m localaws, e.g. SERVERS_ARGS="--kinesis kinesis-mock --no-quotas"'
-	@echo 'make bench           every benchmark in bench/, output in bench/results/; includes the two hour-long soaks'
+	@echo 'make bench           every benchmark in bench/, output in bench/results/; includes the hour-long soaks'
 	@echo '     BENCH=...       arguments of python -m bench.run_all: names (BENCH="decode latency") and/or --no-quotas'
-	@echo 'make bench-no-soak   every benchmark but the two soaks (BENCH=--no-quotas works here too)'
+	@echo 'make bench-no-soak   every benchmark but the soaks (BENCH=--no-quotas works here too)'
 	@echo 'make lint            ruff check and ruff format --check'
 	@echo 'make compile         compile the project modules once (make test does it first; docs/testing.md)'
 	@echo 'make setup           .venv (the project editable, Spark workers on its python and its pyspark) and node_modules'
@@ -141,12 +141,13 @@ dist: setup
 	$(PY) -c "from pathlib import Path; from infra.packaging import build_release; print(*build_release(Path('dist')))"
 
 # Every benchmark, one after another, each one's output into bench/results/ (docs/benchmarks.md). bench.soak and
-# bench.driver_soak run for about an hour each: bench-no-soak leaves them out (alone: `make bench BENCH=soak`).
+# bench.driver_soak run for about an hour each, bench.sink_replay (two short soaks) for half of one: bench-no-soak
+# leaves them out (alone: `make bench BENCH=soak`).
 bench: setup
 	$(PY) -m bench.run_all $(BENCH)
 
 bench-no-soak: setup
-	$(PY) -m bench.run_all $$($(PY) -c 'from bench.run_all import benchmark_names as b; print(*(n for n in b() if n not in ("soak", "driver_soak")))') $(BENCH)
+	$(PY) -m bench.run_all $$($(PY) -c 'from bench.run_all import benchmark_names as b; print(*(n for n in b() if n not in ("soak", "driver_soak", "sink_replay")))') $(BENCH)
 
 # The CDK app (docs/infra.md): offline, with the pinned CLI, telemetry and notices off.
 synth: setup

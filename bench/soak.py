@@ -3,14 +3,15 @@ production: the driver SIGKILLed and restarted on its checkpoint, a split and a 
 Memory, threads, descriptors and storage must stay bounded, and nothing may be lost.
 
 Run: ``.venv/bin/python -m bench.soak [--minutes 60] [--rate 1000] [--shards 2] [--restart-every 15]
-[--efo] [--store path|dynamodb] [--sink kinesis|file] [--no-reshard] [--no-quotas] [--out DIR]`` (also
-``bench.run_all soak``). The generator and the query meet AWS's Kinesis quotas by default (``bench.common``).
+[--efo] [--store path|dynamodb] [--sink kinesis|file] [--skip-replayed] [--no-reshard] [--no-quotas] [--out DIR]``
+(also ``bench.run_all soak``). The generator and the query meet AWS's Kinesis quotas by default (``bench.common``).
 
 The generator's sender (``kinesis_generator.run``) puts ``--rate`` records/s, each with a unique id, into the source
 stream (kinesalite; kinesis-mock with ``--efo``, which kinesalite cannot serve); the query (``bench.soak_driver``,
 a process of its own with ``spark.driver.memory`` fixed) reads it with our source, over GetRecords or enhanced
 fan-out, keeps its metadata in a directory or a DynamoDB table (moto), and writes with our sink into a second
-stream or with Spark's file sink into a directory. Every ``--restart-every`` minutes the driver's whole process
+stream (``--skip-replayed``: with ``kinesis.sink.skipReplayedPartitions``, notes in the work directory) or with
+Spark's file sink into a directory. Every ``--restart-every`` minutes the driver's whole process
 group is SIGKILLed and a new driver starts on the checkpoint; at a third of the run a source shard is split, at
 two thirds two adjacent shards are merged.
 
@@ -41,6 +42,7 @@ import csv
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -402,6 +404,8 @@ def driver_config(args: argparse.Namespace, server: Any, aws: Any, work: Path, s
         "kinesis.awsAccessKeyId": DUMMY_ACCESS_KEY,
         "kinesis.awsSecretKey": DUMMY_SECRET_KEY,
     }
+    if args.skip_replayed:
+        sink.update({"kinesis.sink.skipReplayedPartitions": "true", "kinesis.metadataPath": str(work / "sink-notes")})
     (work / "broker").mkdir(mode=0o700)
     return {
         "work": str(work),
@@ -539,7 +543,26 @@ def _soak(args, aws, server, kinesis, streams: tuple[str, str], table: str, driv
     held = sink_ids(kinesis, streams[0])
     errors = driver.errors()
     tally = Tally.of(sent_ids, held, got)
+    if args.sink == "kinesis":
+        notes.append(replay_line(args, work))
     return report(args, sampler.samples, driver.restarts, reshards, notes, tally, errors, aws, sampler.outliers)
+
+
+SKIPPED = re.compile(r"batch (\d+) committed: .*?; (\d+) records in (\d+) partitions not sent again")
+REWRITTEN = re.compile(r"batch (\d+) committed: .*?; (\d+) partitions written again although")
+
+
+def replay_line(args: argparse.Namespace, work: Path) -> str:
+    """What the sink's commit lines in the drivers' logs say of replayed batches (``--skip-replayed``)."""
+    text = "\n".join(path.read_text(errors="replace") for path in sorted(work.glob("driver-*.log")))
+    skipped = [(int(records), int(partitions)) for _, records, partitions in SKIPPED.findall(text)]
+    rewritten = sum(int(partitions) for _, partitions in REWRITTEN.findall(text))
+    if not args.skip_replayed:
+        return "replayed partitions: written again (kinesis.sink.skipReplayedPartitions off)"
+    return (
+        f"replayed partitions: skipped {sum(p for _, p in skipped):,} holding {sum(r for r, _ in skipped):,} records "
+        f"in {len(skipped)} batches; {rewritten} written again with other rows (kinesis.sink.skipReplayedPartitions)"
+    )
 
 
 # --- judging and showing ----------------------------------------------------------------------------------------
@@ -778,6 +801,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--efo", action="store_true", help="enhanced fan-out (kinesis-mock instead of kinesalite)")
     parser.add_argument("--store", choices=("path", "dynamodb"), default="path", help="the metadata store")
     parser.add_argument("--sink", choices=("kinesis", "file"), default="kinesis")
+    parser.add_argument(
+        "--skip-replayed", action="store_true", help="the kinesis sink with kinesis.sink.skipReplayedPartitions"
+    )
     parser.add_argument("--driver-memory", default="1g", help="spark.driver.memory: the heap's fixed ceiling")
     parser.add_argument("--sample-s", type=float, default=10.0, help="seconds between samples")
     parser.add_argument("--out", default=str(RESULTS), help="where soak.{txt,csv,png} go")
