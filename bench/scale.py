@@ -25,7 +25,9 @@ Baseline, in the same run: a hand-written driver learning the same with plain bo
 (ListShards, then GetShardIterator + GetRecords(Limit=1) per shard). Printed: median ms, the ratio baseline /
 ours, triggers per round, Kinesis calls by kind per busy trigger, per busy trigger's reads and per idle trigger
 (ours), and the offset Spark writes to its checkpoint
-every batch (JSON size; ms to parse it and write it back, as each trigger does). Nothing here is asserted.
+every batch (JSON size; ms to parse it and write it back, as each trigger does). On the stand-in also the floor of an
+idle trigger: as many bare GetRecords(Limit=1) through the query's reader client, one after another, as ours made
+per idle trigger (botocore's cost of those calls alone; ours adds its planning to it). Nothing here is asserted.
 """
 
 from __future__ import annotations
@@ -220,10 +222,13 @@ COLUMNS = [
     "offset KB",
     "offset ms",
     "offset B/shard",
+    "idle floor ms",
 ]
 
 
-def row(server: str, count: int, samples: dict[str, Samples], baseline: list[float], offset: dict) -> list[str]:
+def row(
+    server: str, count: int, samples: dict[str, Samples], baseline: list[float], offset: dict, floor_ms: float | None
+) -> list[str]:
     base = statistics.median(baseline)
     ours, every = samples["ours"], samples["ask all"]
     median = statistics.median
@@ -234,7 +239,30 @@ def row(server: str, count: int, samples: dict[str, Samples], baseline: list[flo
     cells += [f"{median(ours.steady):.0f}", f"{base / median(ours.steady):.2f}"]
     cells += [f"{median(every.busy):.0f}", f"{median(every.idle):.0f}", per_call(ours.calls, triggers)]
     cells += [per_call(ours.read_calls, triggers), per_call(ours.idle_calls, len(ours.idle))]
-    return [*cells, f"{size_kb:.0f}", f"{offset_ms:.0f}", f"{size_kb * 1000 / count:.0f}"]  # last: bytes per shard
+    cells += [f"{size_kb:.0f}", f"{offset_ms:.0f}", f"{size_kb * 1000 / count:.0f}"]  # offset: KB, ms, B a shard
+    return [*cells, "-" if floor_ms is None else f"{floor_ms:.0f}"]
+
+
+def idle_floor_ms(server: Server, stream: str, samples: Samples, rounds: int) -> float | None:
+    """The stand-in's floor of an idle trigger: the median over ``rounds`` of as many bare GetRecords(Limit=1),
+    one after another, as ours made per idle trigger, each on an iterator opened beforehand (not timed)."""
+    if server.standin is None or not samples.idle:
+        return None
+    calls = round(samples.idle_calls["GetRecords"] / len(samples.idle))
+    settings = KinesisStreamReader(None, options(NOWHERE, stream, "unused")).settings  # type: ignore[arg-type]
+    reader, plain = kinesis_reader_client(settings.client), kinesis_client(settings.client)
+    server.standin.hook(reader)
+    server.standin.hook(plain)
+    shards = [shard.shard_id for shard in list_shards(plain, stream)][:calls]
+    iterators = [
+        reader.get_shard_iterator(StreamName=stream, ShardId=shard, ShardIteratorType="LATEST")["ShardIterator"]
+        for shard in shards
+    ]
+    timings = [
+        timed_ms(lambda: [reader.get_records(ShardIterator=iterator, Limit=1) for iterator in iterators])[0]
+        for _ in range(rounds)
+    ]
+    return statistics.median(timings)
 
 
 def per_call(counts: Counter, triggers: int) -> str:
@@ -321,7 +349,8 @@ def main(argv: list[str] | None = None) -> None:
                     continue
                 stream = server.create(count)
                 samples, baseline, offset = measure(server, stream, count, args.rounds)
-                table.append(row(server.name, count, samples, baseline, offset))
+                floor_ms = idle_floor_ms(server, stream, samples["ours"], args.rounds)
+                table.append(row(server.name, count, samples, baseline, offset, floor_ms))
                 print("| " + " | ".join(table[-1]) + " |", flush=True)
                 server.delete(stream)
     print_quotas(aws)
