@@ -4,7 +4,9 @@
 query is planned: the options (``pyspark_aws_kinesis.sink.settings``) and the DataFrame's columns
 (``pyspark_aws_kinesis.sink.columns``) are checked there. Spark pickles the writer to each task, whose ``write()`` runs
 ``pyspark_aws_kinesis.sink.task.write_task``; ``commit()`` / ``abort()`` run on the driver with every task's
-``SinkCommitMessage`` and log the counts.
+``SinkCommitMessage`` and log the counts. With ``kinesis.sink.skipReplayedPartitions`` the stream writer also writes,
+when built, the document executors check the notes' store by, and purges older batches' notes at each commit
+(``pyspark_aws_kinesis.sink.replay``).
 """
 
 from __future__ import annotations
