@@ -24,7 +24,6 @@ import botocore.parsers
 import pyarrow as pa
 import pytest
 from aws_kinesis_agg.aggregator import AggRecord, RecordAggregator
-from aws_kinesis_agg.deaggregator import iter_deaggregate_records
 from botocore.eventstream import EventStreamBuffer
 
 from localaws import LocalServer
@@ -40,6 +39,7 @@ from pyspark_aws_kinesis.fetch.decode import (
 from pyspark_aws_kinesis.fetch.fanout.subscriber import RAW_EVENT_STREAM, release
 from pyspark_aws_kinesis.kpl import MAX_RECORD_BYTES
 from pyspark_aws_kinesis.shards import MAX_HASH_KEY
+from tests.connector.support.agg_util import agg_user_records
 from tests.connector.support.efo_util import active_consumer, kinesis_for_subscriptions
 from tests.connector.support.source_util import client_settings, first_shard_iterator
 
@@ -85,16 +85,7 @@ def _expected_rows(records: list[dict[str, Any]]) -> list[tuple[bytes, str, str,
     for record in records:
         stamp = record.get("ApproximateArrivalTimestamp")
         arrival = None if stamp is None else (stamp - EPOCH) // timedelta(microseconds=1)
-        lambda_style = {
-            "kinesis": {
-                "data": base64.b64encode(record["Data"]).decode(),
-                "partitionKey": record["PartitionKey"],
-                "sequenceNumber": record["SequenceNumber"],
-                "kinesisSchemaVersion": "1.0",
-                "approximateArrivalTimestamp": arrival or 0,
-            }
-        }
-        users = [user["kinesis"] for user in iter_deaggregate_records(lambda_style)]
+        users = agg_user_records(record, arrival or 0)
         for index, user in enumerate(users):
             rows.append(
                 (

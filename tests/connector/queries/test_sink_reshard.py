@@ -13,12 +13,12 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from aws_kinesis_agg.deaggregator import deaggregate_records
 
 from localaws import LocalServer
 from localaws.streams import iterate_shard
 from pyspark_aws_kinesis.kpl import hash_key_of, is_aggregated
 from pyspark_aws_kinesis.shards import list_shards
+from tests.connector.support.agg_util import agg_user_records
 from tests.connector.support.sink_util import MIDDLE, rows, split_after_listing, write
 from tests.connector.support.source_util import source_options
 
@@ -28,19 +28,9 @@ def read_like_the_kcl(kinesis: Any, stream: str) -> list[bytes]:
     found: list[bytes] = []
     for shard in list_shards(kinesis, stream):
         for record in iterate_shard(kinesis, stream, shard.shard_id):
-            lambda_record = {
-                "kinesis": {
-                    "kinesisSchemaVersion": "1.0",
-                    "sequenceNumber": record["SequenceNumber"],
-                    "approximateArrivalTimestamp": 0,
-                    "partitionKey": record["PartitionKey"],
-                    "data": base64.b64encode(record["Data"]),
-                }
-            }
-            for user in deaggregate_records([lambda_record]):
-                fields = user["kinesis"]
-                if shard.holds_hash_key(hash_key_of(fields["partitionKey"], fields.get("explicitHashKey"))):
-                    found.append(base64.b64decode(fields["data"]))
+            for user in agg_user_records(record):
+                if shard.holds_hash_key(hash_key_of(user["partitionKey"], user.get("explicitHashKey"))):
+                    found.append(base64.b64decode(user["data"]))
     return found
 
 

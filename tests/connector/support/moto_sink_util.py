@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from aws_kinesis_agg.deaggregator import iter_deaggregate_records
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+
+from tests.connector.support.agg_util import agg_user_records
 
 REGION = "us-east-1"
 SCHEMA = StructType([StructField("data", BinaryType()), StructField("partitionKey", StringType())])
@@ -41,17 +42,8 @@ def stored(kinesis: Any, stream: str) -> tuple[Counter[tuple[bytes, str]], int]:
         )["ShardIterator"]
         for record in kinesis.get_records(ShardIterator=iterator, Limit=10_000)["Records"]:
             kinesis_records += 1
-            event = {
-                "kinesis": {
-                    "data": base64.b64encode(record["Data"]).decode(),
-                    "partitionKey": record["PartitionKey"],
-                    "sequenceNumber": record["SequenceNumber"],
-                    "kinesisSchemaVersion": "1.0",
-                    "approximateArrivalTimestamp": 0,
-                }
-            }
-            for user in iter_deaggregate_records(event):
-                users[(base64.b64decode(user["kinesis"]["data"]), user["kinesis"]["partitionKey"])] += 1
+            for user in agg_user_records(record):
+                users[(base64.b64decode(user["data"]), user["partitionKey"])] += 1
     return users, kinesis_records
 
 
