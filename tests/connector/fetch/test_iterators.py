@@ -12,7 +12,13 @@ from botocore.exceptions import ClientError
 from localaws import LocalServer
 from pyspark_aws_kinesis.clock import now_ms
 from pyspark_aws_kinesis.fetch.decode import Page
-from pyspark_aws_kinesis.fetch.iterators import ITERATOR_MAX_AGE_MS, Handoff, is_future_timestamp, iterator_request
+from pyspark_aws_kinesis.fetch.iterators import (
+    ITERATOR_MAX_AGE_MS,
+    Handoff,
+    freshest,
+    is_future_timestamp,
+    iterator_request,
+)
 from pyspark_aws_kinesis.fetch.range import skipped_rows
 from pyspark_aws_kinesis.positions import (
     AFTER_SEQUENCE_NUMBER,
@@ -28,6 +34,24 @@ def test_a_handoff_is_used_only_at_its_position_and_while_fresh() -> None:
     assert Handoff.received(at, "it").usable_for(at)
     assert not Handoff.received(at, "it").usable_for(Position(AFTER_SEQUENCE_NUMBER, "6", WHOLE_RECORD))
     assert not Handoff(at, "it", now_ms() - ITERATOR_MAX_AGE_MS).usable_for(at)
+
+
+def test_freshest_takes_the_newest_usable_handoff_and_the_first_on_a_tie() -> None:
+    at = Position(AFTER_SEQUENCE_NUMBER, "5", WHOLE_RECORD)
+    equal = Position(AFTER_SEQUENCE_NUMBER, "5", WHOLE_RECORD)  # the same position, another object
+    now = now_ms()
+    old, new, newer_elsewhere = (
+        Handoff(at, "old", now - 1000),
+        Handoff(equal, "new", now - 10),
+        Handoff(Position(AFTER_SEQUENCE_NUMBER, "6", WHOLE_RECORD), "x", now),
+    )
+    expired = Handoff(at, "expired", now - ITERATOR_MAX_AGE_MS - 1)
+    assert freshest(at, old, None, new, newer_elsewhere, expired) is new
+    assert freshest(at, new, old) is new
+    assert freshest(at, expired, None, newer_elsewhere) is None
+    assert freshest(at) is None
+    twin = Handoff(at, "twin", new.at_ms)
+    assert freshest(at, new, twin) is new and freshest(at, twin, new) is twin
 
 
 def test_iterators_and_skips_inside_an_aggregate() -> None:
