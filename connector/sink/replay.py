@@ -76,15 +76,20 @@ def partition_of_batch() -> PartitionOfBatch | None:
 
 
 def rows_digest(by_stream: list[tuple[str, pa.Table]], columns: SinkColumns) -> str:
-    """A digest of what the partition sends: each target stream and its rows' data, partition keys and explicit hash
-    keys, in order. The same rows give the same digest however Arrow chunked them."""
+    """A digest of what the partition sends: each target stream and the multiset of its rows (data, partition key,
+    explicit hash key). The rows are sorted first: a task of this source reads its shards side by side, so the
+    same rows come in another interleaving in each attempt; the same rows give the same digest however Arrow
+    chunked them."""
     digest = hashlib.blake2b(digest_size=16)
     for stream, rows in by_stream:
         digest.update(f"{stream}\0{rows.num_rows}\0".encode())
-        digest_column(digest, data_as_binary(rows, columns))
-        digest_column(digest, rows[columns.partition_key])
+        fields = {"data": data_as_binary(rows, columns), "key": rows[columns.partition_key]}
         if columns.explicit_hash_key:
-            digest_column(digest, rows[columns.explicit_hash_key])
+            fields["hash_key"] = rows[columns.explicit_hash_key]
+        table = pa.table(fields)
+        table = table.take(pc.sort_indices(table, sort_keys=[(name, "ascending") for name in fields]))
+        for name in fields:
+            digest_column(digest, table[name])
     return digest.hexdigest()
 
 
