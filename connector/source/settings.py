@@ -12,12 +12,11 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .. import options as opts
-from ..aws.settings import ClientSettings, retry_policy
+from ..aws.settings import ClientSettings
 from ..fetch.polling.settings import FIRST_CALL_LIMIT, PollingSettings
-from ..metadata.location import METADATA_RETRY_OPTIONS, metadata_location
+from ..metadata.location import StoreLocation
 from ..options import OptionError, ParsedOptions, Side, parse_options
 from ..positions import PositionSpec, ShardEnd, parse_ending_position, parse_starting_position
-from ..retry import RetryPolicy
 from ..shard_calls import min_call_gap_s, query_calls_per_s
 from ..stream_ids import stream_option, streams_of
 
@@ -95,10 +94,7 @@ class SourceSettings:
     probe_interval_s: float
     probe_threads: int
     max_probes_per_trigger: int
-    metadata_path: str  # a path, or dynamodb://<table>?region=<r> (metadata_location)
-    metadata_s3_endpoint_url: str | None
-    metadata_dynamodb_endpoint_url: str | None
-    metadata_retry: RetryPolicy
+    metadata: StoreLocation  # the store new offsets name, with its endpoints and retries
     min_batches_to_retain: int
     shards_per_partition: int
     deaggregate: bool
@@ -130,10 +126,7 @@ class SourceSettings:
             probe_interval_s=parsed[opts.PROBE_INTERVAL_MS.key] / 1000.0,
             probe_threads=parsed[opts.CHECK_NEW_RECORD_THREADS.key],
             max_probes_per_trigger=parsed[opts.MAX_PROBES_PER_TRIGGER.key],
-            metadata_path=metadata_location(parsed, client),
-            metadata_s3_endpoint_url=parsed[opts.METADATA_S3_ENDPOINT_URL.key],
-            metadata_dynamodb_endpoint_url=parsed[opts.DYNAMODB_ENDPOINT_URL.key],
-            metadata_retry=retry_policy(parsed, *METADATA_RETRY_OPTIONS),
+            metadata=StoreLocation.from_options(parsed, client),
             min_batches_to_retain=parsed[opts.MIN_BATCHES_TO_RETAIN.key],
             shards_per_partition=parsed[opts.SHARDS_PER_PARTITION.key],
             deaggregate=parsed[opts.DEAGGREGATE.key],
@@ -224,16 +217,12 @@ class SourceSettings:
         kinesis = kinesis_reader_client(self.client) if consumer_arn is None else None
         return shard_range, self.transport(kinesis, task, consumer_arn)
 
-    def metadata_store(self, path: str) -> MetadataStore:
-        """The metadata store at ``path`` (an offset's ``metadataPath``): the application's own credentials (never
-        the stream owner's role: the table or bucket lives with the job), the S3 / DynamoDB endpoints, the
-        metadata retries."""
-        from ..metadata import open_store
+    @property
+    def metadata_path(self) -> str:
+        """The metadata store new offsets name: a path, or dynamodb://<table>?region=<r>."""
+        return self.metadata.path
 
-        return open_store(
-            path,
-            self.client.without_role(),
-            self.metadata_s3_endpoint_url,
-            dynamodb_endpoint_url=self.metadata_dynamodb_endpoint_url,
-            retry=self.metadata_retry,
-        )
+    def metadata_store(self, path: str) -> MetadataStore:
+        """The metadata store at ``path`` (an offset's ``metadataPath``), with this query's endpoints and retries
+        (``StoreLocation.open``: the application's own credentials, never the stream owner's role)."""
+        return replace(self.metadata, path=path).open(self.client)
