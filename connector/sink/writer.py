@@ -64,17 +64,16 @@ class KinesisStreamWriter(_KinesisWriter, *STREAM_ARROW_WRITER_BASES):
             self.settings.replay.announce(self.settings.client)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        _log_outcome(f"batch {batchId} committed", messages)
+        total = _log_outcome(f"batch {batchId} committed", messages)
         if self.settings.replay is not None:
-            _purge_notes(self.settings, messages, batchId)
+            _purge_notes(self.settings, total.query_id, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         _log_outcome(f"batch {batchId} aborted (records already sent stay in the stream)", messages, logging.WARNING)
 
 
-def _purge_notes(settings: SinkSettings, messages: list[WriterCommitMessage | None], batch_id: int) -> None:
+def _purge_notes(settings: SinkSettings, query_id: str | None, batch_id: int) -> None:
     """Delete the notes of the batches before ``batch_id``; a failure leaves them to the next commit's purge."""
-    query_id = summarize(messages)[0].query_id
     if query_id is None or settings.replay is None:
         return  # no task of this batch ran in a micro-batch (no rows): the next batch's commit purges
     try:
@@ -84,7 +83,9 @@ def _purge_notes(settings: SinkSettings, messages: list[WriterCommitMessage | No
         log.warning("aws-kinesis sink: could not delete the notes of batches before %d: %s", batch_id, exc)
 
 
-def _log_outcome(what: str, messages: list[WriterCommitMessage | None], level: int = logging.INFO) -> None:
+def _log_outcome(what: str, messages: list[WriterCommitMessage | None], level: int = logging.INFO) -> SinkCommitMessage:
+    """Log the tasks' counts summed; returns the sum."""
     log_to_stderr_if_unconfigured()
     total, tasks = summarize(messages)
     log.log(level, "aws-kinesis sink: %s: %d tasks wrote %s", what, tasks, total.describe())
+    return total
