@@ -554,11 +554,11 @@ REWRITTEN = re.compile(r"batch (\d+) committed: .*?; (\d+) partitions written ag
 
 def replay_line(args: argparse.Namespace, work: Path) -> str:
     """What the sink's commit lines in the drivers' logs say of replayed batches (``--skip-replayed``)."""
+    if not args.skip_replayed:
+        return "replayed partitions: written again (kinesis.sink.skipReplayedPartitions off)"
     text = "\n".join(path.read_text(errors="replace") for path in sorted(work.glob("driver-*.log")))
     skipped = [(int(records), int(partitions)) for _, records, partitions in SKIPPED.findall(text)]
     rewritten = sum(int(partitions) for _, partitions in REWRITTEN.findall(text))
-    if not args.skip_replayed:
-        return "replayed partitions: written again (kinesis.sink.skipReplayedPartitions off)"
     return (
         f"replayed partitions: skipped {sum(p for _, p in skipped):,} holding {sum(r for r, _ in skipped):,} records "
         f"in {len(skipped)} batches; {rewritten} written again with other rows (kinesis.sink.skipReplayedPartitions)"
