@@ -1,21 +1,23 @@
 """Duplicates a driver kill leaves in the sink's stream, without and with ``kinesis.sink.skipReplayedPartitions``,
 in one run.
 
-Run: ``.venv/bin/python -m bench.sink_replay [--minutes 8] [--restart-every 0.5] [--rate 1000] [--no-quotas]``;
-about twice ``--minutes`` plus the drains.
+Run: ``.venv/bin/python -m bench.sink_replay [--minutes 8] [--restart-every 0.5] [--rate 1000]
+[--kill-at written|schedule] [--shards-per-partition 1] [--no-quotas]``; about twice ``--minutes`` plus the drains.
 
 Two soaks (``bench.soak``: GetRecords on kinesalite, two shards, no reshard, the kinesis sink, AWS's quotas), one
-after the other, with the same rate and kill schedule: the driver's process group SIGKILLed every
-``--restart-every`` minutes and restarted on its checkpoint. The first writes replayed batches again (the option
-off, the default), the second with the option. For each: the kills, the records in the sink more often than in the
-source stream (duplicates), per kill, nothing missing; for the second also the records its replayed batches did
-not send again (the duplicates it avoided: partitions written whole before the kill) and partitions written again
-with other rows. What is left with the option is the partitions whose tasks were in flight at the kill
-(docs/sink.md, "Skipping replayed partitions"). A kill's phase against its batch is chance, so the figures vary run
-to run; more kills (a longer run) narrow them. A kill writes duplicates only when it falls between a batch's first
-finished task and Spark's commit log entry for the batch: at 1,000 records/s a steady batch spends a small part of
-its second there (a 2-minute run with two kills a mode had none either way), so the kills come every 30 s, and
-each restart's catch-up batch, larger, is the one the next kill most often meets.
+after the other, with the same rate and kill schedule: every ``--restart-every`` minutes the driver's process
+group is SIGKILLed and restarted on its checkpoint. The first writes replayed batches again (the option off, the
+default), the second with the option. For each: the kills, those that left a batch uncommitted (Spark runs it
+again), the records in the sink more often than in the source stream (duplicates), per kill, nothing missing; for
+the second also the records its replayed batches did not send again (partitions written whole before the kill)
+and partitions written again with other rows. What is left with the option is the partitions whose tasks were in
+flight at the kill (docs/sink.md, "Skipping replayed partitions").
+
+A kill writes duplicates only when it falls between a batch's first finished task and Spark's commit log entry for
+the batch, a small part of a steady batch's second. ``--kill-at written`` (the default) puts each kill there: the
+driver kills itself at the first task to finish after the minute (``bench.soak_driver``), and with
+``--shards-per-partition 1`` a batch of the two shards has two tasks, so the other is often still writing.
+``--kill-at schedule`` kills on the minute, where the phase is chance (the figures then vary with load).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RESTARTS = re.compile(r"(\d+) restarts")
+UNCOMMITTED = re.compile(r"driver SIGKILLed .*; batch \d+ uncommitted")
 SINK = re.compile(r"sink: missing ([\d,]+), duplicated ([\d,]+), unexpected ([\d,]+)")
 SKIPPED = re.compile(r"replayed partitions: skipped ([\d,]+) holding ([\d,]+) records in (\d+) batches; (\d+) written")
 
@@ -37,6 +40,7 @@ SKIPPED = re.compile(r"replayed partitions: skipped ([\d,]+) holding ([\d,]+) re
 class Outcome:
     skipping: bool
     kills: int
+    uncommitted: int  # kills that left a batch for the restart to run again
     missing: int
     duplicated: int
     unexpected: int
@@ -53,7 +57,7 @@ class Outcome:
         counts = [int(value.replace(",", "")) for value in sink.groups()]
         skipped = SKIPPED.search(text)
         extra = (int(skipped[1].replace(",", "")), int(skipped[2].replace(",", "")), int(skipped[4])) if skipped else ()
-        return cls(skipping, int(kills[1]), *counts, *extra)
+        return cls(skipping, int(kills[1]), len(UNCOMMITTED.findall(text)), *counts, *extra)
 
     def line(self) -> str:
         per_kill = self.duplicated / self.kills if self.kills else 0.0
@@ -65,7 +69,7 @@ class Outcome:
         )
         option = "on" if self.skipping else "off"
         return (
-            f"{option:<7}{self.kills:>6}{self.duplicated:>12,}{per_kill:>10,.0f}{self.missing:>9,}{self.unexpected:>12,}"
+            f"{option:<7}{self.kills:>6}{self.uncommitted:>12}{self.duplicated:>12,}{per_kill:>10,.0f}{self.missing:>9,}{self.unexpected:>12,}"
             f"   {avoided}"
         )
 
@@ -73,6 +77,7 @@ class Outcome:
 def soak(args: argparse.Namespace, skipping: bool, out: Path) -> Outcome:
     command = [sys.executable, "-m", "bench.soak", "--minutes", str(args.minutes), "--rate", str(args.rate)]
     command += ["--restart-every", str(args.restart_every), "--no-reshard", "--sink", "kinesis", "--out", str(out)]
+    command += ["--kill-at", args.kill_at, "--shards-per-partition", str(args.shards_per_partition)]
     command += (["--skip-replayed"] if skipping else []) + (["--no-quotas"] if args.no_quotas else [])
     print(f"running: {' '.join(command[1:])}", flush=True)
     done = subprocess.run(command, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
@@ -85,15 +90,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=8.0, help="each soak's length")
     parser.add_argument("--restart-every", type=float, default=0.5, help="minutes between driver kills")
     parser.add_argument("--rate", type=float, default=1000.0, help="records/s into the source stream")
+    parser.add_argument("--kill-at", choices=("written", "schedule"), default="written", help="see bench.soak")
+    parser.add_argument("--shards-per-partition", type=int, default=1, help="the source's kinesis.shardsPerPartition")
     parser.add_argument("--no-quotas", action="store_true", help="local servers without AWS's Kinesis quotas")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="sink-replay-") as tmp:
         outcomes = [soak(args, skipping, Path(tmp) / str(skipping)) for skipping in (False, True)]
     print(
         f"\n{args.rate:,.0f} records/s for {args.minutes:g} min a run, the driver SIGKILLed every "
-        f"{args.restart_every:g} min (bench.soak, GetRecords on kinesalite, kinesis sink)"
+        f"{args.restart_every:g} min, at {args.kill_at}; {args.shards_per_partition} shards a partition (bench.soak, "
+        "GetRecords on kinesalite, kinesis sink)"
     )
-    print(f"{'option':<7}{'kills':>6}{'duplicated':>12}{'per kill':>10}{'missing':>9}{'unexpected':>12}   skipped")
+    header = f"{'option':<7}{'kills':>6}{'uncommitted':>12}{'duplicated':>12}{'per kill':>10}{'missing':>9}"
+    print(f"{header}{'unexpected':>12}   skipped")
     for outcome in outcomes:
         print(outcome.line())
     off, on = outcomes

@@ -3,7 +3,8 @@ production: the driver SIGKILLed and restarted on its checkpoint, a split and a 
 Memory, threads, descriptors and storage must stay bounded, and nothing may be lost.
 
 Run: ``.venv/bin/python -m bench.soak [--minutes 60] [--rate 1000] [--shards 2] [--restart-every 15]
-[--efo] [--store path|dynamodb] [--sink kinesis|file] [--skip-replayed] [--no-reshard] [--no-quotas] [--out DIR]``
+[--kill-at schedule|written] [--shards-per-partition N] [--efo] [--store path|dynamodb] [--sink kinesis|file]
+[--skip-replayed] [--no-reshard] [--no-quotas] [--out DIR]``
 (also ``bench.run_all soak``). The generator and the query meet AWS's Kinesis quotas by default (``bench.common``).
 
 The generator's sender (``kinesis_generator.run``) puts ``--rate`` records/s, each with a unique id, into the source
@@ -12,8 +13,9 @@ a process of its own with ``spark.driver.memory`` fixed) reads it with our sourc
 fan-out, keeps its metadata in a directory or a DynamoDB table (moto), and writes with our sink into a second
 stream (``--skip-replayed``: with ``kinesis.sink.skipReplayedPartitions``, notes in the work directory) or with
 Spark's file sink into a directory. Every ``--restart-every`` minutes the driver's whole process
-group is SIGKILLed and a new driver starts on the checkpoint; at a third of the run a source shard is split, at
-two thirds two adjacent shards are merged.
+group is SIGKILLed and a new driver starts on the checkpoint (``--kill-at written``: not on the minute but at the
+first task to finish after it, which leaves its batch written in part or whole and not committed); at a third of
+the run a source shard is split, at two thirds two adjacent shards are merged.
 
 Every ``--sample-s`` seconds (``bench.soak_gauges``): the driver JVM's heap used after a full GC, metaspace and
 code cache (``jcmd``), its threads, RSS, descriptors and sockets; the same for pyspark's streaming source runner
@@ -79,6 +81,7 @@ EFO_RATE = 25.0
 SENDER_READ_TIMEOUT_S = 30.0
 REWARM_S = 120.0  # after a restart: Spark's start, the first batches, the JIT
 DRIVER_START_S = 240.0
+KILL_WAIT_S = 120.0  # --kill-at written: how long a kill waits for a finished task before it is sent anyway
 TEMPLATE = '{"id": "{{random.uuid}}", "country": "{{random.arrayElement(["Spain","Portugal","Finland"])}}"}'
 
 
@@ -210,6 +213,29 @@ class Driver:
         self.process.wait()
         self.restarts.append(at_s)
 
+    def kill_when_written(self, at_s: float) -> str:
+        """Have the driver SIGKILL itself once a task of a batch has finished (``bench.soak_driver``), or kill it
+        after ``KILL_WAIT_S``; say what the kill met: the task and whether a batch was left uncommitted."""
+        assert self.process is not None
+        arm = self.work / "kill-when-written"
+        arm.touch()
+        try:
+            self.process.wait(timeout=KILL_WAIT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        arm.unlink()
+        self.restarts.append(at_s)
+        met = self.work / f"kill-{self.incarnation}.json"
+        task = json.loads(met.read_text()) if met.exists() else None
+        when = (
+            f"after {task['finished_tasks']} of stage {task['stage']}'s {task['tasks']} tasks finished"
+            if task
+            else f"no task finished within {KILL_WAIT_S:.0f} s"
+        )
+        pending = uncommitted_batch(self.work / "checkpoint")
+        return f"{when}; " + (f"batch {pending} uncommitted" if pending is not None else "no batch uncommitted")
+
     def stop(self) -> None:
         (self.work / "stop").touch()
         if self.process is not None:
@@ -226,6 +252,16 @@ class Driver:
 
     def errors(self) -> list[str]:
         return [path.read_text() for path in sorted(self.work.glob("driver-*.error"))]
+
+
+def uncommitted_batch(checkpoint: Path) -> int | None:
+    """The batch a restart on ``checkpoint`` runs again: one in Spark's offset log and not in its commit log."""
+
+    def last(log: str) -> int:
+        return max((int(p.name) for p in (checkpoint / log).glob("*") if p.name.isdigit()), default=-1)
+
+    planned = last("offsets")
+    return planned if planned > last("commits") else None
 
 
 class Sampler(threading.Thread):
@@ -387,6 +423,8 @@ def store_gauge(args: argparse.Namespace, aws: Any, work: Path, table: str) -> A
 
 def driver_config(args: argparse.Namespace, server: Any, aws: Any, work: Path, streams: tuple[str, str], table: str):
     source = common.options(server, streams[0], str(work / "metadata"))
+    if args.shards_per_partition:
+        source["kinesis.shardsPerPartition"] = str(args.shards_per_partition)
     if args.efo:
         source.update({"kinesis.consumertype": "SubscribeToShard", "kinesis.consumername": unique_name("soak")})
     if args.store == "dynamodb":
@@ -510,7 +548,11 @@ def _soak(args, aws, server, kinesis, streams: tuple[str, str], table: str, driv
             time.sleep(1)
         if not sender.is_alive():  # the sender stopped early: the run ends with what was sent
             break
-        if event == "restart":
+        if event == "restart" and args.kill_at == "written":
+            met = driver.kill_when_written(sampler.elapsed())
+            driver.start()
+            notes.append(f"{at_s / 60:.1f} min: driver SIGKILLed {met}; restarted")
+        elif event == "restart":
             driver.kill(sampler.elapsed())
             driver.start()
             notes.append(f"{at_s / 60:.1f} min: driver SIGKILLed and restarted")
@@ -797,6 +839,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--restart-every", type=float, default=15.0, help="minutes between driver kills (0: none)")
+    parser.add_argument(
+        "--kill-at",
+        choices=("schedule", "written"),
+        default="schedule",
+        help="each kill on its minute, or at the first task to finish a batch after it (a replay writes twice)",
+    )
+    parser.add_argument("--shards-per-partition", type=int, help="the source's kinesis.shardsPerPartition")
     parser.add_argument("--no-reshard", action="store_true", help="no split and merge of the source stream")
     parser.add_argument("--efo", action="store_true", help="enhanced fan-out (kinesis-mock instead of kinesalite)")
     parser.add_argument("--store", choices=("path", "dynamodb"), default="path", help="the metadata store")

@@ -5,14 +5,18 @@ Run by ``bench.soak`` only: ``python -m bench.soak_driver <config.json>``. The c
 options, the checkpoint, the file sink's directory (``sink: "file"``) and Spark settings (``spark.driver.memory``
 is fixed there so that the JVM's heap has a known ceiling). It writes ``<work>/driver-<n>.json`` once the query
 runs (the JVM's pid), appends every finished batch's id and row count to ``<work>/progress.jsonl``, and stops the
-query and exits when ``<work>/stop`` appears. Not a benchmark itself (run_all skips it).
+query and exits when ``<work>/stop`` appears. When ``<work>/kill-when-written`` appears, it SIGKILLs its own
+process group as soon as a micro-batch's task has finished (``KillWhenWritten``). Not a benchmark itself (run_all
+skips it).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -32,6 +36,47 @@ def start_query(spark: Any, config: dict[str, Any]) -> Any:
     return writer.option("checkpointLocation", config["checkpoint"]).trigger(processingTime="1 second").start()
 
 
+class KillWhenWritten(threading.Thread):
+    """Once the harness creates ``<work>/kill-when-written``: SIGKILL this driver's process group (Python, JVM,
+    Python workers) right after a task of a micro-batch has finished, i.e. written its partition, so that the kill
+    falls between a batch's first written partition and its commit log entry, where a replay writes twice. Spark's
+    status tracker is polled every ``POLL_S``; a stage gone from the active ones between two polls finished whole.
+    What the kill met goes to ``<work>/kill-<incarnation>.json`` first."""
+
+    POLL_S = 0.002
+
+    def __init__(self, spark: Any, work: Path, incarnation: int) -> None:
+        super().__init__(name="kill-when-written", daemon=True)
+        self.tracker = spark.sparkContext.statusTracker()
+        self.work, self.incarnation = work, incarnation
+
+    def run(self) -> None:
+        while not (self.work / "kill-when-written").exists():
+            time.sleep(0.05)
+        self.kill(*self.first_written())
+
+    def first_written(self) -> tuple[int, int, int]:
+        """(stage, its finished tasks, its tasks) once a stage has a finished task."""
+        tasks: dict[int, int] = {}  # stage id -> its tasks, for the stages seen active
+        while True:
+            active = set(self.tracker.getActiveStageIds())
+            for stage in active:
+                info = self.tracker.getStageInfo(stage)
+                if info is None:
+                    continue
+                tasks[stage] = info.numTasks
+                if info.numCompletedTasks > 0:
+                    return stage, info.numCompletedTasks, info.numTasks
+            for stage in set(tasks) - active:
+                return stage, tasks[stage], tasks[stage]
+            time.sleep(self.POLL_S)
+
+    def kill(self, stage: int, finished: int, tasks: int) -> None:
+        met = {"stage": stage, "finished_tasks": finished, "tasks": tasks, "at": time.time()}
+        (self.work / f"kill-{self.incarnation}.json").write_text(json.dumps(met))
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
 def main(config_path: str) -> int:
     config = json.loads(Path(config_path).read_text())
     work = Path(config["work"])
@@ -41,6 +86,7 @@ def main(config_path: str) -> int:
     jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     status = {"jvm_pid": jvm_pid, "python_pid": os.getpid(), "started": time.time()}
     (work / f"driver-{config['incarnation']}.json").write_text(json.dumps(status))
+    KillWhenWritten(spark, work, config["incarnation"]).start()
     latest = -1  # the last batch written out (a bounded record: this process is measured too)
     with (work / "progress.jsonl").open("a") as progress:
         while query.isActive and not (work / "stop").exists():

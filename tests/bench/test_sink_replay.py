@@ -31,17 +31,23 @@ def test_the_outcome_is_read_from_the_soaks_summary(tmp_path: Path, caplog: pyte
     _driver_log(tmp_path, caplog)
     tally = Tally.of(Counter({"a": 1, "b": 1}), Counter({"a": 1, "b": 1}), Counter({"a": 3, "b": 1}))
     on = argparse.Namespace(skip_replayed=True)
+    kills = [
+        "0.5 min: driver SIGKILLed after 1 of stage 22's 2 tasks finished; batch 22 uncommitted; restarted",
+        "1.0 min: driver SIGKILLed after 2 of stage 9's 2 tasks finished; no batch uncommitted; restarted",
+        "1.5 min: driver SIGKILLed no task finished within 120 s; batch 40 uncommitted; restarted",
+    ]
     summary = "\n".join(
-        ["soak: 1,000 records/s for 10 min, ..., 4 restarts", *tally.lines(), replay_line(on, tmp_path)]
+        ["soak: 1,000 records/s for 10 min, ..., 4 restarts", *kills, *tally.lines(), replay_line(on, tmp_path)]
     )
     outcome = Outcome.parse(True, summary)
-    assert (outcome.kills, outcome.duplicated, outcome.missing, outcome.unexpected) == (4, 2, 0, 0)
+    assert (outcome.kills, outcome.uncommitted, outcome.duplicated, outcome.missing) == (4, 2, 2, 0)
+    assert outcome.unexpected == 0
     assert (outcome.skipped_partitions, outcome.skipped_records, outcome.rewritten_partitions) == (1, 700, 1)
     off = Outcome.parse(
         False,
         summary.replace(replay_line(on, tmp_path), replay_line(argparse.Namespace(skip_replayed=False), tmp_path)),
     )
-    assert (off.kills, off.duplicated, off.skipped_records) == (4, 2, 0)
+    assert (off.kills, off.uncommitted, off.duplicated, off.skipped_records) == (4, 2, 2, 0)
 
 
 def test_a_soak_without_a_tally_is_an_error() -> None:

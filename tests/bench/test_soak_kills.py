@@ -1,0 +1,92 @@
+"""The soak's kills at a chosen phase: ``bench.soak_driver.KillWhenWritten`` (here with a stand-in for Spark's
+status tracker) and ``bench.soak.uncommitted_batch`` on checkpoint logs laid out as Spark writes them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from bench.soak import uncommitted_batch
+from bench.soak_driver import KillWhenWritten
+
+
+class Tracker:
+    """Answers ``getActiveStageIds`` / ``getStageInfo`` from a script of polls: {stage: (tasks, completed)}."""
+
+    def __init__(self, polls: list[dict[int, tuple[int, int]]]) -> None:
+        self.polls: Iterator[dict[int, tuple[int, int]]] = iter(polls)
+        self.now: dict[int, tuple[int, int]] = {}
+
+    def getActiveStageIds(self) -> list[int]:
+        self.now = next(self.polls)
+        return list(self.now)
+
+    def getStageInfo(self, stage: int) -> SimpleNamespace:
+        tasks, completed = self.now[stage]
+        return SimpleNamespace(numTasks=tasks, numCompletedTasks=completed)
+
+
+def _killer(tmp_path: Path, polls: list[dict[int, tuple[int, int]]], monkeypatch: pytest.MonkeyPatch):
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(statusTracker=lambda: Tracker(polls)))
+    killer = KillWhenWritten(spark, tmp_path, incarnation=3)
+    monkeypatch.setattr(KillWhenWritten, "POLL_S", 0.0)
+    signals: list[tuple[int, int]] = []
+
+    def killpg(group: int, signal: int) -> None:
+        signals.append((group, signal))
+
+    monkeypatch.setattr("bench.soak_driver.os.killpg", killpg)
+    return killer, signals
+
+
+def test_the_kill_comes_at_the_first_finished_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "kill-when-written").touch()
+    killer, signals = _killer(tmp_path, [{}, {4: (2, 0)}, {4: (2, 0)}, {4: (2, 1)}], monkeypatch)
+    killer.run()
+    assert len(signals) == 1
+    met = json.loads((tmp_path / "kill-3.json").read_text())
+    assert (met["stage"], met["finished_tasks"], met["tasks"]) == (4, 1, 2)
+
+
+def test_a_stage_that_ended_between_two_polls_counts_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "kill-when-written").touch()
+    killer, signals = _killer(tmp_path, [{7: (1, 0)}, {}], monkeypatch)
+    killer.run()
+    assert len(signals) == 1
+    met = json.loads((tmp_path / "kill-3.json").read_text())
+    assert (met["stage"], met["finished_tasks"], met["tasks"]) == (7, 1, 1)
+
+
+def test_nothing_is_killed_until_the_harness_arms_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    killer, signals = _killer(tmp_path, [{4: (1, 1)}], monkeypatch)
+    killer.start()
+    killer.join(timeout=0.3)
+    assert killer.is_alive() and not signals
+    (tmp_path / "kill-when-written").touch()
+    killer.join(timeout=5)
+    assert signals and (tmp_path / "kill-3.json").exists()
+
+
+def _log(checkpoint: Path, name: str, batches: range) -> None:
+    (checkpoint / name).mkdir(parents=True)
+    for batch in batches:
+        (checkpoint / name / str(batch)).write_text("v1")
+    (checkpoint / name / f".{batches.stop}.tmp").write_text("")  # a write in flight: not a batch
+
+
+def test_the_uncommitted_batch_is_the_last_planned_one_without_a_commit(tmp_path: Path) -> None:
+    _log(tmp_path, "offsets", range(12))
+    _log(tmp_path, "commits", range(11))
+    assert uncommitted_batch(tmp_path) == 11
+    (tmp_path / "commits" / "11").write_text("v1")
+    assert uncommitted_batch(tmp_path) is None
+
+
+def test_a_checkpoint_without_logs_has_no_uncommitted_batch(tmp_path: Path) -> None:
+    assert uncommitted_batch(tmp_path) is None
