@@ -41,7 +41,8 @@ class KillWhenWritten(threading.Thread):
     Python workers) right after a task of a micro-batch has finished, i.e. written its partition, so that the kill
     falls between a batch's first written partition and its commit log entry, where a replay writes twice. Spark's
     status tracker is polled every ``POLL_S``; a stage gone from the active ones between two polls finished whole.
-    What the kill met goes to ``<work>/kill-<incarnation>.json`` first."""
+    The driver's first stage is left alone: after a kill it replays the batch the kill left, and killing that
+    replay again would hold the query on one batch. What the kill met goes to ``<work>/kill-<incarnation>.json``."""
 
     POLL_S = 0.002
 
@@ -59,7 +60,7 @@ class KillWhenWritten(threading.Thread):
         """(stage, its finished tasks, its tasks) once a stage has a finished task."""
         tasks: dict[int, int] = {}  # stage id -> its tasks, for the stages seen active
         while True:
-            active = set(self.tracker.getActiveStageIds())
+            active = {stage for stage in self.tracker.getActiveStageIds() if stage > 0}
             for stage in active:
                 info = self.tracker.getStageInfo(stage)
                 if info is None:

@@ -63,6 +63,14 @@ def test_a_stage_that_ended_between_two_polls_counts_as_written(
     assert (met["stage"], met["finished_tasks"], met["tasks"]) == (7, 1, 1)
 
 
+def test_the_drivers_first_stage_is_not_killed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "kill-when-written").touch()
+    killer, signals = _killer(tmp_path, [{0: (2, 1)}, {}, {1: (2, 0)}, {1: (2, 2)}], monkeypatch)
+    killer.run()
+    assert len(signals) == 1
+    assert json.loads((tmp_path / "kill-3.json").read_text())["stage"] == 1
+
+
 def test_nothing_is_killed_until_the_harness_arms_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     killer, signals = _killer(tmp_path, [{4: (1, 1)}], monkeypatch)
     killer.start()
