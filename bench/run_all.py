@@ -25,6 +25,8 @@ NOT_BENCHMARKS = {
     "timing_log",
     "soak_driver",
     "soak_gauges",
+    "soak_plot",
+    "soak_verdict",
     "standin",
     "sim_clock",
     "judge",

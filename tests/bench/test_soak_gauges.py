@@ -10,7 +10,6 @@ import shutil
 import pytest
 
 from bench import soak_gauges
-from bench.soak import NOT_JUDGED, Sample, read_csv, write_csv
 
 G1_AFTER_FULL_GC = """12504:
 Command executed successfully
@@ -63,16 +62,6 @@ def test_a_heap_printed_in_another_form_reads_as_nothing_never_a_guess() -> None
     gauge = soak_gauges.parse_jvm(Z_HEAP)
     assert (gauge.heap_after_gc_mb, gauge.young_after_gc_mb) == (0.0, 0.0)
     assert gauge.metaspace_mb == pytest.approx(131451 / 1024)
-
-
-def test_an_older_csv_without_the_young_column_is_read_again(tmp_path) -> None:
-    sample = Sample(*([1.0, 1] + [0] * 29))
-    write_csv([sample], tmp_path / "soak.csv")
-    lines = (tmp_path / "soak.csv").read_text().splitlines()
-    header, row = lines[0].split(","), lines[1].split(",")
-    (tmp_path / "old.csv").write_text(",".join(header[:-1]) + "\n" + ",".join(row[:-1]) + "\n")
-    assert read_csv(tmp_path / "old.csv")[0].jvm_young_after_gc_mb == 0.0
-    assert "jvm_young_after_gc_mb" in NOT_JUDGED
 
 
 @pytest.mark.skipif(shutil.which("jcmd") is None, reason="jcmd comes with the JDK Spark runs on")

@@ -1,5 +1,5 @@
-"""The soak's kills at a chosen phase: ``bench.soak_driver.KillWhenWritten`` (here with a stand-in for Spark's
-status tracker) and ``bench.soak.uncommitted_batch`` on checkpoint logs laid out as Spark writes them."""
+"""The soak driver's kill at a chosen phase (``bench.soak_driver.KillWhenWritten``), with a stand-in for Spark's
+status tracker."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.soak import uncommitted_batch
 from bench.soak_driver import KillWhenWritten
 
 
@@ -79,22 +78,3 @@ def test_nothing_is_killed_until_the_harness_arms_it(tmp_path: Path, monkeypatch
     (tmp_path / "kill-when-written").touch()
     killer.join(timeout=5)
     assert signals and (tmp_path / "kill-3.json").exists()
-
-
-def _log(checkpoint: Path, name: str, batches: range) -> None:
-    (checkpoint / name).mkdir(parents=True)
-    for batch in batches:
-        (checkpoint / name / str(batch)).write_text("v1")
-    (checkpoint / name / f".{batches.stop}.tmp").write_text("")  # a write in flight: not a batch
-
-
-def test_the_uncommitted_batch_is_the_last_planned_one_without_a_commit(tmp_path: Path) -> None:
-    _log(tmp_path, "offsets", range(12))
-    _log(tmp_path, "commits", range(11))
-    assert uncommitted_batch(tmp_path) == 11
-    (tmp_path / "commits" / "11").write_text("v1")
-    assert uncommitted_batch(tmp_path) is None
-
-
-def test_a_checkpoint_without_logs_has_no_uncommitted_batch(tmp_path: Path) -> None:
-    assert uncommitted_batch(tmp_path) is None
