@@ -2,7 +2,8 @@
 
 Who calls it: ``bench.common.client_cpu_by_kind`` (CPU time of a benchmark's client side), ``bench.soak_gauges``
 (the process tree below the driver), ``bench.driver_soak`` (the machine's other work beside it) and
-``tests/cpu_log.py`` (the CPU of a test worker's tree).
+``tests/cpu_log.py`` (the CPU of a test worker's tree); ``thread_cpu_s`` for ``bench.source_throughput`` (where
+the Spark JVM's CPU goes, by thread).
 """
 
 from __future__ import annotations
@@ -41,6 +42,18 @@ def below(root: int, stats: dict[int, list[str]]) -> list[int]:
 def cpu_s(fields: list[str]) -> float:
     """A process's CPU seconds from its stat fields: user and system, with what it has reaped."""
     return sum(int(ticks) for ticks in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu_s(pid: int) -> Iterator[tuple[str, float]]:
+    """(name, CPU seconds) of each live thread of process ``pid`` (``/proc/<pid>/task``; a JVM names its threads,
+    cut by the kernel at 15 characters). A thread that has ended is not listed: its CPU stays in the process's."""
+    for entry in os.scandir(f"/proc/{pid}/task"):
+        try:
+            text = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        name, fields = text.split("(", 1)[1].rsplit(")", 1)
+        yield name, cpu_s(fields.split())
 
 
 def machine_cpu_s() -> tuple[float, float]:

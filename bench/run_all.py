@@ -30,6 +30,8 @@ NOT_BENCHMARKS = {
     "standin",
     "sim_clock",
     "judge",
+    "procfs",
+    "query_cpu",
 }
 # No server, one they call directly, or the quotas themselves measured (see each one's doc): never --no-quotas.
 NO_QUOTAS = {"efo_framing", "generator_render", "user_agent", "quotas", "quotas_write", "record_size_cost"}

@@ -36,7 +36,8 @@ Printed: seconds, records/s and the ratio to the baseline (goals: whole query >=
 the steady state >= 95 % of min(ceiling, quota)), the CPU seconds per GiB read of the client side
 (``common.client_cpu_s``: this process and every process below it, the JVM and Python workers included, the
 servers not; with quotas on, the in-process quota proxy's share is in both figures) for the boto3 loop and for each
-query, the warm query's by kind of process (``common.client_cpu_by_kind``), then the first batch's breakdown; the
+query, the warm query's by kind of process (``common.client_cpu_by_kind``) and, once its first batch is done, by
+part, the Spark JVM by what its threads do (``bench.query_cpu``), then the first batch's breakdown; the
 plot goes to ``bench/results/source_throughput.png``. Nothing here is asserted.
 """
 
@@ -68,6 +69,7 @@ from bench.common import (
     spark_session,
     steady_state,
 )
+from bench.query_cpu import CpuAtBatchEnds
 from localaws.servers import KINESALITE
 from localaws.streams import create_stream, unique_name
 from pyspark_aws_kinesis.record_sizes import SHARD_READ_BYTES_PER_S
@@ -187,6 +189,13 @@ def row(name: str, records: int, seconds: float, baseline_s: float) -> str:
     )
 
 
+def wait_for_marks(listener: CpuAtBatchEnds, batches: int, timeout_s: float = 30.0) -> None:
+    """Until the listener has seen every batch's progress: Spark's listener bus delivers it after the query ends."""
+    deadline = time.monotonic() + timeout_s
+    while len(listener.marks) < batches and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def quota_rate(shards: int, keys: list[str], size: int) -> float:
     """Records/s that ``shards`` shards deliver at AWS's 2 MiB/s each, for ``bench.common.preload``'s
     records (``size`` bytes of data, partition keys ``keys``: Kinesis counts both)."""
@@ -243,10 +252,15 @@ def main(argv: list[str] | None = None) -> None:
         query_cpu_s = client_cpu_s() - cpu  # the JVM, the source runner and the Python workers, from the query's start
         baselines.append(read_seconds(boto3_loop, kinesis, stream, args.records))
         opts["kinesis.metadatapath"] = os.path.join(work, "metadata-warm")
+        batch_ends = CpuAtBatchEnds(int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
+        spark.streams.addListener(batch_ends)
         cpu = client_cpu_by_kind()
         _, warm_s, warm_progress = available_now(spark, "aws-kinesis", opts)
         warm_cpu = client_cpu_by_kind() - cpu
         warm_cpu_s = sum(warm_cpu.values())
+        wait_for_marks(batch_ends, len(warm_progress))
+        spark.streams.removeListener(batch_ends)
+        steady_cpu_rows, steady_cpu = batch_ends.after_first()
         opts["kinesis.metadatapath"] = os.path.join(work, "metadata-one")
         opts["kinesis.shardsperpartition"] = "1"
         _, one_s, one_progress = available_now(spark, "aws-kinesis", opts)
@@ -305,6 +319,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     shares = (f"{kind} {spent / gib:.1f} ({spent / warm_cpu_s:.0%})" for kind, spent in warm_cpu.most_common())
     print("the warm query's CPU seconds per GiB, by process: " + "; ".join(shares))
+    steady_gib, steady_cpu_s = steady_cpu_rows * args.size / 2**30, sum(steady_cpu.values())
+    print(
+        f"the warm query once its first batch is done ({steady_cpu_rows:,} records): {steady_cpu_s / steady_gib:.0f} "
+        f"CPU seconds per GiB, {steady_cpu_s / steady_gib / (baseline_cpu_s / gib):.2f}x the loop's; by part:"
+    )
+    for kind, spent in steady_cpu.most_common():
+        print(f"  {kind:<62} {spent / steady_gib:6.1f} ({spent / steady_cpu_s:4.0%})")
     print()
     print("first batch, seconds (executor parts: the slowest first read of a Python worker):")
     for name, seconds in parts.items():

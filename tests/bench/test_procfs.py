@@ -32,3 +32,23 @@ def test_the_machine_busy_seconds_count_this_process_burning_a_core() -> None:
         pass
     after, steal_after = procfs.machine_cpu_s()
     assert after - busy >= 0.25 and steal_after >= steal >= 0
+
+
+def test_a_named_thread_that_burns_cpu_is_found_with_its_seconds() -> None:
+    import ctypes
+    import threading
+
+    done = threading.Event()
+    found: list[float] = []
+
+    def burn() -> None:
+        ctypes.CDLL(None).prctl(15, b"cpu-burner x)", 0, 0, 0)  # PR_SET_NAME, with a ")" in the name
+        began = time.thread_time()
+        while time.thread_time() - began < 0.3:
+            pass
+        found.extend(cpu for name, cpu in procfs.thread_cpu_s(os.getpid()) if name == "cpu-burner x)")
+        done.set()
+
+    threading.Thread(target=burn).start()
+    assert done.wait(10)
+    assert len(found) == 1 and found[0] >= 0.25
