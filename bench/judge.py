@@ -1,7 +1,8 @@
 """How a long run's gauges are judged, by rules fixed before the run: each gauge's baseline is the median of its
 first three judged samples; it passes when no judged sample strays from the baseline by more than its bound, and the
 least-squares line through the judged samples moves by no more than the bound over the judged span (its drift: a
-leak shows there even where single samples stay inside the band).
+leak shows there even where single samples stay inside the band). A gauge judged on its rises only (``rises_only``:
+what must stay bounded, where a fall is not growth) passes however far it falls.
 
 Who calls it: ``bench.soak`` (the hour-long query) and ``bench.driver_soak`` (a million triggers). Not a benchmark
 itself (run_all skips it).
@@ -19,20 +20,23 @@ class Judged:
 
     baseline: float
     bound: float
-    deviation: float
+    deviation: float  # the largest distance of a sample from the baseline; with rises_only, the largest rise
     drift: float
+    rises_only: bool = False
 
     @property
     def within(self) -> bool:
-        return self.deviation <= self.bound and abs(self.drift) <= self.bound
+        trend = self.drift if self.rises_only else abs(self.drift)
+        return self.deviation <= self.bound and trend <= self.bound
 
     @classmethod
-    def of(cls, points: list[tuple[float, float]], tolerance: float, slack: float) -> Judged:
+    def of(cls, points: list[tuple[float, float]], tolerance: float, slack: float, rises_only: bool = False) -> Judged:
         """``points`` (time, value), judged with a bound of ``tolerance`` times the baseline, at least ``slack``."""
         values = [value for _, value in points]
         baseline = statistics.median(values[:3])
         bound = max(tolerance * abs(baseline), slack)
-        return cls(baseline, bound, max(abs(value - baseline) for value in values), drift(points))
+        away = [value - baseline if rises_only else abs(value - baseline) for value in values]
+        return cls(baseline, bound, max(max(away), 0.0), drift(points), rises_only)
 
 
 def drift(points: list[tuple[float, float]]) -> float:

@@ -26,3 +26,14 @@ def test_the_bound_is_a_share_of_the_baseline_but_never_under_the_slack() -> Non
     assert Judged.of(steady, tolerance=0.25, slack=1).bound == 25
     assert not Judged.of(steady, tolerance=0.10, slack=1).within
     assert Judged.of(steady, tolerance=0.10, slack=30).bound == 30
+
+
+def test_a_gauge_judged_on_its_rises_passes_a_fall_of_any_size_but_not_a_rise() -> None:
+    falling = _points([290.0, 287.0, 288.0, 280.0, 200.0, 147.0])
+    assert not Judged.of(falling, tolerance=0.10, slack=40).within
+    assert Judged.of(falling, tolerance=0.10, slack=40, rises_only=True).within
+    rising = _points([290.0, 287.0, 288.0, 300.0, 340.0])
+    assert not Judged.of(rising, tolerance=0.10, slack=40, rises_only=True).within
+    leak = _points([80 + 0.5 * minute for minute in range(61)])
+    judged = Judged.of(leak, tolerance=0.0, slack=24, rises_only=True)
+    assert judged.deviation == 30 and not judged.within
