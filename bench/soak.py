@@ -25,8 +25,9 @@ process; the metadata store's entries and MiB and the checkpoint's files and MiB
 RSS (it keeps every sent id) is plotted as "harness" and never judged.
 
 Judged after warm-up (the later of 20 % of the run, at least 60 s, and the query first caught up), leaving out
-``REWARM_S`` after each restart: every judged gauge stays within +-10 % of its baseline (the median of its first
-three judged samples) or within its stated constant slack, whichever is wider (``GAUGES``). At the end the
+``REWARM_S`` after each restart: no judged gauge rises more than 10 % above its baseline (the median of its first
+three judged samples) or its stated constant slack, whichever is wider (``GAUGES``), nor does its trend; a fall is
+not growth (``bench.soak_verdict``). At the end the
 query drains and stops; the source and the sink are read back. Every record the source stream holds is in the
 sink as often as in the source exactly into files, at least as often into Kinesis (the sink is at-least-once: a
 batch replayed after a kill may write again), nothing that was not in the source; and every put the sender saw

@@ -50,7 +50,7 @@ def plot(samples, warm_up, restarts, reshards, found, path: Path, title: str) ->
             )[0]
             if name in found:
                 baseline, bound = found[name].baseline, found[name].bound
-                for edge in (baseline - bound, baseline + bound):
+                for edge in (baseline + bound,) if found[name].rises_only else (baseline - bound, baseline + bound):
                     axis.axhline(edge, color=line.get_color(), linestyle=":", linewidth=0.8)
         axis.axvspan(0, min(warm_up, samples[-1].t_s) / 60, color="grey", alpha=0.15)
         for at in restarts:
@@ -61,7 +61,7 @@ def plot(samples, warm_up, restarts, reshards, found, path: Path, title: str) ->
         axis.legend(loc="upper left", fontsize="x-small")
         axis.grid(alpha=0.3)
     axes[0].set_title(
-        f"{title}\n(grey: warm-up, red dashes: driver SIGKILLed, green: split / merge, dotted: the +-bound)",
+        f"{title}\n(grey: warm-up, red dashes: driver SIGKILLed, green: split / merge, dotted: the bound)",
         fontsize="small",
     )
     axes[-1].set_xlabel("minutes")

@@ -60,7 +60,7 @@ class Sample:
     jvm_young_after_gc_mb: float = 0.0  # allocated between the full GC and the reading (absent in older CSVs)
 
 
-# judged gauge -> its constant slack (the bound is +-10 % of the baseline or this, whichever is wider)
+# judged gauge -> its constant slack (the bound on a rise is 10 % of the baseline or this, whichever is wider)
 GAUGES: dict[str, float] = {
     # What a full GC leaves holds the micro-batch in flight (up to ~10 s of records at 1,000/s): samples of a flat
     # heap spread over ~35 MiB (the first 60-minute run: 67-101 MiB, each 15-minute driver's mean 83-85 MiB).
