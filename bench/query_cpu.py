@@ -27,7 +27,7 @@ JVM_THREADS = (
     ("Executor task", "JVM: tasks (Arrow in, rows to the sink)"),
     ("stream executio", "JVM: micro-batch thread (planning, logs)"),
 )
-ENDED = "JVM: threads that ended (Python runner I/O, short pools)"
+ENDED = "JVM: ended threads, reaped child processes"
 OTHER = "JVM: other threads"
 
 
@@ -68,10 +68,11 @@ class CpuAtBatchEnds(StreamingQueryListener):
         pass
 
     def after_first(self) -> tuple[int, Counter[str]]:
-        """Rows and CPU seconds by part of the batches after the first."""
-        if len(self.marks) < 2:
-            raise ValueError(f"the query ran {len(self.marks)} batches: no batch after the first")
-        rows = sum(rows for rows, _ in self.marks[1:])
-        spent = Counter(self.marks[-1][1])
+        """Rows and CPU seconds by part of the batches after the first and before the last: the last batch's mark
+        can come after the query ended, its thread and source runner gone from what is read."""
+        if len(self.marks) < 3:
+            raise ValueError(f"the query ran {len(self.marks)} batches: none between its first and its last")
+        rows = sum(rows for rows, _ in self.marks[1:-1])
+        spent = Counter(self.marks[-2][1])
         spent.subtract(self.marks[0][1])
         return rows, spent

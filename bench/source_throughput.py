@@ -36,8 +36,8 @@ Printed: seconds, records/s and the ratio to the baseline (goals: whole query >=
 the steady state >= 95 % of min(ceiling, quota)), the CPU seconds per GiB read of the client side
 (``common.client_cpu_s``: this process and every process below it, the JVM and Python workers included, the
 servers not; with quotas on, the in-process quota proxy's share is in both figures) for the boto3 loop and for each
-query, the warm query's by kind of process (``common.client_cpu_by_kind``) and, once its first batch is done, by
-part, the Spark JVM by what its threads do (``bench.query_cpu``), then the first batch's breakdown; the
+query, the warm query's by kind of process (``common.client_cpu_by_kind``) and, between its first and last
+batches, by part, the Spark JVM by what its threads do (``bench.query_cpu``), then the first batch's breakdown; the
 plot goes to ``bench/results/source_throughput.png``. Nothing here is asserted.
 """
 
@@ -321,8 +321,9 @@ def main(argv: list[str] | None = None) -> None:
     print("the warm query's CPU seconds per GiB, by process: " + "; ".join(shares))
     steady_gib, steady_cpu_s = steady_cpu_rows * args.size / 2**30, sum(steady_cpu.values())
     print(
-        f"the warm query once its first batch is done ({steady_cpu_rows:,} records): {steady_cpu_s / steady_gib:.0f} "
-        f"CPU seconds per GiB, {steady_cpu_s / steady_gib / (baseline_cpu_s / gib):.2f}x the loop's; by part:"
+        f"the warm query between its first and last batches ({steady_cpu_rows:,} records): "
+        f"{steady_cpu_s / steady_gib:.0f} CPU seconds per GiB, "
+        f"{steady_cpu_s / steady_gib / (baseline_cpu_s / gib):.2f}x the loop's; by part:"
     )
     for kind, spent in steady_cpu.most_common():
         print(f"  {kind:<62} {spent / steady_gib:6.1f} ({spent / steady_cpu_s:4.0%})")

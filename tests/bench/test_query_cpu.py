@@ -35,18 +35,18 @@ def test_each_thread_goes_to_its_kind_and_the_rest_of_the_jvm_to_ended_threads()
 
 def test_the_batches_after_the_first_are_the_difference_of_two_marks(monkeypatch: pytest.MonkeyPatch) -> None:
     readings = iter([Counter({"workers": 1.0, "jvm": 2.0}), Counter({"workers": 1.5, "jvm": 2.5}),
-                     Counter({"workers": 2.5, "jvm": 3.0})])  # fmt: skip
+                     Counter({"workers": 2.5, "jvm": 3.0}), Counter({"workers": 2.0, "jvm": 9.0})])  # fmt: skip
     monkeypatch.setattr(query_cpu, "cpu_breakdown", lambda pid: next(readings))
     listener = CpuAtBatchEnds(jvm_pid=1)
-    for rows in (50, 30, 20):
+    for rows in (50, 30, 20, 10):
         listener.onQueryProgress(SimpleNamespace(progress=SimpleNamespace(numInputRows=rows)))
     rows, spent = listener.after_first()
-    assert rows == 50
+    assert rows == 50  # the batches of 30 and 20: not the first, and not the last, read after the query ended
     assert spent == Counter({"workers": 1.5, "jvm": 1.0})
 
 
-def test_a_query_of_one_batch_has_no_batches_after_its_first() -> None:
+def test_a_query_of_two_batches_has_none_between_its_first_and_last() -> None:
     listener = CpuAtBatchEnds(jvm_pid=1)
-    listener.marks.append((10, Counter({"jvm": 1.0})))
-    with pytest.raises(ValueError, match="ran 1 batches"):
+    listener.marks += [(10, Counter({"jvm": 1.0})), (10, Counter({"jvm": 2.0}))]
+    with pytest.raises(ValueError, match="ran 2 batches"):
         listener.after_first()
