@@ -25,8 +25,8 @@ from tests.generator.stored_util import assert_stored_as_reported
 PATIENT_WRITES = {"kinesis.clientNumRetries": "10", "kinesis.clientRetryIntervalsMs": "200"}
 # A write quota that one PutRecords call of 400 entries exceeds: refusals are certain, whatever the timing.
 SMALL_WRITES = Quotas(put_records=250)
-# The generator sends what it has rendered: on a loaded machine 400 records went as two calls of 200, and 250 a
-# second let both through. At 100 a second any call it makes of that many records is refused in part.
+# The generator sends what it has rendered: on a loaded machine its 400 records went in two calls that 250 a second
+# let through. At 100 a second a call of more than 100 records is refused in part.
 TINY_WRITES = Quotas(put_records=100)
 
 
