@@ -18,12 +18,18 @@ def stat_fields() -> Iterator[tuple[int, list[str]]]:
     ``[11:15]`` utime, stime, cutime, cstime (proc(5) fields 3 on). The command name, which may hold spaces and
     parentheses, is cut at the last ")". A process that ends while it is read is left out."""
     for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                text = Path(entry.path, "stat").read_text()
-            except OSError:
-                continue
-            yield int(entry.name), text.rsplit(")", 1)[1].split()
+        if entry.name.isdigit() and (stat := _read_stat(entry.path)) is not None:
+            yield int(entry.name), stat[1]
+
+
+def _read_stat(folder: str) -> tuple[str, list[str]] | None:
+    """(command name, the fields from the state on) of ``<folder>/stat``; None once the process or thread ended."""
+    try:
+        text = Path(folder, "stat").read_text()
+    except OSError:
+        return None
+    name, fields = text.split("(", 1)[1].rsplit(")", 1)
+    return name, fields.split()
 
 
 def below(root: int, stats: dict[int, list[str]]) -> list[int]:
@@ -49,12 +55,9 @@ def thread_cpu_s(pid: int) -> Iterator[tuple[str, float]]:
     cut by the kernel at 15 characters): user and system time only, since every thread's stat repeats the reaped
     children's time of the whole process. A thread that has ended is not listed: its CPU stays in the process's."""
     for entry in os.scandir(f"/proc/{pid}/task"):
-        try:
-            text = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        name, fields = text.split("(", 1)[1].rsplit(")", 1)
-        yield name, sum(int(ticks) for ticks in fields.split()[11:13]) / os.sysconf("SC_CLK_TCK")
+        if (stat := _read_stat(entry.path)) is not None:
+            name, fields = stat
+            yield name, sum(int(ticks) for ticks in fields[11:13]) / os.sysconf("SC_CLK_TCK")
 
 
 def machine_cpu_s() -> tuple[float, float]:
