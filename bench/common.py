@@ -234,6 +234,11 @@ def spark_session(master: str = "local[2]", **conf: str):
     return spark
 
 
+def jvm_pid(spark) -> int:
+    """The process id of ``spark``'s driver JVM (for ``/proc`` and ``jcmd``)."""
+    return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+
+
 def available_now(spark, source: str, opts: dict[str, str]) -> tuple[float, float, list[dict]]:
     """Epoch start and wall seconds of one AvailableNow query of ``source`` into noop, and its progress."""
     with tempfile.TemporaryDirectory() as checkpoint:

@@ -84,8 +84,7 @@ def main(config_path: str) -> int:
     os.environ.update(config.get("env", {}))
     spark = common.spark_session(**config["spark"])
     query = start_query(spark, config)
-    jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
-    status = {"jvm_pid": jvm_pid, "python_pid": os.getpid(), "started": time.time()}
+    status = {"jvm_pid": common.jvm_pid(spark), "python_pid": os.getpid(), "started": time.time()}
     (work / f"driver-{config['incarnation']}.json").write_text(json.dumps(status))
     KillWhenWritten(spark, work, config["incarnation"]).start()
     latest = -1  # the last batch written out (a bounded record: this process is measured too)

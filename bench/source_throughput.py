@@ -60,6 +60,7 @@ from bench.common import (
     boto3_loop,
     client_cpu_by_kind,
     client_cpu_s,
+    jvm_pid,
     local_aws,
     options,
     preload,
@@ -252,7 +253,7 @@ def main(argv: list[str] | None = None) -> None:
         query_cpu_s = client_cpu_s() - cpu  # the JVM, the source runner and the Python workers, from the query's start
         baselines.append(read_seconds(boto3_loop, kinesis, stream, args.records))
         opts["kinesis.metadatapath"] = os.path.join(work, "metadata-warm")
-        batch_ends = CpuAtBatchEnds(int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
+        batch_ends = CpuAtBatchEnds(jvm_pid(spark))
         spark.streams.addListener(batch_ends)
         cpu = client_cpu_by_kind()
         _, warm_s, warm_progress = available_now(spark, "aws-kinesis", opts)

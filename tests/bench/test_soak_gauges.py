@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from bench import soak_gauges
+from bench import common, soak_gauges
 
 G1_AFTER_FULL_GC = """12504:
 Command executed successfully
@@ -66,7 +66,7 @@ def test_a_heap_printed_in_another_form_reads_as_nothing_never_a_guess() -> None
 
 @pytest.mark.skipif(shutil.which("jcmd") is None, reason="jcmd comes with the JDK Spark runs on")
 def test_one_session_reads_the_live_driver_jvm(spark) -> None:
-    pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    pid = common.jvm_pid(spark)
     gauge = soak_gauges.jvm(pid)
     # A fresh JVM on the class-data archive (tests/spark_classes.py) holds only ~6 MiB of metaspace.
     assert gauge.heap_after_gc_mb > 10 and gauge.metaspace_mb > 1 and gauge.code_cache_mb > 0
