@@ -140,11 +140,10 @@ class Driver:
         arm.touch()
         try:
             self.process.wait(timeout=KILL_WAIT_S)
+            self.restarts.append(at_s)
         except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+            self.kill(at_s)
         arm.unlink()
-        self.restarts.append(at_s)
         met = self.work / f"kill-{self.incarnation}.json"
         task = json.loads(met.read_text()) if met.exists() else None
         when = (
@@ -371,6 +370,7 @@ def driver_config(args: argparse.Namespace, server: Any, aws: Any, work: Path, s
         "sink_options": sink,
         "file_sink": str(work / "out"),
         "checkpoint": str(work / "checkpoint"),
+        "kill_when_written": args.kill_at == "written",
         "spark": {"spark.driver.memory": args.driver_memory},
         "env": {ENV_DIR: str(work / "broker"), "AWS_ACCESS_KEY_ID": DUMMY_ACCESS_KEY},
     }
@@ -467,14 +467,14 @@ def _soak(args, aws, server, kinesis, streams: tuple[str, str], table: str, driv
             time.sleep(1)
         if not sender.is_alive():  # the sender stopped early: the run ends with what was sent
             break
-        if event == "restart" and args.kill_at == "written":
-            met = driver.kill_when_written(sampler.elapsed())
+        if event == "restart":
+            if args.kill_at == "written":
+                killed = f"driver SIGKILLed {driver.kill_when_written(sampler.elapsed())}; restarted"
+            else:
+                driver.kill(sampler.elapsed())
+                killed = "driver SIGKILLed and restarted"
             driver.start()
-            notes.append(f"{at_s / 60:.1f} min: driver SIGKILLed {met}; restarted")
-        elif event == "restart":
-            driver.kill(sampler.elapsed())
-            driver.start()
-            notes.append(f"{at_s / 60:.1f} min: driver SIGKILLed and restarted")
+            notes.append(f"{at_s / 60:.1f} min: {killed}")
         else:
             reshards.append((sampler.elapsed(), event))
             notes.append(f"{at_s / 60:.1f} min: {reshard(kinesis, streams[0], merge=event == 'merge')}")

@@ -5,8 +5,9 @@ Run by ``bench.soak`` only: ``python -m bench.soak_driver <config.json>``. The c
 options, the checkpoint, the file sink's directory (``sink: "file"``) and Spark settings (``spark.driver.memory``
 is fixed there so that the JVM's heap has a known ceiling). It writes ``<work>/driver-<n>.json`` once the query
 runs (the JVM's pid), appends every finished batch's id and row count to ``<work>/progress.jsonl``, and stops the
-query and exits when ``<work>/stop`` appears. When ``<work>/kill-when-written`` appears, it SIGKILLs its own
-process group as soon as a micro-batch's task has finished (``KillWhenWritten``). Not a benchmark itself (run_all
+query and exits when ``<work>/stop`` appears. With ``kill_when_written`` in the config, once
+``<work>/kill-when-written`` appears, it SIGKILLs its own process group as soon as a micro-batch's task has
+finished (``KillWhenWritten``). Not a benchmark itself (run_all
 skips it).
 """
 
@@ -86,7 +87,8 @@ def main(config_path: str) -> int:
     query = start_query(spark, config)
     status = {"jvm_pid": common.jvm_pid(spark), "python_pid": os.getpid(), "started": time.time()}
     (work / f"driver-{config['incarnation']}.json").write_text(json.dumps(status))
-    KillWhenWritten(spark, work, config["incarnation"]).start()
+    if config.get("kill_when_written"):  # the watcher polls the work folder: only for a soak that aims its kills
+        KillWhenWritten(spark, work, config["incarnation"]).start()
     latest = -1  # the last batch written out (a bounded record: this process is measured too)
     with (work / "progress.jsonl").open("a") as progress:
         while query.isActive and not (work / "stop").exists():
