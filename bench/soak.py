@@ -278,29 +278,49 @@ def record_id(data: bytes) -> str:
     return json.loads(data)["id"]
 
 
-def sink_ids(kinesis: Any, stream: str) -> Counter[str]:
-    """Every user record id in ``stream``, de-aggregating KPL records (the sink aggregates by default)."""
-    ids: Counter[str] = Counter()
-    for shard_id in list_shard_ids(kinesis, stream):
-        for record in iterate_shard(kinesis, stream, shard_id):
-            data = record["Data"]
-            users = [user.data for user in deaggregate(data)] if is_aggregated(data) else [data]
-            ids.update(record_id(user) for user in users)
-    return ids
+class StreamIds:
+    """Every user record id in a stream, de-aggregating KPL records (the sink aggregates by default). Each call
+    reads on from where the last one stopped: the drain asks every ten seconds, and reading 7 million records again
+    each time outlasted the drain's deadline."""
+
+    def __init__(self, kinesis: Any, stream: str) -> None:
+        self.kinesis, self.stream = kinesis, stream
+        self.ids: Counter[str] = Counter()
+        self.last_read: dict[str, str] = {}  # shard id -> the sequence number of the last record read
+
+    def __call__(self) -> Counter[str]:
+        for shard_id in list_shard_ids(self.kinesis, self.stream):
+            after = self.last_read.get(shard_id)
+            for record in iterate_shard(self.kinesis, self.stream, shard_id, after=after):
+                data = record["Data"]
+                users = [user.data for user in deaggregate(data)] if is_aggregated(data) else [data]
+                self.ids.update(record_id(user) for user in users)
+                self.last_read[shard_id] = record["SequenceNumber"]
+        return self.ids
 
 
-def file_sink_ids(directory: Path) -> Counter[str]:
+class FileSinkIds:
     """Every id in the files Spark's file sink committed (its ``_spark_metadata`` log; files of a batch a kill
-    interrupted are not in it, and readers of the sink never see them)."""
-    committed: set[str] = set()
-    for entry in sorted((directory / "_spark_metadata").glob("[0-9]*")):
-        for line in entry.read_text().splitlines()[1:]:  # the first line is the log's version
-            if line.strip():
-                committed.add(json.loads(line)["path"].removeprefix("file://"))
-    ids: Counter[str] = Counter()
-    for path in committed:
-        ids.update(record_id(line.encode()) for line in Path(path).read_text().splitlines() if line.strip())
-    return ids
+    interrupted are not in it, and readers of the sink never see them). Each call reads only files it has not read."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.ids: Counter[str] = Counter()
+        self.files_read: set[str] = set()
+
+    def __call__(self) -> Counter[str]:
+        for path in sorted(self.committed() - self.files_read):
+            self.ids.update(record_id(line.encode()) for line in Path(path).read_text().splitlines() if line.strip())
+            self.files_read.add(path)
+        return self.ids
+
+    def committed(self) -> set[str]:
+        paths: set[str] = set()
+        for entry in sorted((self.directory / "_spark_metadata").glob("[0-9]*")):
+            for line in entry.read_text().splitlines()[1:]:  # the first line is the log's version
+                if line.strip():
+                    paths.add(json.loads(line)["path"].removeprefix("file://"))
+        return paths
 
 
 def drained(read: int, owed: Counter[str], delivered: Callable[[], Counter[str]] | None) -> bool:
@@ -483,10 +503,9 @@ def _soak(args, aws, server, kinesis, streams: tuple[str, str], table: str, driv
         notes.append(f"{sampler.elapsed() / 60:.1f} min: the sender stopped: {result['error']}")
     # Drain to what the source stream holds, not to what the sender saw acknowledged: a put it timed out on may
     # still have been stored (after the query would have stopped, were it drained to the sender's count).
-    owed = sink_ids(kinesis, streams[0])
-
-    def delivered() -> Counter[str]:
-        return file_sink_ids(work / "out") if args.sink == "file" else sink_ids(kinesis, streams[1])
+    source_ids = StreamIds(kinesis, streams[0])
+    owed = Counter(source_ids())
+    delivered = FileSinkIds(work / "out") if args.sink == "file" else StreamIds(kinesis, streams[1])
 
     drain_deadline = time.monotonic() + 300
     checks = 0
@@ -501,7 +520,7 @@ def _soak(args, aws, server, kinesis, streams: tuple[str, str], table: str, driv
     sampler.samples.append(sampler.sample())
     driver.stop()
     got = delivered()
-    held = sink_ids(kinesis, streams[0])
+    held = source_ids()  # and what was stored since (a put the sender timed out on)
     errors = driver.errors()
     tally = Tally.of(sent_ids, held, got)
     if args.sink == "kinesis":

@@ -97,10 +97,17 @@ def _put_batch(kinesis, stream_name: str, batch: list[tuple[bytes, str]], max_at
     raise RuntimeError(f"{len(pending)} records still failed after {max_attempts} PutRecords attempts")
 
 
-def iterate_shard(kinesis, stream_name: str, shard_id: str, iterator_type: str = "TRIM_HORIZON") -> Iterator[dict]:
-    """Every record of one shard now present, oldest first; stops at the tip or the shard's end."""
+def iterate_shard(
+    kinesis, stream_name: str, shard_id: str, iterator_type: str = "TRIM_HORIZON", after: str | None = None
+) -> Iterator[dict]:
+    """Every record of one shard now present, oldest first (or after the sequence number ``after``); stops at the
+    tip or the shard's end."""
+    start = {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "StartingSequenceNumber": after} if after else {}
     iterator = patiently(
-        kinesis.get_shard_iterator, StreamName=stream_name, ShardId=shard_id, ShardIteratorType=iterator_type
+        kinesis.get_shard_iterator,
+        StreamName=stream_name,
+        ShardId=shard_id,
+        **({"ShardIteratorType": iterator_type} | start),
     )["ShardIterator"]
     while iterator:
         answer = patiently(kinesis.get_records, ShardIterator=iterator, Limit=10000)
