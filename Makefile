@@ -51,25 +51,34 @@ help:
 # the hook sets it to this venv's python when unset, so `.venv/bin/python my_job.py` works. Not in the wheel
 # (docs/source.md, "Running a script from this checkout"); tests/package/test_spark_python_hook.py runs this line.
 SPARK_PYTHON_HOOK := import os, sys; sys.executable and os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-# Installed modules are compiled once: with PYTHONDONTWRITEBYTECODE set, as on this project's CI, Python would
-# compile every import again in every process (docs/testing.md, "A second look"). pip would compile them one after
-# another; compileall uses every core and skips the packages' own test folders, which nothing imports (.venv ready
-# sooner: docs/testing.md, "Setup").
-PIP_INSTALL = $(1) -m pip install --quiet --disable-pip-version-check --no-compile
-COMPILE_INSTALLED = $(1) -m compileall -q -j0 -x 'site-packages/.*/tests?/' \
+# The locked files go in with uv (pinned, in a folder of its own): it links them from its cache on a fraction of pip's
+# CPU and checks their hashes as pip would. From its cache first: online, it finds PyPI's answers stale here and
+# builds pyspark's sdist again each time, 25 s (docs/testing.md, "Setup"). Installed modules are compiled once: with
+# PYTHONDONTWRITEBYTECODE set, as on this project's CI, Python would compile every import again in every process
+# (docs/testing.md, "A second look"). compileall uses every core and skips the packages' own test folders and
+# aws_cdk: 183 MB of source, of which the CDK app and its tests import a quarter, compiled by importing them.
+# The 4.0.2 venv's steps run niced: the 4.3 session, which starts first, waits for the 4.3 venv's.
+UV_PIN := uv==0.13.9
+UV := .venv-uv/bin/uv
+$(UV):
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --target .venv-uv $(UV_PIN)
+UV_INSTALL = $(UV) pip install --quiet --require-hashes --python $(1) -r $(2) --offline 2>/dev/null \
+	|| $(UV) pip install --quiet --require-hashes --python $(1) -r $(2)
+COMPILE_INSTALLED = $(1) -m compileall -q -j0 -x 'site-packages/(.*/tests?/|aws_cdk/)' \
 	"$$($(1) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
-$(VENV)/.installed: requirements.txt pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(call PIP_INSTALL,$(PY)) -r requirements.txt
+$(PY) $(PY_COMPAT):
+	$(PYTHON) -m venv $(@D:/bin=)
+$(VENV)/.installed: requirements.txt pyproject.toml | $(UV) $(PY)
+	$(call UV_INSTALL,$(PY),requirements.txt)
 	$(call COMPILE_INSTALLED,$(PY))
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -c 'import app, aws_cdk.assertions, aws_cdk.cx_api'
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation --config-settings editable_mode=compat -e .
 	$(PY) -c 'import sys, sysconfig; open(sysconfig.get_path("purelib") + "/pyspark_python_hook.pth", "w").write(sys.argv[1] + "\n")' '$(SPARK_PYTHON_HOOK)'
 	@touch $@
 
-$(VENV_COMPAT)/.installed: requirements-compat.txt
-	@test -x $(PY_COMPAT) || $(PYTHON) -m venv $(VENV_COMPAT)
-	$(call PIP_INSTALL,$(PY_COMPAT)) -r requirements-compat.txt
-	$(call COMPILE_INSTALLED,$(PY_COMPAT))
+$(VENV_COMPAT)/.installed: requirements-compat.txt | $(UV) $(PY_COMPAT)
+	$(call UV_INSTALL,$(PY_COMPAT),requirements-compat.txt)
+	nice -n 10 $(call COMPILE_INSTALLED,$(PY_COMPAT))
 	@touch $@
 
 # Spark puts the pyspark.zip inside the installed pyspark first on its Python processes' path, and Python compiles a
@@ -84,7 +93,7 @@ PYSPARK_ZIP_HOOK := import os, sys; sys.path[:] = [p for p in sys.path if os.pat
 # A class-data-sharing archive of Spark's classes per venv: the tests' Spark JVMs start on about half the CPU
 # (tests/spark_classes.py, docs/testing.md). Made once, after the venv's installs; about 30 s each.
 %/spark-classes.jsa: %/.installed
-	$*/bin/python -m tests.spark_classes $@
+	$(if $(filter $(VENV_COMPAT),$*),nice -n 10) $*/bin/python -m tests.spark_classes $@
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
@@ -171,4 +180,4 @@ emr-lock: $(VENV)/.installed
 	$(PY) -m infra.wheelhouse lock
 
 clean:
-	rm -rf $(VENV) $(VENV_COMPAT) .venv-tools node_modules .pytest_cache
+	rm -rf $(VENV) $(VENV_COMPAT) .venv-tools .venv-uv node_modules .pytest_cache
