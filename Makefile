@@ -71,7 +71,7 @@ $(PY) $(PY_COMPAT):
 $(VENV)/.installed: requirements.txt pyproject.toml | $(UV) $(PY)
 	$(call UV_INSTALL,$(PY),requirements.txt)
 	$(call COMPILE_INSTALLED,$(PY))
-	env -u PYTHONDONTWRITEBYTECODE $(PY) -c 'import app, aws_cdk.assertions, aws_cdk.cx_api'
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -c 'import app, aws_cdk.assertions, aws_cdk.aws_sqs, aws_cdk.cx_api'
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation --config-settings editable_mode=compat -e .
 	$(PY) -c 'import sys, sysconfig; open(sysconfig.get_path("purelib") + "/pyspark_python_hook.pth", "w").write(sys.argv[1] + "\n")' '$(SPARK_PYTHON_HOOK)'
 	@touch $@
