@@ -19,6 +19,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from ..compat import STREAM_ARROW_WRITER_BASES
+from ..freed_memory import release_freed_memory
 from ..options import SKIP_REPLAYED_PARTITIONS, OptionError
 from .columns import resolve_columns
 from .commit import SinkCommitMessage, log, log_to_stderr_if_unconfigured, summarize
@@ -34,7 +35,10 @@ class _KinesisWriter:
         self.columns = resolve_columns(schema, self.settings.stream_name)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-        return write_task(iterator, self.columns, self.settings)
+        try:
+            return write_task(iterator, self.columns, self.settings)
+        finally:
+            release_freed_memory()  # the task held its whole input (sink.task._collect)
 
 
 class KinesisBatchWriter(_KinesisWriter, DataSourceArrowWriter):

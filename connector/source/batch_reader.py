@@ -21,6 +21,7 @@ from .. import options as opts
 from ..aws.clients import kinesis_client
 from ..clock import now_ms
 from ..fetch.range import FetchLimits, ShardTask
+from ..freed_memory import release_freed_memory
 from ..options import OptionError
 from ..positions import LATEST, TRIM_HORIZON, Position, PositionSpec, ShardEnd, shard_entry
 from .catalog import ShardCatalog
@@ -75,6 +76,7 @@ class KinesisBatchReader(DataSourceReader):
         limits = FetchLimits(stop_after_ms=partition.stop_after_ms)
         shards = [functools.partial(self._read_shard, task, end, limits) for task, end in partition.tasks]
         yield from side_by_side(shards, "batch read")
+        release_freed_memory()
 
     def _read_shard(self, task: ShardTask, end: ShardEnd | None, limits: FetchLimits) -> Iterator[pa.RecordBatch]:
         until = (end.sequence_number, end.sub_sequence_number) if end is not None else None

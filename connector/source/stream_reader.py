@@ -25,6 +25,7 @@ from ..clock import now_ms
 from ..compat import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from ..fetch.range import FetchLimits, ShardTask
 from ..fetch.reads import ShardRead
+from ..freed_memory import release_freed_memory
 from ..options import OptionError
 from .guards import MetadataNotSharedError, MissingMetadataError, check_store_shared
 from .offsets import INITIAL_BATCH
@@ -162,6 +163,7 @@ class KinesisStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 store.record_shard_read(partition.source_id, partition.batch_id, item)
             else:
                 yield item
+        release_freed_memory()
 
     def _read_shard(
         self, store: Any, partition: KinesisPartition, task: ShardTask, limits: FetchLimits

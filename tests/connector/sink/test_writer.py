@@ -24,6 +24,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from pyspark_aws_kinesis.options import OptionError
+from pyspark_aws_kinesis.sink import writer as writer_module
 from pyspark_aws_kinesis.sink.columns import KinesisSinkInputError
 from pyspark_aws_kinesis.sink.commit import SinkCommitMessage
 from pyspark_aws_kinesis.sink.put_records import PutStats
@@ -95,6 +96,24 @@ def test_a_bad_row_fails_the_task_before_anything_is_sent(kinesis: Streams) -> N
     with pytest.raises(KinesisSinkInputError, match=r"column 'partitionKey' is null or empty in 1 of 8 rows"):
         writer.write(iter([good, bad]))
     assert stored(kinesis.client, kinesis.orders) == (Counter(), 0)  # not even the good batch before it
+
+
+@pytest.mark.parametrize("bad", [False, True], ids=["written", "failed"])
+def test_a_task_hands_back_freed_memory_when_its_write_ends(
+    kinesis: Streams, bad: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The task held its whole input (tests/connector/test_freed_memory.py), also when it failed."""
+    releases: list[int] = []
+    monkeypatch.setattr(writer_module, "release_freed_memory", lambda: releases.append(1))
+    batch = rows(5)
+    if bad:
+        batch = pa.RecordBatch.from_pydict({"data": [b"a"], "partitionKey": [None]}, schema=batch.schema)
+    writer = KinesisBatchWriter(SCHEMA, options(kinesis.orders))
+    try:
+        writer.write(iter([batch]))
+    except KinesisSinkInputError:
+        assert bad
+    assert releases == [1]
 
 
 def test_a_task_without_rows_makes_no_call(aws: Any) -> None:

@@ -12,6 +12,7 @@ from localaws import LocalServer
 from pyspark_aws_kinesis.clock import now_ms
 from pyspark_aws_kinesis.options import OptionError
 from pyspark_aws_kinesis.positions import AT_TIMESTAMP, TRIM_HORIZON
+from pyspark_aws_kinesis.source import batch_reader
 from pyspark_aws_kinesis.source.batch_reader import BatchPartition, KinesisBatchReader
 from tests.connector.support.source_util import put_numbered, source_options
 
@@ -76,3 +77,19 @@ def test_a_partition_reads_its_shards_range(kinesalite: LocalServer, lite_stream
     put_numbered(kinesalite, stream, "late", 2)  # arrived after planning: not in the range
     rows = [row for batch in reader.read(partition) for row in batch.to_pylist()]
     assert [bytes(row["data"]) for row in rows] == produced
+
+
+def test_a_partition_hands_back_freed_memory_once_its_last_row_is_taken(
+    kinesalite: LocalServer, lite_stream, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reused Python worker would otherwise keep the high-water mark of its largest read
+    (tests/connector/test_freed_memory.py)."""
+    releases: list[int] = []
+    monkeypatch.setattr(batch_reader, "release_freed_memory", lambda: releases.append(1))
+    stream = lite_stream(shards=1)
+    put_numbered(kinesalite, stream, "r", 3)
+    reader = _reader(source_options(kinesalite, stream, tmp_path))
+    (partition,) = reader.partitions()
+    batches = reader.read(partition)
+    assert next(batches).num_rows == 3 and not releases
+    assert next(batches, None) is None and releases == [1]

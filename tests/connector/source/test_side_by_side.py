@@ -1,8 +1,9 @@
 """A partition's shards are read side by side (``source.side_by_side``), over simulated transports (no server):
 every shard is asked before any finishes, each shard's rows keep their order, an error in one shard fails the
 read with that error and stops the others, closing the read stops every shard's thread and records no unfinished
-shard, and a replay reads exactly the recorded ranges. Counts and event orders, never timings: a wait on an event
-has a long fail-safe only so that a broken reader fails instead of hanging."""
+shard, a replay reads exactly the recorded ranges, and a read taken whole hands back freed memory. Counts and event
+orders, never timings: a wait on an event has a long fail-safe only so that a broken reader fails instead of
+hanging."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from pyspark_aws_kinesis.fetch.decode import Page
 from pyspark_aws_kinesis.fetch.range import ShardTask
 from pyspark_aws_kinesis.positions import TRIM_HORIZON, Position
+from pyspark_aws_kinesis.source import stream_reader
 from pyspark_aws_kinesis.source.batch_reader import BatchPartition, KinesisBatchReader
 from pyspark_aws_kinesis.source.settings import SourceSettings
 from pyspark_aws_kinesis.source.side_by_side import side_by_side
@@ -254,3 +256,15 @@ def test_a_process_has_a_connection_for_each_call_its_shards_make_side_by_side(t
         settings = SourceSettings.from_options(options(tmp_path, **{"kinesis.shardsPerPartition": per_partition}))
         # Each shard: its call and the one asked ahead; never fewer than botocore's default pool.
         assert settings.client.max_pool_connections >= max(10, 2 * int(per_partition))
+
+
+def test_a_read_taken_whole_hands_back_freed_memory_after_its_last_row(
+    simulated, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``KinesisStreamReader.read`` ends with ``release_freed_memory`` (tests/connector/test_freed_memory.py)."""
+    releases: list[int] = []
+    monkeypatch.setattr(stream_reader, "release_freed_memory", lambda: releases.append(1))
+    simulated(Shards(dict.fromkeys(SHARD_IDS, two_pages_after_all_called)))
+    batches = executor(tmp_path).read(partition(tmp_path, SHARD_IDS))
+    assert next(batches).num_rows and not releases
+    assert len(list(batches)) >= 1 and releases == [1]
