@@ -62,8 +62,8 @@ UV_PIN := uv==0.13.9
 UV := .venv-uv/bin/uv
 $(UV):
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --target .venv-uv $(UV_PIN)
-UV_INSTALL = $(UV) pip install --quiet --require-hashes --python $(1) -r $(2) --offline 2>/dev/null \
-	|| $(UV) pip install --quiet --require-hashes --python $(1) -r $(2)
+UV_PIP = $(UV) pip install --quiet --require-hashes --python $(1) -r $(2)
+UV_INSTALL = $(call UV_PIP,$(1),$(2)) --offline 2>/dev/null || $(call UV_PIP,$(1),$(2))
 COMPILE_INSTALLED = $(1) -m compileall -q -j0 -x 'site-packages/(.*/tests?/|aws_cdk/)' \
 	"$$($(1) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
 $(PY) $(PY_COMPAT):

@@ -102,13 +102,11 @@ def iterate_shard(
 ) -> Iterator[dict]:
     """Every record of one shard now present, oldest first (or after the sequence number ``after``); stops at the
     tip or the shard's end."""
-    start = {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "StartingSequenceNumber": after} if after else {}
-    iterator = patiently(
-        kinesis.get_shard_iterator,
-        StreamName=stream_name,
-        ShardId=shard_id,
-        **({"ShardIteratorType": iterator_type} | start),
-    )["ShardIterator"]
+    if after:
+        start = {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "StartingSequenceNumber": after}
+    else:
+        start = {"ShardIteratorType": iterator_type}
+    iterator = patiently(kinesis.get_shard_iterator, StreamName=stream_name, ShardId=shard_id, **start)["ShardIterator"]
     while iterator:
         answer = patiently(kinesis.get_records, ShardIterator=iterator, Limit=10000)
         yield from answer["Records"]
