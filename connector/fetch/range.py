@@ -307,6 +307,7 @@ class ShardRange:
             iterator_ms=self._tail[1] if self._tail else None,
             refused_calls=int(getattr(self._transport, "refused_calls", 0)),
             call_starts_ms=tuple(getattr(self._transport, "call_starts_ms", ())),
+            paid_ms=getattr(self._transport, "paid_ms", None),
         )
         if self.replay is not None:
             if self._count != self.replay.records:

@@ -62,6 +62,8 @@ class ShardRead:
     clock, oldest first, at most ``CALLS_KEPT``): the driver counts them in the shard's second before it probes the
     shard again, and hands the last (``last_call_ms``) to the next batch's read of the shard
     (``ShardTask.last_call_ms``), whose first call keeps ``kinesis.getRecords.fetchIntervalMs`` after it.
+    ``paid_ms``: when the shard has paid back the bytes of the read's answers (wall clock; None: no GetRecords
+    answer): the driver neither probes the shard nor starts its next read before then.
     """
 
     stream: str
@@ -80,6 +82,7 @@ class ShardRead:
     iterator_ms: int | None = None
     refused_calls: int = 0
     call_starts_ms: tuple[int, ...] = ()
+    paid_ms: int | None = None
 
     @property
     def last_call_ms(self) -> int | None:
@@ -124,6 +127,8 @@ class ShardRead:
             body["refusedCalls"] = self.refused_calls
         if self.call_starts_ms:
             body["callStartsMs"] = list(self.call_starts_ms)
+        if self.paid_ms is not None:
+            body["paidMs"] = self.paid_ms
         return body
 
     @classmethod
@@ -145,6 +150,7 @@ class ShardRead:
             iterator_ms=body.get("iteratorMs"),
             refused_calls=int(body.get("refusedCalls", 0)),
             call_starts_ms=_call_starts(body),
+            paid_ms=body.get("paidMs"),
         )
 
 

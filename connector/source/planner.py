@@ -223,6 +223,8 @@ class BatchPlanner:
                 self._last_calls[key] = read.last_call_ms
             for called_ms in read.call_starts_ms:  # and the read's calls count in the shard's second
                 self.prober.read_called(key, called_ms)
+            if read.paid_ms is not None:  # and its answers' bytes are paid back before the shard is asked again
+                self.prober.read_paid(key, read.paid_ms)
             self.health.read(base.batch_id, key, read)
         return positions, waiting
 

@@ -48,6 +48,7 @@ MAX_ASKS = 1000  # kinesis.maxProbesPerTrigger's default
 MAX_LIMIT = 10_000  # GetRecords' Limit at most (AWS)
 HELD_BYTES_PER_SHARD = 64 * 1024  # a probe asks for about this much (3 % of a shard's 2 MiB/s at 1 probe/s)
 HELD_BYTES_PER_TRIGGER = 4 * 1024 * 1024  # and all probes of one call together, whatever the shard count
+MAX_PAY_BACK_S = 5.0  # a read's answers are paid back within this (a 10 MiB answer: 5 s at 2 MiB/s)
 
 
 @dataclass(kw_only=True)
@@ -172,6 +173,12 @@ class ShardProber:
         read's first page that was a probe's held answer names the probe's call: not counted twice)."""
         self.windows.heard(key, monotonic_at(called_ms), called_ms)
 
+    def read_paid(self, key: str, paid_ms: int) -> None:
+        """A batch's read of ``key`` left the shard paying back its answers until ``paid_ms`` (wall ms,
+        ``ShardRead.paid_ms``): no probe or read of the shard before then (an executor's clock that runs ahead
+        delays them by at most ``MAX_PAY_BACK_S``)."""
+        self.windows.paid_by(key, time.monotonic() + min((paid_ms - now_ms()) / 1000, MAX_PAY_BACK_S))
+
     @property
     def calls_per_s(self) -> int | None:
         """Of a busy shard's calls in any second, how many the query makes at most (None: not counted)."""
@@ -285,6 +292,7 @@ class ShardProber:
             body = answer[RAW_BODY]
             summary = summarize_get_records(body, ShardContext(stream, shard_id, 0, MAX_HASH_KEY))
             self._record_bytes.learn(key, summary.kinesis_records, summary.kinesis_bytes, summary.large)
+            self.windows.answered(key, called[0], time.monotonic(), summary.kinesis_bytes)
             if not summary.kinesis_records:  # the next probe asks from the answer's NextShardIterator (none: the end)
                 following = summary.next_iterator
                 state.iterator = Handoff.received(state.position, following) if following is not None else None

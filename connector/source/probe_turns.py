@@ -131,9 +131,10 @@ class ProbeTurns:
         return woken
 
     def _due(self, key: str, state: ShardTurn, now: float) -> bool:
-        """Never asked at its position (and not backed off), or its interval has passed and its second has room."""
+        """Never asked at its position (and not backed off, and the query's answers on it paid back), or its
+        interval has passed and it has room (calls in its second, answers paid back)."""
         if state.result is None and state.backoff_s == 0:
-            return True
+            return self.windows.unpaid_in(key, now) == 0
         return self._interval_passed(key, state, now) and self.windows.room_in(key, now) == 0
 
     def _interval_passed(self, key: str, state: ShardTurn, now: float) -> bool:

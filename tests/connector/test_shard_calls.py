@@ -3,10 +3,13 @@ least gap between two of its calls that keeps the share in every sliding second.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from pyspark_aws_kinesis import shard_calls
-from pyspark_aws_kinesis.shard_calls import min_call_gap_s, query_calls_per_s
+from pyspark_aws_kinesis.record_sizes import SHARD_READ_BYTES_PER_S
+from pyspark_aws_kinesis.shard_calls import MAX_CHARGE_LAG_S, min_call_gap_s, paid_back_at, query_calls_per_s
 
 
 def test_the_defaults_match_the_docs() -> None:
@@ -36,3 +39,14 @@ def test_calls_the_least_gap_apart_never_put_more_than_the_share_in_a_second(cal
 
 def test_no_limit_kept_no_gap() -> None:
     assert min_call_gap_s(None) == 0.0
+
+
+def test_an_answer_is_paid_back_from_its_calls_start_or_at_most_the_lag_before_its_answer() -> None:
+    """AWS charges an answer somewhere in its call's round trip: a 5 MiB answer to a call of 0.2 s is paid back
+    2.5 s after the call started; to a call of 1.4 s (a slow server), counted from half a second before the answer."""
+    five_mib = 5 * 1024 * 1024
+    assert SHARD_READ_BYTES_PER_S == 2 * 1024 * 1024 and MAX_CHARGE_LAG_S == 0.5
+    assert paid_back_at(-math.inf, 10.0, 10.2, five_mib) == pytest.approx(12.5)
+    assert paid_back_at(-math.inf, 10.0, 11.4, five_mib) == pytest.approx(11.4 - 0.5 + 2.5)
+    assert paid_back_at(-math.inf, None, 11.4, five_mib) == pytest.approx(11.4 + 2.5)  # no start known: the answer
+    assert paid_back_at(20.0, 10.0, 10.2, five_mib) == pytest.approx(22.5)  # after what the shard still owes

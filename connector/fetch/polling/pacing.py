@@ -11,12 +11,9 @@ import math
 import time
 from collections.abc import Callable
 
-from ...record_sizes import SHARD_READ_BYTES_PER_S
 from ...retry import quota_backoff
+from ...shard_calls import paid_back_at
 
-# A call's bytes count from its start, but from no longer than this before its answer: a slow call leaves the
-# shard at most half the debt Kinesis tolerates (docs/source.md, "Reading at the shard's limit").
-MAX_CHARGE_LAG_S = 0.5
 NEGLIGIBLE_WAIT_S = 0.001  # a pay-back wait shorter than this is not worth a sleep
 MAX_BACKOFF_S = 10.0  # a refused shard's calls wait at most this long (a 10 MiB answer blocks its readers for 5 s)
 MIN_LIMIT = 100  # Limit is halved after each refusal, down to this
@@ -58,15 +55,12 @@ class CallPacer:
         """When the last call started (``wait``), on this pacer's clock."""
         return self._last_start
 
-    def charge(self, nbytes: int, started_at: float | None = None, rate: float = SHARD_READ_BYTES_PER_S) -> float:
+    def charge(self, nbytes: int, started_at: float | None = None) -> float:
         """An answer of ``nbytes`` just came from a call started at ``started_at`` (this pacer's clock; None: now):
-        the shard pays it back at ``rate`` (after a 10 MiB answer, 5 s), counted from the call's start but from no
-        longer than ``MAX_CHARGE_LAG_S`` ago (why from the start: docs/source.md, "Reading at the shard's limit"),
-        and the next call waits for that (``wait``). Returns the seconds from now until the shard has paid back (0
-        if it has already)."""
+        the shard pays it back (``shard_calls.paid_back_at``: after a 10 MiB answer, 5 s), and the next call waits
+        for that (``wait``). Returns the seconds from now until the shard has paid back (0 if it has already)."""
         now = self.clock()
-        counted_from = now if started_at is None else max(min(started_at, now), now - MAX_CHARGE_LAG_S)
-        self._paid_at = max(self._paid_at, counted_from) + nbytes / rate
+        self._paid_at = paid_back_at(self._paid_at, started_at, now, nbytes)
         return max(0.0, self._paid_at - now)
 
     def paid_in(self, seconds: float) -> None:

@@ -66,6 +66,7 @@ class GetRecordsTransport:
         self.refused_calls = 0  # calls Kinesis refused for the shard's quota (GetRecords, GetShardIterator)
         # when the last GetRecords calls started (wall clock: the driver counts them in the shard's second)
         self.call_starts_ms: deque[int] = deque(maxlen=CALLS_KEPT)
+        self.paid_ms: int | None = None  # when the shard has paid back this read's answers (wall clock: the driver's)
         self._what = context.label
         self._starting = threading.Lock()  # a read-ahead call starts, and is listed, only while its read goes on
 
@@ -189,7 +190,7 @@ class GetRecordsTransport:
         page says so, and its bytes are charged to the shard's read quota from the call's start (the next call
         waits for their pay-back) and teach the shard's record size."""
         page.called_ms = called_ms
-        paid_ms = now_ms() + round(1000 * self.pacer.charge(page.kinesis_bytes, started))
+        paid_ms = self.paid_ms = now_ms() + round(1000 * self.pacer.charge(page.kinesis_bytes, started))
         large = page.large_records()
         self.memory.learn(self._shard, page.kinesis_records, page.kinesis_bytes, paid_ms, large)
 

@@ -36,3 +36,5 @@ def test_old_records_parse_and_new_fields_round_trip() -> None:
     assert ShardRead.from_json(called.to_json()) == called and called.last_call_ms == 1_500
     recorded_before = {**old, "lastCallMs": 1_500}  # a read recorded when only its last call was kept
     assert ShardRead.from_json(recorded_before).call_starts_ms == (1_500,)
+    paying = replace(called, paid_ms=4_000)
+    assert ShardRead.from_json(paying.to_json()) == paying and ShardRead.from_json(called.to_json()).paid_ms is None

@@ -138,3 +138,21 @@ def test_forget_drops_shards_no_longer_tracked() -> None:
     windows.forget({OTHER})
     assert windows.held(KEY) == 0
     assert windows.held(OTHER) == 1
+
+
+def test_the_querys_answers_leave_no_room_until_their_bytes_are_paid_back() -> None:
+    """An answer of 3 MiB at 2 MiB/s: no call for 1.5 s after its call started (a probe would be refused while the
+    shard owes more than a second's budget), whatever the calls in the second; a read's debt heard from elsewhere
+    counts the same; a forgotten shard owes nothing."""
+    windows = ShardCallWindows(4)
+    calls(windows, KEY, 100.0)
+    windows.answered(KEY, 100.0, 100.2, 3 * 1024 * 1024)
+    assert windows.room_in(KEY, 100.2) == pytest.approx(1.3 + ONE_MS)
+    assert windows.room_in(KEY, 101.5 + ONE_MS) == 0.0
+    assert windows.room_in(OTHER, 100.2) == 0.0
+    windows.paid_by(OTHER, 104.0)
+    assert windows.room_in(OTHER, 103.0) == pytest.approx(1.0 + ONE_MS)
+    windows.paid_by(OTHER, 102.0)  # an older debt does not shorten it
+    assert windows.room_in(OTHER, 103.0) == pytest.approx(1.0 + ONE_MS)
+    windows.forget({KEY})
+    assert windows.room_in(OTHER, 103.0) == 0.0

@@ -93,7 +93,8 @@ def sim(monkeypatch: pytest.MonkeyPatch) -> SimTime:
     monkeypatch.setattr(probe_module, "time", time)
     monkeypatch.setattr(probe_module, "now_ms", time.now_ms)
     monkeypatch.setattr(clock_module, "now_ms", time.now_ms)
-    monkeypatch.setattr(probe_module, "monotonic_at", lambda at_ms: time.t - (time.now_ms() - at_ms) / 1000)
+    # never later than now, as clock.monotonic_at
+    monkeypatch.setattr(probe_module, "monotonic_at", lambda at_ms: time.t - max(0, time.now_ms() - at_ms) / 1000)
     return time
 
 
@@ -237,17 +238,76 @@ def test_a_reads_own_call_counts_in_the_shards_second_once(sim: SimTime) -> None
     assert prober.calls_within_window(key, sim.t) == 2  # the first left the second
 
 
+MiB = 1024 * 1024
+
+
+@dataclass
+class LargeRecordStream(BusyStream):
+    """Every answer holds one record of ``record_bytes``, charged to the shard's read quota when admitted (as the
+    quota proxy does)."""
+
+    record_bytes: int = 3 * MiB
+
+    def get_records(self, ShardIterator: str, Limit: int) -> dict:
+        answer = super().get_records(ShardIterator=ShardIterator, Limit=Limit)
+        body = json.loads(answer[RAW_BODY])
+        body["Records"][0]["Data"] = base64.b64encode(b"L" * (self.record_bytes - 1)).decode()  # + the key's byte
+        self.book.charge_read((STREAM, ShardIterator.split(":")[0]), self.record_bytes)
+        return {RAW_BODY: json.dumps(body).encode()}
+
+
+def probe_every(sim: SimTime, prober: ShardProber, key: str, position: Position, seconds: float) -> None:
+    """Triggers every 200 ms for ``seconds``, each asking the prober about ``key`` at ``position``."""
+    handoff = Handoff(position, f"{SHARDS[0]}:{position.sequence_number}", sim.now_ms())
+    for index in range(round(seconds / 0.2)):
+        sim.advance_to(START_S + 10.0 + index * 0.2)
+        prober.probe({key: position}, None, {key: handoff})
+
+
+def test_a_probes_large_answer_holds_the_shards_next_probe_until_it_is_paid_back(sim: SimTime) -> None:
+    """A busy shard's probes bring 3 MiB each (records raised to 10 MiB): each is paid back 1.5 s after its call,
+    and the next waits for that instead of coming at the busy pace and being refused (the quota model refuses
+    while the shard owes more than a second)."""
+    stream = LargeRecordStream(sim, sim.book)
+    prober = ShardProber(lambda: stream, RetryPolicy(max_retries=0), 1.0, busy_interval_s=0.2)
+    probe_every(sim, prober, shard_key(STREAM, SHARDS[0]), Position(AFTER_SEQUENCE_NUMBER, "0"), 6.0)
+    admitted = stream.calls[SHARDS[0]]
+    assert stream.refused == 0 and len(admitted) >= 3
+    assert all(later - earlier >= 1.5 for earlier, later in itertools.pairwise(admitted))
+
+
+def test_a_reads_large_answer_heard_by_the_planner_holds_the_shards_probes_until_it_is_paid_back(sim: SimTime) -> None:
+    """A batch's read (in an executor) took a 5 MiB answer: the planner hands the prober the read's pay-back
+    (``ShardRead.paid_ms``), and no probe of the shard comes before the shard owes at most a second (AWS refuses
+    every reader of the shard until then), nor before the read's pay-back."""
+    stream = BusyStream(sim, sim.book)
+    prober = ShardProber(lambda: stream, RetryPolicy(max_retries=0), 1.0, busy_interval_s=0.2)
+    key, position = shard_key(STREAM, SHARDS[0]), Position(AFTER_SEQUENCE_NUMBER, "1")
+    sim.advance_to(START_S + 10.0)
+    called_ms = sim.now_ms()
+    sim.book.charge_read((STREAM, SHARDS[0]), 5 * MiB)
+    prober.read_called(key, called_ms)
+    prober.read_paid(key, called_ms + 2500)
+    prober.read_ended(key, position, took_records=True)
+    probe_every(sim, prober, key, position, 4.0)
+    admitted = stream.calls[SHARDS[0]]
+    assert stream.refused == 0 and admitted and admitted[0] >= START_S + 10.0 + 2.5
+
+
 def test_a_busy_shard_planned_from_its_reads_keeps_only_the_calls_that_may_still_count(sim: SimTime) -> None:
     """A busy shard's read stops at the batch's bound and the next batch plans it from that read, without a probe
     and so without a look at its second's room: over 2,000 batches (two calls each, four batches a second) the
     driver keeps its last seconds' calls, not all 4,000 (it kept them all, and looked through them at every call)."""
     prober = ShardProber(lambda: None, RetryPolicy(), 1.0, busy_interval_s=0.2)
     key = shard_key(STREAM, SHARDS[0])
+    start = sim.t
     for batch in range(2000):
         for call in range(2):
-            prober.read_called(key, sim.now_ms() + batch * 250 + call * 100)
+            sim.advance_to(start + batch * 0.25 + call * 0.1)
+            prober.read_called(key, sim.now_ms())
     assert prober.windows.held(key) <= 20
-    assert prober.calls_within_window(key, sim.t + 499.9) == 8  # the last second's, from 499.0 s to 499.85 s
+    sim.advance_to(start + 499.9)
+    assert prober.calls_within_window(key, sim.t) == 8  # the last second's, from 499.0 s to 499.85 s
 
 
 def test_a_shard_that_just_went_idle_keeps_to_its_second_too(sim: SimTime) -> None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from pyspark_aws_kinesis.fetch.polling.pacing import MAX_CHARGE_LAG_S, MIN_LIMIT, RECOVER_AFTER, CallPacer, ReadBackoff
+from pyspark_aws_kinesis.fetch.polling.pacing import MIN_LIMIT, RECOVER_AFTER, CallPacer, ReadBackoff
 from pyspark_aws_kinesis.record_sizes import SHARD_READ_BYTES_PER_S
 from pyspark_aws_kinesis.retry import QUOTA_BACKOFF_MIN_S
+from pyspark_aws_kinesis.shard_calls import MAX_CHARGE_LAG_S
 from tests.connector.fetch.polling.polling_util import INTERVAL_S, SimulatedClock
 
 

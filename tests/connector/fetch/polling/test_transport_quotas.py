@@ -70,7 +70,7 @@ def test_a_read_refused_for_the_quota_backs_off_and_reads_every_record(
 
 
 def _read_answers(transport: GetRecordsTransport, context: ShardContext, start: Position, limits: FetchLimits):
-    """The rows of one range read, the bytes of each answer it took, and its result."""
+    """The rows of one range read, the answers (pages) it took, and its result."""
     task = ShardTask(context.stream_name, context.shard_id, context.starting_hash_key, context.ending_hash_key, start)
     shard_range = ShardRange(task, limits, context)
     rows: list[str] = []
@@ -80,7 +80,7 @@ def _read_answers(transport: GetRecordsTransport, context: ShardContext, start: 
         if not pages or pages[-1] is not page:
             pages.append(page)
     assert shard_range.result is not None
-    return rows, [page.kinesis_bytes for page in pages], shard_range.result
+    return rows, pages, shard_range.result
 
 
 @pytest.mark.slow
@@ -101,12 +101,12 @@ def test_a_backlog_is_read_within_the_byte_quota_without_refusals(kinesalite: Lo
     with QuotaProxy(kinesalite.endpoint_url, Quotas()) as proxy:
         kinesis = kinesis_reader_client(client_settings(proxy))
         first = GetRecordsTransport(kinesis, context, NO_RETRIES, settings)
-        rows, answers, result = _read_answers(first, context, Position(TRIM_HORIZON), FetchLimits(max_records=50))
+        rows, pages, result = _read_answers(first, context, Position(TRIM_HORIZON), FetchLimits(max_records=50))
         second = GetRecordsTransport(kinesis, context, NO_RETRIES, settings)  # the next batch's, at once
         more, later, result = _read_answers(second, context, result.next_start(), FetchLimits())
         reads = proxy.report().tally(stream=stream, action="GetRecords")
     assert rows + more == sequences and result.stop == STOP_CAUGHT_UP
-    answers += later
+    answers = [page.kinesis_bytes for page in pages + later]
     assert reads.bytes == sum(answers) == count * size  # the proxy counted what the pages say
     assert max(answers) <= settings.call_budget_bytes + size, answers
     assert len(answers) >= count * size // settings.call_budget_bytes  # many answers, not one big one
@@ -118,7 +118,8 @@ def test_a_large_record_among_small_ones_is_read_and_paid_back_before_the_next_c
 ) -> None:
     """A stream raised to 4 MiB records (kinesis-mock behind AWS's quotas): small records, one of 3 MiB, small
     records. The answer holding the large record puts the shard 1.5 s in debt; the next call waits until it is
-    paid back instead of being refused (a refused call would be refused to every reader of the shard)."""
+    paid back instead of being refused (a refused call would be refused to every reader of the shard), and the
+    read's result tells the driver when that is (``paid_ms``), so that its next probe waits for it too."""
     stream = mock_stream(shards=1)
     setup = kinesis_mock.client("kinesis")
     set_max_record_size(setup, stream, 4096)
@@ -131,10 +132,13 @@ def test_a_large_record_among_small_ones_is_read_and_paid_back_before_the_next_c
     with QuotaProxy(kinesis_mock.endpoint_url, Quotas()) as proxy:
         kinesis = kinesis_reader_client(client_settings(proxy))
         transport = GetRecordsTransport(kinesis, context, NO_RETRIES, PollingSettings(10000, INTERVAL_S, 10))
-        rows, answers, result = _read_answers(transport, context, Position(TRIM_HORIZON), FetchLimits())
+        rows, pages, result = _read_answers(transport, context, Position(TRIM_HORIZON), FetchLimits())
         reads = proxy.report().tally(stream=stream, action="GetRecords")
     assert rows == sequences and result.stop == STOP_CAUGHT_UP
-    assert max(answers) >= 3 << 20 and reads.refused == transport.refused_calls == 0
+    large = max(pages, key=lambda page: page.kinesis_bytes)
+    assert large.kinesis_bytes >= 3 << 20 and reads.refused == transport.refused_calls == 0
+    assert large.called_ms is not None and result.paid_ms is not None
+    assert result.paid_ms >= large.called_ms + 1500  # 3 MiB at 2 MiB/s, from the call's start at the earliest
 
 
 def _wall_clock_stands_at(monkeypatch: pytest.MonkeyPatch, at_ms: int) -> None:
