@@ -12,6 +12,38 @@
 // used to kill the server);
 // `?open` lets the held ones go on; each answer is {"held": requests held whose client is still connected,
 // "hungUp": clients that hung up mid-request so far}.
+//
+// Large records (LOCALAWS_MAX_RECORD_BYTES, e.g. 10485760): kinesalite takes records up to that size, as a stream
+// raised by UpdateMaxRecordSize does on AWS (kinesalite has no such call: every stream takes them; its requests stay
+// under 7 MiB). GetRecords answers hold at most 10 MiB, as AWS's: a longer answer is cut after the records that fit
+// (at least one), with MillisBehindLatest above 0 since more records wait (kinesalite says 0 for every answer).
+const MAX_ANSWER_BYTES = 10 * 1024 * 1024;
+const maxRecordBytes = parseInt(process.env.LOCALAWS_MAX_RECORD_BYTES || '0', 10);
+if (maxRecordBytes > 0) {
+  for (const action of ['putRecord', 'putRecords']) {
+    const types = require(`kinesalite/validations/${action}`).types;
+    (types.Records ? types.Records.children.children : types).Data.lengthLessThanOrEqual = maxRecordBytes;
+  }
+}
+const getRecordsPath = require.resolve('kinesalite/actions/getRecords');
+const getRecords = require(getRecordsPath);
+const recordBytes = (record) => Buffer.byteLength(record.Data, 'base64') + Buffer.byteLength(record.PartitionKey);
+require.cache[getRecordsPath].exports = function getRecordsUpTo10MiB(store, data, cb) {
+  getRecords(store, data, (err, answer) => {
+    if (err || !answer || !answer.Records || answer.Records.length <= 1) return cb(err, answer);
+    let total = 0;
+    const fit = answer.Records.findIndex((record) => (total += recordBytes(record)) > MAX_ANSWER_BYTES);
+    if (fit < 0) return cb(err, answer);
+    // kinesalite's iterators hold only a position: asked again with the Limit that fits, it answers the same records
+    getRecords(store, { ...data, Limit: Math.max(fit, 1) }, (cutErr, cut) => {
+      if (cut && cut.Records && cut.Records.length) {
+        const arrivedMs = Math.round(cut.Records[cut.Records.length - 1].ApproximateArrivalTimestamp * 1000);
+        cut.MillisBehindLatest = Math.max(1, Date.now() - arrivedMs);
+      }
+      cb(cutErr, cut);
+    });
+  });
+};
 const kinesalite = require('kinesalite');
 
 const port = parseInt(process.argv[2], 10);

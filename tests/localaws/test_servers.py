@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from localaws import LocalServer
-from localaws.servers import aws_client
-from localaws.streams import list_shard_ids, put_records, read_stream, unique_name
+from localaws import LocalAws, LocalServer
+from localaws.servers import KINESALITE_LARGE, aws_client
+from localaws.streams import create_stream, list_shard_ids, put_records, read_stream, unique_name
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -161,3 +161,33 @@ def test_no_server_survives_its_starter(ending: str) -> None:
         assert _wait_gone(pids) == []
     finally:
         child.kill()
+
+
+def test_kinesalite_answers_at_most_10_mib_saying_more_records_wait(kinesalite: LocalServer, lite_stream) -> None:
+    """AWS's GetRecords answers hold at most 10 MiB: twelve records of 1,000,000 bytes come as ten, then two, and
+    the cut answer says the shard has more (MillisBehindLatest above 0; kinesalite says 0 for every answer)."""
+    stream = lite_stream(shards=1)
+    kinesis = kinesalite.client("kinesis")
+    for index in range(3):  # four records a call: under kinesalite's 7 MiB a request
+        put_records(kinesis, stream, [(bytes([index]) * 1_000_000, f"k{index}-{i}") for i in range(4)])
+    shard_id = list_shard_ids(kinesis, stream)[0]
+    iterator = kinesis.get_shard_iterator(StreamName=stream, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON")
+    first = kinesis.get_records(ShardIterator=iterator["ShardIterator"], Limit=100)
+    sizes = [len(record["Data"]) + len(record["PartitionKey"]) for record in first["Records"]]
+    assert len(sizes) == 10 and sum(sizes) <= 10 * 1024 * 1024 and first["MillisBehindLatest"] > 0
+    rest = kinesis.get_records(ShardIterator=first["NextShardIterator"], Limit=100)
+    assert len(rest["Records"]) == 2 and rest["MillisBehindLatest"] == 0
+
+
+def test_kinesalite_for_large_records_takes_them_up_to_10_mib_and_the_default_refuses_them(
+    kinesalite: LocalServer, lite_stream, tmp_path
+) -> None:
+    large = os.urandom(5 * 1024 * 1024)
+    refused = kinesalite.client("kinesis")
+    with pytest.raises(refused.exceptions.ClientError, match="1048576"):
+        refused.put_record(StreamName=lite_stream(shards=1), Data=large, PartitionKey="k")
+    with LocalAws([KINESALITE_LARGE], log_dir=tmp_path) as aws:
+        kinesis = aws.kinesalite.client("kinesis")
+        stream = create_stream(kinesis, unique_name("large"), 1)
+        kinesis.put_record(StreamName=stream, Data=large, PartitionKey="k")
+        assert [record["Data"] for record in read_stream(kinesis, stream)] == [large]
