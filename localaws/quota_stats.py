@@ -102,6 +102,7 @@ class LoggedCall:
     stream: str
     shard: str
     refused: bool
+    nbytes: int = 0  # the answer's bytes (GetRecords)
 
 
 def sliding_windows(ordered: Sequence[float], span_s: float = 1.0) -> Iterator[tuple[int, int]]:
@@ -153,7 +154,7 @@ class QuotaStats:
         with self._lock:
             if decided_at is not None and action in LOGGED_ACTIONS:
                 at_s = decided_at - self.started
-                self._calls.append(LoggedCall(at_s, client, action, stream, shard, refused > 0))
+                self._calls.append(LoggedCall(at_s, client, action, stream, shard, refused > 0, nbytes))
             tally = self._rows.get(key)
             if tally is None:
                 tally = self._rows[key] = Tally()

@@ -67,3 +67,13 @@ def test_the_proxy_logs_each_get_records_when_it_decided_refused_ones_too(proxy:
     assert report.most_in_a_second("ours") == {SHARD_0: 5}
     assert report.most_in_a_second("theirs") == {SHARD_0: 2}
     assert QuotaReport.fetch(proxy.endpoint_url).calls == []  # the log only when asked for
+
+
+def test_the_log_keeps_each_answers_bytes(proxy: QuotaProxy, lite_stream) -> None:
+    """A GetRecords answer's bytes (data and partition key) are logged with its call, a refused call's as 0."""
+    stream = lite_stream(shards=1)
+    ours = client(proxy, "app/ours-1.0")
+    ours.put_records(StreamName=stream, Records=[{"Data": b"x" * 100, "PartitionKey": f"k{i}"} for i in range(3)])
+    ours.get_records(ShardIterator=iterator(ours, stream, SHARD_0))
+    (call,) = [call for call in QuotaReport.fetch(proxy.endpoint_url, calls=True).calls if call.stream == stream]
+    assert (call.nbytes, call.refused) == (3 * 102, False)
