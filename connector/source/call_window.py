@@ -66,12 +66,16 @@ class ShardCallWindows:
         """Seconds (and a ms) until the shard has room for one more of the query's calls: fewer than
         ``calls_per_s`` of them started within the last second, and the query's answers paid back; 0 when it has
         room now."""
-        unpaid = self.unpaid_in(key, now)
+        return max(self.unpaid_in(key, now), self.second_room_in(key, now))
+
+    def second_room_in(self, key: str, now: float) -> float:
+        """Seconds (and a ms) until the shard's second has room for one more of the query's calls: fewer than
+        ``calls_per_s`` of them started within the last one; 0 when it has room now."""
         starts = self._starts(key, now)
         limit = self.calls_per_s
         if limit is None or len(starts) < limit:
-            return unpaid
-        return max(unpaid, starts[len(starts) - limit] + RATE_WINDOW_S - now + 0.001)
+            return 0.0
+        return starts[len(starts) - limit] + RATE_WINDOW_S - now + 0.001
 
     def unpaid_in(self, key: str, now: float) -> float:
         """Seconds (and a ms) until the shard has paid back the query's answers on it; 0 when it has."""
@@ -79,7 +83,7 @@ class ShardCallWindows:
         return paying + 0.001 if paying > 0 else 0.0
 
     def forget(self, keep: set[str]) -> None:
-        """Drop the calls of shards no longer tracked."""
+        """Drop the calls and debts of shards no longer tracked."""
         with self._lock:
             for key in [key for key in self._calls if key not in keep]:
                 del self._calls[key]

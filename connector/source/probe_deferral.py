@@ -37,14 +37,16 @@ class SteadyShards:
     def read_starts(self, keys: Iterable[str], now: float, wall_ms: int) -> dict[str, int]:
         """Of ``keys`` (busy shards, not backing off, whose read can start at once with a known iterator), the
         steady ones whose second has room within ``window_wait_s`` of the read's first call (``READ_LEAD_S`` after
-        ``now``), each with the wall-clock ms from which it has room (``ShardTask.not_before_ms``)."""
+        ``now``), each with the wall-clock ms from which it has room, its answers paid back too
+        (``ShardTask.not_before_ms``)."""
         chosen: dict[str, int] = {}
         for key in keys:
             if self._found_in_row.get(key, 0) < STEADY_ANSWERS:
                 continue
-            room_s = self._windows.room_in(key, now)  # the read calls READ_LEAD_S from now or later, not before this
-            if room_s - READ_LEAD_S <= self._window_wait_s:
-                chosen[key] = wall_ms + math.ceil(room_s * 1000)
+            # The read calls READ_LEAD_S from now or later, and waits in its task for the shard's pay-back, as it
+            # would after a probe; a second full of the query's calls a moment longer is not worth waiting for.
+            if self._windows.second_room_in(key, now) - READ_LEAD_S <= self._window_wait_s:
+                chosen[key] = wall_ms + math.ceil(self._windows.room_in(key, now) * 1000)
         return chosen
 
     def forget(self, keep: set[str]) -> None:

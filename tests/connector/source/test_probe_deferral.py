@@ -121,3 +121,14 @@ def test_forget_drops_the_counts_of_shards_no_longer_tracked() -> None:
 @pytest.mark.parametrize(("name", "value"), [("STEADY_ANSWERS", STEADY_ANSWERS), ("READ_LEAD_S", READ_LEAD_S)])
 def test_the_constants_are_the_documented_ones(name: str, value: float) -> None:
     assert getattr(probe_deferral, name) == value
+
+
+def test_a_steady_shard_still_paying_back_its_last_answer_is_read_without_a_probe_once_it_has_paid() -> None:
+    """The last read's answer of 0.5 MiB started 50 ms ago is paid back in 200 ms: longer than the window wait,
+    but a probe would have to wait as long; the read is planned at once and told to call when it is paid back."""
+    windows = ShardCallWindows(4)
+    shards = SteadyShards(windows, WAIT_S)
+    steady(shards, KEY)
+    windows.called(KEY, 49.95, round(49.95 * 1000))
+    windows.answered(KEY, 49.95, 49.99, 512 * 1024)  # 0.25 s at 2 MiB/s from the call's start
+    assert shards.read_starts([KEY], 50.0, WALL_MS) == pytest.approx({KEY: WALL_MS + 201}, abs=1)
