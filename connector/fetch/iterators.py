@@ -106,9 +106,14 @@ def iterator_request(position: Position) -> dict[str, Any]:
     return {"ShardIteratorType": position.kind}
 
 
+# AWS (and kinesalite): "timestampInMillis parameter cannot be greater than the currentTimestampInMillis";
+# kinesis-mock: "Timestamp cannot be in the future".
+_FUTURE_TIMESTAMP_WORDINGS = ("cannot be greater than", "cannot be in the future")
+
+
 def is_future_timestamp(exc: ClientError) -> bool:
     message = error_message(exc)
-    return error_code(exc) == "InvalidArgumentException" and "cannot be greater than" in message
+    return error_code(exc) == "InvalidArgumentException" and any(w in message for w in _FUTURE_TIMESTAMP_WORDINGS)
 
 
 def classify_missing(exc: ClientError, position: Position) -> Exception | None:
