@@ -75,8 +75,9 @@ def _stat(cloudwatch: Any, namespace: str, name: str, dimensions: dict[str, str]
         StartTime=now - timedelta(hours=1),
         EndTime=now + timedelta(minutes=5),
     )
-    values = answer["MetricDataResults"][0]["Values"]
-    return sum(values) if values else None
+    values = answer["MetricDataResults"][0]["Values"]  # one per period: datapoints may straddle two
+    combine = {"Minimum": min, "Maximum": max}.get(stat, sum)
+    return combine(values) if values else None
 
 
 @pytest.mark.slow
