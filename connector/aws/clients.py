@@ -15,6 +15,7 @@ import threading
 from typing import Any
 
 from .credentials import credentials_provider, role_session
+from .direct_get_records import install_direct_get_records
 from .settings import ClientSettings
 
 _clients: dict[tuple[str, ClientSettings, bool], Any] = {}
@@ -46,6 +47,7 @@ def client(service: str, settings: ClientSettings, raw_get_records: bool = False
             if raw_get_records:
                 read_answers_at_once(made)
                 made.meta.events.register(f"before-parse.{service}.GetRecords", _keep_raw_body)
+                install_direct_get_records(made)
             _clients[key] = made
         return _clients[key]
 
