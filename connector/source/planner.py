@@ -327,6 +327,8 @@ class BatchPlanner:
         return self.health.progress_report()
 
     def _log_plan(self, offset: KinesisOffset) -> None:
+        if not log.isEnabledFor(logging.INFO):  # the lag report walks every shard
+            return
         report = self.health.lag_report()
         behind = f"{report['maxMillisBehindLatest']} ms on {report['maxBehindShard']}" if report else "unknown"
         log.info(

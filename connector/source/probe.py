@@ -115,12 +115,9 @@ class ShardProber:
         if (wait := self.turns.room_wait(states, due, now)) > 0:
             self._sleep(wait)  # a busy shard's oldest call leaves its second in a moment: ask after it
             due = self.turns.due(states, time.monotonic())
-        log.debug(
-            "probe: %d shards, due %s, busy %s",
-            len(states),
-            sorted(due),
-            sorted(key for key, state in states.items() if state.busy),
-        )
+        if log.isEnabledFor(logging.DEBUG):  # two sorts of every shard key, each trigger
+            busy = sorted(key for key, state in states.items() if state.busy)
+            log.debug("probe: %d shards, due %s, busy %s", len(states), sorted(due), busy)
         asked = due[: self.max_asks]
         budget = min(self.held_bytes, HELD_BYTES_PER_TRIGGER // max(1, len(asked)))
         parallel_map(lambda key: self._refresh(key, states[key], bound_ms, budget), asked, self.workers)

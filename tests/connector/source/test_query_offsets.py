@@ -15,6 +15,7 @@ The planner is a stand-in that plans "the batch after" any base; the metadata st
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,6 +130,21 @@ def test_trigger_available_now_bounds_the_plan(tmp_path) -> None:
     reader.available_now_ms = 1_700_000_000_000
     reader.latest(as_dict(reader.initial()), None)
     assert planner.nexts[-1][2] == 1_700_000_000_000
+
+
+def test_a_start_spark_hands_back_is_not_parsed_again(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # ~10 µs a shard each trigger; Spark hands back, as JSON read again, the offset last committed
+    reader, planner = offsets(tmp_path)
+    start = as_dict(reader.initial())
+    end = reader.latest(start, None)
+    reader.batch(start, end)
+    reader.committed(end)
+    parsed: list[dict[str, Any]] = []
+    monkeypatch.setattr(query_offsets, "parse_offset", lambda raw: parsed.append(raw) or parse_offset(raw))
+    reader.latest(json.loads(json.dumps(end)), None)
+    assert parsed == [] and planner.nexts[-1][0] == parse_offset(end)
+    reader.latest(start, None)  # another start (an older checkpoint): parsed
+    assert parsed == [start] and planner.nexts[-1][0] == parse_offset(start)
 
 
 def test_pyspark_4_3_plans_each_batch_from_the_start_spark_passes_not_from_memory(tmp_path) -> None:
