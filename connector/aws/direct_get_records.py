@@ -40,7 +40,7 @@ class _Target:
     host: str
     region: str
     service: str
-    headers: tuple[tuple[str, bytes], ...]  # any the endpoint rules add
+    headers: tuple[tuple[str, bytes], ...]  # sent with every call: the endpoint rules' and the fixed ones
 
 
 def install_direct_get_records(client: Any) -> None:
