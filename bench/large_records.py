@@ -43,7 +43,7 @@ from kinesis_generator.large_records import LargeRecords
 from localaws import LocalAws
 from localaws.neighbour import NEIGHBOUR_TOKEN, Neighbour
 from localaws.quota_model import MiB
-from localaws.quota_stats import QuotaReport
+from localaws.quota_stats import LoggedCall, QuotaReport
 from localaws.servers import (
     DUMMY_ACCESS_KEY,
     DUMMY_SECRET_KEY,
@@ -90,11 +90,17 @@ def put_all_by_hand(kinesis, stream: str, records: list[tuple[str, bytes]], max_
                 time.sleep(0.1)
 
 
+def is_kinesis_mock(server: Server) -> bool:
+    """kinesis-mock raises a stream's record limit by UpdateMaxRecordSize and takes 10 MiB calls; kinesalite
+    (started large) takes records up to 10 MiB on every stream but calls of at most 7 MiB."""
+    return server.name == KINESIS_MOCK.name
+
+
 def raised_stream(server: Server, prefix: str) -> str:
-    """A one-shard stream that takes records up to 10 MiB (kinesalite's every stream does)."""
+    """A one-shard stream that takes records up to 10 MiB."""
     direct = server.direct.client("kinesis")
     stream = create_stream(direct, unique_name(prefix), 1)
-    if server.name == KINESIS_MOCK.name:
+    if is_kinesis_mock(server):
         set_max_record_size(direct, stream, 10 * 1024)
     return stream
 
@@ -121,9 +127,14 @@ def write_phase(server: Server, args: argparse.Namespace, large: LargeRecords) -
 
 def backlog(server: Server, prefix: str, records: list[tuple[str, bytes]]) -> str:
     stream = raised_stream(server, prefix)
-    max_call = MAX_CALL if server.name == KINESIS_MOCK.name else KINESALITE_MAX_CALL_BYTES
+    max_call = MAX_CALL if is_kinesis_mock(server) else KINESALITE_MAX_CALL_BYTES
     put_all_by_hand(server.direct.client("kinesis"), stream, records, max_call)
     return stream
+
+
+def get_records_calls(report: QuotaReport, stream: str) -> list[LoggedCall]:
+    """The GetRecords calls on ``stream`` the proxy logged, refused ones included, in order."""
+    return [call for call in report.calls if call.action == "GetRecords" and call.stream == stream]
 
 
 def read_rate(report: QuotaReport, stream: str, client: str | None = None, skip: int = 0) -> tuple[float, float]:
@@ -132,11 +143,8 @@ def read_rate(report: QuotaReport, stream: str, client: str | None = None, skip:
     answer's bytes are paid back after it), and those seconds."""
     calls = [
         call
-        for call in report.calls
-        if call.action == "GetRecords"
-        and call.stream == stream
-        and not call.refused
-        and (client is None or client in call.client)
+        for call in get_records_calls(report, stream)
+        if not call.refused and (client is None or client in call.client)
     ][skip:]
     if len(calls) < 2:
         return 0.0, 0.0
@@ -146,7 +154,7 @@ def read_rate(report: QuotaReport, stream: str, client: str | None = None, skip:
 
 def start_s(report: QuotaReport, stream: str) -> float:
     """Seconds from the query's first GetRecords on ``stream`` (its first probe) to its second (its first read)."""
-    calls = [call.at_s for call in report.calls if call.action == "GetRecords" and call.stream == stream]
+    calls = [call.at_s for call in get_records_calls(report, stream)]
     return calls[1] - calls[0] if len(calls) > 1 else 0.0
 
 
