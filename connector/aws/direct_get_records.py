@@ -19,7 +19,6 @@ import contextlib
 import hashlib
 import hmac
 import json
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +28,6 @@ _OPERATION = "GetRecords"
 _TARGET = b"Kinesis_20131202.GetRecords"
 _CONTENT_TYPE = b"application/x-amz-json-1.1"
 _PARAMETERS = frozenset({"ShardIterator", "Limit", "StreamARN"})
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True)
@@ -37,6 +35,7 @@ class _Target:
     """Where one stream's GetRecords go and the scope they are signed for (botocore's endpoint rules, once)."""
 
     url: str
+    path: str  # the canonical URI SigV4 signs
     host: str
     region: str
     service: str
@@ -64,7 +63,7 @@ class DirectGetRecords:
         self._model = client._service_model.operation_model(_OPERATION)
         self._session = client._endpoint.http_session
         self._signer = client._request_signer
-        self._signer._credentials  # noqa: B018 - the internals used per call, checked once here
+        self._credentials = self._signer._credentials  # refreshable ones refresh themselves
         self._parser = client._response_parser
         self._user_agent = client._user_agent_creator
         self._resolve = client._resolve_endpoint_ruleset
@@ -123,13 +122,16 @@ class DirectGetRecords:
         with _call_context():  # the User-Agent names the features resolving registers, as botocore's call does
             url, extra, _properties = self._resolve(self._model, params, context)
             user_agent = self._user_agent.to_string()
+        from botocore.auth import _host_from_url
+
         signing = context.get("signing", {})
         url = url.rstrip("/") + "/"
         headers = [(name, _bytes(value)) for name, value in extra.items()]
         headers += [("X-Amz-Target", _TARGET), ("Content-Type", _CONTENT_TYPE), ("User-Agent", _bytes(user_agent))]
         return _Target(
             url=url,
-            host=_host(url),
+            path=urlsplit(url).path or "/",
+            host=_host_from_url(url),  # lowercase, without a default port: the Host botocore signs
             region=signing.get("region") or self._client.meta.region_name,
             service=signing.get("signing_name") or self._client.meta.service_model.signing_name,
             headers=tuple(headers),
@@ -139,10 +141,9 @@ class DirectGetRecords:
         from botocore.awsrequest import AWSPreparedRequest
         from botocore.exceptions import NoCredentialsError
 
-        credentials = self._signer._credentials
-        if credentials is None:
+        if self._credentials is None:
             raise NoCredentialsError()
-        frozen = credentials.get_frozen_credentials()
+        frozen = self._credentials.get_frozen_credentials()
         headers: dict[str, bytes] = dict(target.headers)
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         headers["X-Amz-Date"] = stamp.encode()
@@ -167,7 +168,7 @@ def sigv4_authorization(
     canonical = "\n".join(
         (
             "POST",
-            urlsplit(target.url).path or "/",
+            target.path,
             "",
             "".join(f"{name}:{signed[name]}\n" for name in names),
             ";".join(names),
@@ -184,8 +185,7 @@ class _SigningKeys:
     """SigV4's derived key, kept for the day, region and service it was made for (four HMACs each)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._kept: tuple[tuple[str, str, str, str], bytes] | None = None
+        self._kept: tuple[tuple[str, str, str, str], bytes] | None = None  # one tuple, replaced whole
 
     def key(self, secret: str, day: str, target: _Target) -> bytes:
         wanted = (secret, day, target.region, target.service)
@@ -195,8 +195,7 @@ class _SigningKeys:
         key = ("AWS4" + secret).encode()
         for part in (day, target.region, target.service, "aws4_request"):
             key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-        with self._lock:
-            self._kept = (wanted, key)
+        self._kept = (wanted, key)
         return key
 
 
@@ -211,14 +210,3 @@ def _call_context() -> Any:
     except ImportError:
         return contextlib.nullcontext()
     return start_as_current_context()
-
-
-def _host(url: str) -> str:
-    """The Host that SigV4 signs: lowercase, without a default port (as botocore derives it)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    if parts.port is not None and parts.port != _DEFAULT_PORTS.get(parts.scheme):
-        host = f"{host}:{parts.port}"
-    return host
