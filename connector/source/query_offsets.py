@@ -67,7 +67,7 @@ class QueryOffsets:
 
     def committed(self, end: dict[str, Any]) -> KinesisOffset:
         """Spark finished the batch ending at ``end``."""
-        offset = self._real(parse_offset(end))
+        offset = self._parsed(end)  # most often the end ``batch`` just parsed
         self._remember(offset, end)
         return offset
 
@@ -111,12 +111,12 @@ class QueryOffsets:
             recorded = store.put_batch_document(resolved.source_id, resolved.batch_id, pending.nonce, as_dict(resolved))
         return parse_offset(recorded)  # type: ignore[return-value]
 
-    def _parsed(self, start: dict[str, Any]) -> KinesisOffset:
-        """``start`` as an offset: the one remembered when Spark hands that one back (each trigger; parsing takes
-        ~10 µs a shard, comparing the dicts under 1), else parsed."""
-        if self._last is not None and self._last[1] == start:
+    def _parsed(self, raw: dict[str, Any]) -> KinesisOffset:
+        """``raw`` as an offset: the one remembered when Spark hands that one back (each trigger and commit; parsing
+        takes ~10 µs a shard, comparing the dicts under 1), else parsed."""
+        if self._last is not None and self._last[1] == raw:
             return self._last[0]
-        return self._real(parse_offset(start))
+        return self._real(parse_offset(raw))
 
     def _remember(self, offset: KinesisOffset, raw: dict[str, Any]) -> None:
         if self._last is None or offset.batch_id >= self._last[0].batch_id:

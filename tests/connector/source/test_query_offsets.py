@@ -132,15 +132,15 @@ def test_trigger_available_now_bounds_the_plan(tmp_path) -> None:
     assert planner.nexts[-1][2] == 1_700_000_000_000
 
 
-def test_a_start_spark_hands_back_is_not_parsed_again(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_offset_spark_hands_back_is_not_parsed_again(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     # ~10 µs a shard each trigger; Spark hands back, as JSON read again, the offset last committed
     reader, planner = offsets(tmp_path)
     start = as_dict(reader.initial())
     end = reader.latest(start, None)
     reader.batch(start, end)
-    reader.committed(end)
     parsed: list[dict[str, Any]] = []
     monkeypatch.setattr(query_offsets, "parse_offset", lambda raw: parsed.append(raw) or parse_offset(raw))
+    assert reader.committed(end) == parse_offset(end)  # the end batch() has just parsed
     reader.latest(json.loads(json.dumps(end)), None)
     assert parsed == [] and planner.nexts[-1][0] == parse_offset(end)
     reader.latest(start, None)  # another start (an older checkpoint): parsed
