@@ -4,8 +4,8 @@ Who uses it: ``kinesis_generator.sender.run`` makes one ``Deadline`` per run and
 ``kinesis_generator.pool`` checks it before each batch's first PutRecords call and hands ``DeadlineRetry`` to
 ``pyspark_aws_kinesis.sink.put_records.put_all``, whose every wait (backoffs, and waits for a shard's room) goes through
 ``RetryPolicy.sleep``: there the deadline stops it. So no call starts after the deadline; a call already under
-way may finish within ``GRACE_S`` (the client's timeouts are set to fit in it), and the run waits no longer than
-that for it.
+way may finish within the grace (``Timeouts.grace_s``: the client's timeouts, sized by the largest call the run
+makes), and the run waits no longer than that for it.
 """
 
 from __future__ import annotations
@@ -17,11 +17,37 @@ from dataclasses import dataclass, field
 
 from pyspark_aws_kinesis.retry import RetryPolicy
 
-GRACE_S = 5.0  # how long after the deadline a call already under way may take to finish
 # The generator's client times out within the grace: a new connection in CONNECT_TIMEOUT_S, an answer in
-# READ_TIMEOUT_S (PutRecords answers in tens of ms; the KPL gives up on a request after 6 s).
+# READ_TIMEOUT_S (PutRecords answers in tens of ms; the KPL gives up on a request after 6 s), for calls up to 1 MiB.
 CONNECT_TIMEOUT_S = 2.0
 READ_TIMEOUT_S = 3.0
+GRACE_S = CONNECT_TIMEOUT_S + READ_TIMEOUT_S  # how long after the deadline a call under way may take to finish
+# Each further MiB of a call adds a second to both: the body is sent within the connect timeout (socket.sendall
+# counts its whole send), and the service reads it before it answers (docs/generator.md, "When a run ends").
+SECONDS_PER_EXTRA_MIB = 1.0
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """How long the generator's client waits on one call: to connect and send it, and for its answer."""
+
+    connect_s: float = CONNECT_TIMEOUT_S
+    read_s: float = READ_TIMEOUT_S
+
+    @classmethod
+    def for_calls_of(cls, call_bytes: int) -> Timeouts:
+        """Timeouts for calls of up to ``call_bytes`` bytes of records."""
+        extra = max(0, call_bytes - MIB) / MIB * SECONDS_PER_EXTRA_MIB
+        return cls(CONNECT_TIMEOUT_S + extra, READ_TIMEOUT_S + extra)
+
+    @property
+    def grace_s(self) -> float:
+        """How long after the deadline a call already under way may take to finish."""
+        return self.connect_s + self.read_s
+
+
+SMALL_CALLS = Timeouts()  # calls of up to 1 MiB: every run without --large-size
 
 
 class DeadlineReached(Exception):

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 from kinesis_generator.errors import UsageError
-from pyspark_aws_kinesis.sink.entries import RecordLimits, raise_hint
+from pyspark_aws_kinesis.sink.entries import DEFAULT_MAX_RECORD_BYTES, MAX_ENTRIES_PER_CALL, RecordLimits, raise_hint
 
 
 @dataclass(frozen=True)
@@ -36,3 +36,9 @@ class LargeRecords:
                 f"{raise_hint(limits)}",
                 "--large-size",
             )
+
+    def largest_call_bytes(self) -> int:
+        """The most bytes of records one PutRecords call of the run can carry: 500 records of ``size``, within the
+        call limit of a stream that takes them."""
+        call_limit = RecordLimits(max(self.size, DEFAULT_MAX_RECORD_BYTES)).max_call_bytes
+        return min(MAX_ENTRIES_PER_CALL * self.size, call_limit)

@@ -9,7 +9,7 @@ Who calls it: the CLI (``python -m kinesis_generator``), the demo (``spark_app.d
    optionally KPL-aggregates it per shard, and queues PutRecords batches for the sending threads
    (``kinesis_generator.pool``), which retry refused entries with backoff.
 3. The end: ``count`` records or ``duration_s`` seconds on the wall clock, whichever comes first. At the deadline
-   nothing new is sent and no retry starts; calls under way may finish within ``deadline.GRACE_S``. Records
+   nothing new is sent and no retry starts; calls under way may finish within the grace (``deadline.Timeouts``). Records
    refused through the whole retry budget count as failed and the run goes on; a refusal no retry can fix
    (missing stream, access denied) stops the run with a ``GeneratorError``. Ctrl-C ends the run as the deadline
    does, and the summary says ``interrupted``.
@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from kinesis_generator import checks
-from kinesis_generator.deadline import CONNECT_TIMEOUT_S, GRACE_S, READ_TIMEOUT_S, Deadline, DeadlineRetry
+from kinesis_generator.deadline import SMALL_CALLS, Deadline, DeadlineRetry, Timeouts
 from kinesis_generator.errors import TargetError, UsageError
 from kinesis_generator.helpers import Context
 from kinesis_generator.large_records import LargeRecords
@@ -87,7 +87,8 @@ def run(
     key = _key_template(partition_key or DEFAULT_PARTITION_KEY, ctx)
     schedule = PeriodicRate(*periodic, rng=ctx.rng) if periodic else ConstantRate(rate or 0.0)
     limit = _limit(schedule, duration_s, count)
-    kinesis = client if client is not None else make_client(endpoint_url, region, workers, retry)
+    timeouts = Timeouts.for_calls_of(large.largest_call_bytes()) if large is not None else SMALL_CALLS
+    kinesis = client if client is not None else make_client(endpoint_url, region, workers, retry, timeouts)
     target = checks.Target.of(kinesis, stream_name, endpoint_url)
     shards = _open_shards(kinesis, target, aggregate)
     limits = checks.record_limits(kinesis, target)
@@ -125,9 +126,11 @@ def run(
     ) as exc:  # a rendered record over the Kinesis limits (pyspark_aws_kinesis.sink.entries.check_entry)
         raise UsageError(f"--template: {exc}", "--template") from None
     finally:
-        interrupted = _close(pool, deadline, bar) or interrupted
+        interrupted = _close(pool, deadline, timeouts.grace_s, bar) or interrupted
     due = pool.submitted if interrupted else limit
-    summary = stats.summary(schedule.describe(), schedule.mean_per_s, due, _count(shards), interrupted, sent)
+    summary = stats.summary(
+        schedule.describe(), schedule.mean_per_s, due, _count(shards), interrupted, sent, grace_s=timeouts.grace_s
+    )
     if pool.fatal is not None:
         if not checks.is_aws_error(pool.fatal):
             raise pool.fatal  # the caller's on_sent broke: its own error
@@ -142,9 +145,11 @@ def seed_template() -> str:
     return (Path(__file__).parent / "templates" / "seed.json").read_text()
 
 
-def make_client(endpoint_url: str | None, region: str | None, workers: int, retry: RetryPolicy) -> Any:
+def make_client(
+    endpoint_url: str | None, region: str | None, workers: int, retry: RetryPolicy, timeouts: Timeouts = SMALL_CALLS
+) -> Any:
     """The Kinesis client, built by ``pyspark_aws_kinesis.aws`` like every client of the project, after the checks that
-    need no call: the endpoint URL, the profile, the region, the credentials. Its timeouts fit in the deadline's
+    need no call: the endpoint URL, the profile, the region, the credentials. Its ``timeouts`` make the deadline's
     grace."""
     checks.check_endpoint(endpoint_url)
     checks.check_profile()
@@ -155,8 +160,8 @@ def make_client(endpoint_url: str | None, region: str | None, workers: int, retr
         endpoint_url=endpoint_url,
         retry=retry,
         max_pool_connections=workers + 2,
-        connect_timeout_s=CONNECT_TIMEOUT_S,
-        read_timeout_s=READ_TIMEOUT_S,
+        connect_timeout_s=timeouts.connect_s,
+        read_timeout_s=timeouts.read_s,
     )
     try:
         return kinesis_client(settings)
@@ -310,12 +315,12 @@ def _entry_of(record: OutgoingRecord, members: list[UserRecord]) -> tuple[Entry,
     return Entry(record.data, record.partition_key, record.explicit_hash_key), list(members)
 
 
-def _close(pool: SenderPool, deadline: Deadline, bar: ProgressBar | None) -> bool:
-    """Wait for the senders (at most the grace after the deadline) and stop the progress display; True when a
+def _close(pool: SenderPool, deadline: Deadline, grace_s: float, bar: ProgressBar | None) -> bool:
+    """Wait for the senders (at most ``grace_s`` after the deadline) and stop the progress display; True when a
     second Ctrl-C cut that wait short."""
     cut = False
     try:
-        pool.close(None if deadline.at is None else deadline.at + GRACE_S)
+        pool.close(None if deadline.at is None else deadline.at + grace_s)
     except KeyboardInterrupt:  # stop waiting for the calls under way
         deadline.stop()
         cut = True

@@ -68,6 +68,7 @@ class Summary:
     interrupted: bool = False
     paced_s: float = 0.0  # time the senders held records back for the shards' write quota (summed over them)
     stored_again: int = 0
+    grace_s: float = GRACE_S  # how long after the deadline calls under way could finish
     sent_records: list[tuple[str, bytes]] | None = field(default=None, repr=False)
     doubtful_records: list[tuple[str, bytes]] | None = field(default=None, repr=False)
 
@@ -145,7 +146,7 @@ class Summary:
         if self.unconfirmed:
             lines.append(
                 f"unconfirmed: {self.unconfirmed} records were in calls that went unanswered (or still were "
-                f"{GRACE_S:g} s after the deadline): they may or may not be in the stream"
+                f"{self.grace_s:g} s after the deadline): they may or may not be in the stream"
             )
         if self.stored_again:
             lines.append(
@@ -282,7 +283,14 @@ class LiveStats:
             return put, records, self.failed_records
 
     def summary(
-        self, target: str, requested_rate: float, due: int, open_shards: int | None, interrupted: bool, sent=None
+        self,
+        target: str,
+        requested_rate: float,
+        due: int,
+        open_shards: int | None,
+        interrupted: bool,
+        sent=None,
+        grace_s: float = GRACE_S,
     ) -> Summary:
         """The Summary of a closed run."""
         put, records, failed = self.snapshot()
@@ -308,6 +316,7 @@ class LiveStats:
             interrupted=interrupted,
             paced_s=put.paced_s,
             stored_again=self.stored_again,
+            grace_s=grace_s,
             sent_records=sent,
             doubtful_records=self.doubtful,
         )

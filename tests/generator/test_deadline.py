@@ -19,6 +19,7 @@ import pytest
 from botocore.config import Config
 
 import kinesis_generator
+from kinesis_generator.deadline import Timeouts
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, LocalServer, aws_client, project_root
 from localaws.streams import read_stream
@@ -153,3 +154,13 @@ def test_lost_records_exit_4_and_the_summary_says_whether_the_stream_is_too_smal
     assert (too_fast.failed, too_fast.records, too_fast.open_shards) == (20, 0, 1)
     assert too_fast.limit_records_per_s == 1000 and too_fast.stream_too_small is True
     assert "the stream is too small for this rate" in too_fast.lines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("call_mib", "connect_s", "read_s"),
+    [(0.5, 2.0, 3.0), (1, 2.0, 3.0), (5, 6.0, 7.0), (10, 11.0, 12.0)],
+)
+def test_the_timeouts_grow_by_a_second_each_per_mib_past_the_first(call_mib: float, connect_s: float, read_s: float):
+    timeouts = Timeouts.for_calls_of(int(call_mib * 1024 * 1024))
+    assert (timeouts.connect_s, timeouts.read_s) == (connect_s, read_s)
+    assert timeouts.grace_s == connect_s + read_s

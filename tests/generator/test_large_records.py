@@ -10,8 +10,10 @@ import json
 import pytest
 
 import kinesis_generator
+from kinesis_generator.deadline import MIB
 from kinesis_generator.errors import UsageError
 from kinesis_generator.large_records import LargeRecords
+from localaws.fault_proxy import FaultProxy, Faults
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, LocalServer
 from localaws.streams import read_stream, set_max_record_size
 
@@ -53,6 +55,32 @@ def test_a_run_on_a_raised_stream_stores_the_share_whole(kinesis_mock: LocalServ
     sizes = sorted(len(r["Data"]) + len(r["PartitionKey"]) for r in read_stream(kinesis, stream))
     assert sizes[-2:] == [1_500_000, 1_500_000] and sizes[-3] < 1000
     assert all(json.loads(r["Data"]) for r in read_stream(kinesis, stream))
+
+
+@pytest.mark.parametrize(
+    ("size", "call_bytes"),
+    [
+        (1000, 500 * 1000),  # 500 records a call
+        (600_000, 5 * MIB),  # a stream of 1 MiB records takes calls of 5 MiB
+        (1_500_000, 10 * MIB),  # a raised stream takes calls of 10 MiB
+    ],
+)
+def test_the_largest_call_is_500_records_within_the_streams_call_limit(size: int, call_bytes: int) -> None:
+    assert LargeRecords(0.5, size).largest_call_bytes() == call_bytes
+
+
+def test_a_call_answered_after_the_small_call_timeout_is_waited_for(kinesis_mock: LocalServer, mock_stream) -> None:
+    """An answer 4 s late: past the 3 s a client waits for calls of up to 1 MiB, within what it waits for 10 MiB."""
+    stream = mock_stream(shards=1)
+    kinesis = kinesis_mock.client("kinesis")
+    set_max_record_size(kinesis, stream, 2048)
+    with FaultProxy(kinesis_mock.endpoint_url, Faults(latency_s=4.0, actions=frozenset({"PutRecords"}))) as proxy:
+        summary = kinesis_generator.run(
+            stream_name=stream, count=5, rate=1000, endpoint_url=proxy.endpoint_url, large=LargeRecords(0.2, 1_500_000)
+        )
+    assert (summary.records, summary.stored_again, summary.unconfirmed, summary.failed) == (5, 0, 0, 0)
+    sizes = sorted(len(r["Data"]) + len(r["PartitionKey"]) for r in read_stream(kinesis, stream))
+    assert len(sizes) == 5 and sizes[-1] == 1_500_000 and sizes[-2] < 1000
 
 
 def test_a_size_over_the_streams_maximum_is_refused_before_sending(kinesis_mock: LocalServer, mock_stream) -> None:
