@@ -1,7 +1,8 @@
 """The generator asked for more than the stream takes, through ``localaws.quota_proxy`` with AWS's write limits
-(1,000 records/s per shard) in front of kinesalite: it neither fails nor spins. The run ends on time with nothing
-lost, the summary reports what the stream refused (as the proxy counted it), the time the senders waited for the
-shard's room, the rate achieved and that the stream is too small; the records it says it stored are the stream's.
+(1,000 records/s and 1 MiB/s per shard) in front of kinesalite: it neither fails nor spins. The run ends on time
+with nothing lost, the summary reports what the stream refused (as the proxy counted it), the time the senders
+waited for the shard's room, the rate achieved and that the stream is too small; the records it says it stored are
+the stream's.
 
 The bound on refusals: each sending thread paces every shard to the shard's quota from the start
 (``pyspark_aws_kinesis.sink.pacing``), so a lone generator is refused at most a call's worth, when a call arrives
@@ -27,6 +28,9 @@ from tests.generator.stored_util import assert_stored_as_reported
 
 ASKED = 3000  # records/s into one shard, which takes 1,000
 DURATION_S = 3.0
+# Records of 2 KB: the shard's 1 MiB/s binds at about 500 records/s, which a loaded machine reaches (one sending
+# thread managed 800 records/s of 75 bytes in a CI run, under the 1,000 records/s).
+LARGE_TEMPLATE = '{"id": "{{random.uuid}}", "pad": "' + "x" * 1950 + '"}'
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +44,12 @@ def test_asked_for_more_than_the_stream_takes_it_reports_refusals_and_the_rate(
 ) -> None:
     stream = lite_stream(shards=1)
     summary = kinesis_generator.run(
-        stream_name=stream, rate=ASKED, duration_s=DURATION_S, endpoint_url=quota_proxy.endpoint_url, collect=True
+        stream_name=stream,
+        template=LARGE_TEMPLATE,
+        rate=ASKED,
+        duration_s=DURATION_S,
+        endpoint_url=quota_proxy.endpoint_url,
+        collect=True,
     )
     print("\n".join(summary.lines()))
     written = quota_proxy.report().tally(stream=stream, action="PutRecords")
