@@ -86,17 +86,33 @@ def submit_env(**more: str) -> dict[str, str]:
     return {**os.environ, "PATH": path, "PYSPARK_PYTHON": sys.executable, **more}
 
 
-def dump(archive: Path) -> None:
-    """Run the app under ``spark-submit`` (the JVM is its process: it has written the archive when it returns)."""
-    submit = Path(sys.executable).with_name("spark-submit")
+def dump(archive: Path, attempts: int = 2) -> None:
+    """Run the app under ``spark-submit`` (the JVM is its process: it has written the archive when it returns).
+
+    A second try after a failure: on a loaded machine Spark's fixed 10 s wait for its Python worker to connect
+    back can run out (it did once beside the other venv's archive and the compiles), and the suite needs none of
+    the app's results, only its classes."""
     partial = archive.resolve().with_suffix(".partial")
+    for attempt in range(1, attempts + 1):
+        done = _submit_app(partial)
+        if done.returncode == 0:
+            partial.replace(archive)
+            return
+        failed = f"spark-submit of the archive's app failed ({done.returncode}):\n{done.stderr[-4000:]}"
+        if attempt == attempts:
+            raise SystemExit(failed)
+        print(f"{failed}\ntrying once more", file=sys.stderr)
+
+
+def _submit_app(partial: Path) -> subprocess.CompletedProcess[str]:
+    submit = Path(sys.executable).with_name("spark-submit")
     with tempfile.TemporaryDirectory() as work:
         app = Path(work) / "app.py"
         app.write_text(APP)
         env = submit_env(
             SPARK_LOCAL_IP="127.0.0.1", SPARK_SUBMIT_OPTS=f"{BASE_OPTIONS} -XX:ArchiveClassesAtExit={partial} {QUIET}"
         )
-        done = subprocess.run(
+        return subprocess.run(
             [str(submit), "--master", "local[2]", str(app)],
             env=env,
             cwd=work,
@@ -104,9 +120,6 @@ def dump(archive: Path) -> None:
             text=True,
             timeout=600,
         )
-    if done.returncode != 0:
-        raise SystemExit(f"spark-submit of the archive's app failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    partial.replace(archive)
 
 
 if __name__ == "__main__":

@@ -53,3 +53,28 @@ def test_a_jvm_of_another_classpath_ignores_it_silently(archive: Path, tmp_path:
 def test_the_options_name_the_archive_only_when_there_is_one(archive: Path) -> None:
     assert f"-XX:SharedArchiveFile={archive}" in spark_classes.java_options(archive).split()
     assert spark_classes.java_options(archive.with_name("none.jsa")) == spark_classes.BASE_OPTIONS
+
+
+def test_a_failed_app_is_submitted_once_more(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys) -> None:
+    """The app's Python worker timed out once on a loaded machine: the second try makes the archive."""
+    answers = [subprocess.CompletedProcess([], 1, "", "Timed out while waiting for the Python worker"), None]
+
+    def submit(partial: Path) -> subprocess.CompletedProcess[str]:
+        answer = answers.pop(0)
+        if answer is not None:
+            return answer
+        partial.write_bytes(b"classes")
+        return subprocess.CompletedProcess([], 0, "", "")
+
+    monkeypatch.setattr(spark_classes, "_submit_app", submit)
+    spark_classes.dump(tmp_path / "a.jsa")
+    assert (tmp_path / "a.jsa").read_bytes() == b"classes" and answers == []
+    assert "trying once more" in capsys.readouterr().err
+
+
+def test_two_failures_stop_the_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    failed = subprocess.CompletedProcess([], 1, "", "boom")
+    monkeypatch.setattr(spark_classes, "_submit_app", lambda partial: failed)
+    with pytest.raises(SystemExit, match="failed \\(1\\):\nboom"):
+        spark_classes.dump(tmp_path / "a.jsa")
+    assert not (tmp_path / "a.jsa").exists()
