@@ -57,7 +57,7 @@ SPARK_PYTHON_HOOK := import os, sys; sys.executable and os.environ.setdefault("P
 # PYTHONDONTWRITEBYTECODE set, as on this project's CI, Python would compile every import again in every process
 # (docs/testing.md, "A second look"). compileall uses every core and skips the packages' own test folders and
 # aws_cdk: 183 MB of source, of which the CDK app and its tests import a quarter, compiled by importing them.
-# The 4.0.2 venv's steps run niced: the 4.3 session, which starts first, waits for the 4.3 venv's.
+# The 4.0.2 venv's compile runs niced: the 4.3 session, which starts first, waits for the 4.3 venv's.
 UV_PIN := uv==0.13.9
 UV := .venv-uv/bin/uv
 $(UV):
@@ -91,9 +91,10 @@ PYSPARK_ZIP_HOOK := import os, sys; sys.path[:] = [p for p in sys.path if os.pat
 	@touch $@
 
 # A class-data-sharing archive of Spark's classes per venv: the tests' Spark JVMs start on about half the CPU
-# (tests/spark_classes.py, docs/testing.md). Made once, after the venv's installs; about 30 s each.
+# (tests/spark_classes.py, docs/testing.md). Made once, after the venv's installs; about 30 s each. Never niced: its
+# app's Python worker must connect back to Spark within 10 s, which a niced one beside the 4.3 session missed.
 %/spark-classes.jsa: %/.installed
-	$(if $(filter $(VENV_COMPAT),$*),nice -n 10) $*/bin/python -m tests.spark_classes $@
+	$*/bin/python -m tests.spark_classes $@
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error

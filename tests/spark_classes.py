@@ -19,6 +19,7 @@ from pathlib import Path
 # C1 only and one GC thread: a start's CPU is mostly compiling and collecting in parallel on CI's 2 cores.
 BASE_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 QUIET = "-Xlog:cds=off,cds+dynamic=off"  # a JVM the archive does not fit says so on stdout otherwise
+APP_TIMEOUT_S = 300  # the app takes about 30 s (90 on a loaded machine)
 
 APP = """
 from pyspark.sql import SparkSession
@@ -105,6 +106,7 @@ def dump(archive: Path, attempts: int = 2) -> None:
 
 
 def _submit_app(partial: Path) -> subprocess.CompletedProcess[str]:
+    """The app's run; one that outlasts ``APP_TIMEOUT_S`` (a hung query) counts as failed, with what it printed."""
     submit = Path(sys.executable).with_name("spark-submit")
     with tempfile.TemporaryDirectory() as work:
         app = Path(work) / "app.py"
@@ -112,14 +114,12 @@ def _submit_app(partial: Path) -> subprocess.CompletedProcess[str]:
         env = submit_env(
             SPARK_LOCAL_IP="127.0.0.1", SPARK_SUBMIT_OPTS=f"{BASE_OPTIONS} -XX:ArchiveClassesAtExit={partial} {QUIET}"
         )
-        return subprocess.run(
-            [str(submit), "--master", "local[2]", str(app)],
-            env=env,
-            cwd=work,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        command = [str(submit), "--master", "local[2]", str(app)]
+        try:
+            return subprocess.run(command, env=env, cwd=work, capture_output=True, text=True, timeout=APP_TIMEOUT_S)
+        except subprocess.TimeoutExpired as hung:
+            printed = hung.stderr.decode(errors="replace") if isinstance(hung.stderr, bytes) else hung.stderr or ""
+            return subprocess.CompletedProcess(command, -1, "", f"{printed}\ntimed out after {APP_TIMEOUT_S} s")
 
 
 if __name__ == "__main__":

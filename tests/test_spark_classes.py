@@ -78,3 +78,13 @@ def test_two_failures_stop_the_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     with pytest.raises(SystemExit, match="failed \\(1\\):\nboom"):
         spark_classes.dump(tmp_path / "a.jsa")
     assert not (tmp_path / "a.jsa").exists()
+
+
+def test_a_hung_app_counts_as_failed_with_what_it_printed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def hang(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        raise subprocess.TimeoutExpired(command, kwargs["timeout"], stderr=b"waiting for the Python worker")
+
+    monkeypatch.setattr(spark_classes.subprocess, "run", hang)
+    done = spark_classes._submit_app(tmp_path / "a.partial")
+    assert done.returncode != 0
+    assert done.stderr.endswith(f"waiting for the Python worker\ntimed out after {spark_classes.APP_TIMEOUT_S} s")
