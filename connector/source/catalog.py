@@ -46,7 +46,8 @@ def track_listing(
         )
         if tracked:
             parents[key] = tracked
-    gone = [key for key in positions if split_shard_key(key)[0] == stream and key not in listed]
+    unlisted = positions.keys() - listed.keys()  # a set difference: no walk of every tracked shard's key
+    gone = [key for key in positions if key in unlisted and split_shard_key(key)[0] == stream] if unlisted else []
     vanished = {key: positions[key] for key in gone if not positions[key].is_shard_end}
     for key in gone:
         del positions[key]
@@ -85,6 +86,7 @@ class ShardCatalog:
         self._listed: dict[str, tuple[float, list[Shard]]] = {}
         self._full_at: dict[str, float] = {}
         self._by_key: dict[tuple[str, str], Shard] = {}
+        self._last_id: dict[str, str] = {}  # the highest shard id listed per stream, where the next listing starts
 
     def shards(self, stream: str, fresh: bool = False) -> list[Shard]:
         """The stream's shards, from a listing at most ``min_interval_s`` old (``fresh``: a full listing now)."""
@@ -93,16 +95,19 @@ class ShardCatalog:
         if cached is not None and not fresh and now - cached[0] < self._min_interval_s:
             return cached[1]
         if cached is None or fresh or not cached[1] or now - self._full_at[stream] >= self._full_interval_s:
-            shards = list_shards(self._client_factory(), stream, self._retry)
+            shards = new = list_shards(self._client_factory(), stream, self._retry)
             self._full_at[stream] = now
             # shards past the retention leave the cache too: reshards over months must not grow it
             self._by_key = {key: shard for key, shard in self._by_key.items() if key[0] != stream}
+            self._last_id[stream] = max((shard.shard_id for shard in shards), default="")
         else:
-            last = max(shard.shard_id for shard in cached[1])
+            last = self._last_id[stream]
             listed = list_shards(self._client_factory(), stream, self._retry, after_shard_id=last)
-            shards = cached[1] + [shard for shard in listed if shard.shard_id > last]  # some servers list all
+            new = [shard for shard in listed if shard.shard_id > last]  # some servers list all
+            shards = cached[1] + new if new else cached[1]  # the same list while nothing is new
+            self._last_id[stream] = max([last, *(shard.shard_id for shard in new)])
         self._listed[stream] = (now, shards)
-        self._by_key.update(((stream, shard.shard_id), shard) for shard in shards)
+        self._by_key.update(((stream, shard.shard_id), shard) for shard in new)
         return shards
 
     def hash_range(self, stream: str, shard_id: str) -> tuple[int, int]:

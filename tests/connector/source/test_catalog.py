@@ -118,8 +118,42 @@ def test_listings_between_full_ones_ask_only_for_new_shards(kinesalite: LocalSer
     children = [shard for shard in listed if shard.parent_shard_id == first[0].shard_id]
     assert len(listed) == 4 and len(children) == 2  # the split's children, found by the small call
     assert kinesis.list_calls[-1] == {"StreamName": stream, "ExclusiveStartShardId": first[-1].shard_id}
+    assert catalog.shards(stream) == listed  # and the next small call starts after the highest child
+    assert kinesis.list_calls[-1] == {"StreamName": stream, "ExclusiveStartShardId": children[-1].shard_id}
     assert catalog.shards(stream, fresh=True) == list_shards(kinesis.client, stream)  # a full listing on demand
     assert kinesis.list_calls[-1] == {"StreamName": stream}
+
+
+class _Listings:
+    """A ListShards server whose stream is ``shards`` (ids, in order), answering ExclusiveStartShardId as AWS does."""
+
+    def __init__(self, shards: list[str]):
+        self.shards = shards
+        self.calls: list[dict[str, Any]] = []
+
+    def list_shards(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append(kwargs)
+        after = kwargs.get("ExclusiveStartShardId", "")
+        return {"Shards": [_api_shard(shard_id) for shard_id in self.shards if shard_id > after]}
+
+
+def _api_shard(shard_id: str) -> dict[str, Any]:
+    return {
+        "ShardId": shard_id,
+        "HashKeyRange": {"StartingHashKey": "0", "EndingHashKey": "10"},
+        "SequenceNumberRange": {"StartingSequenceNumber": "1"},
+    }
+
+
+def test_a_re_created_stream_is_listed_after_its_own_highest_shard() -> None:
+    server = _Listings(["shardId-000000000007", "shardId-000000000008"])
+    catalog = ShardCatalog(lambda: server, RetryPolicy(), min_interval_s=0.0, full_interval_s=3600)
+    catalog.shards("s")
+    server.shards = ["shardId-000000000000"]  # deleted and created again: its ids start again at 0
+    assert [shard.shard_id for shard in catalog.shards("s", fresh=True)] == ["shardId-000000000000"]
+    server.shards.append("shardId-000000000001")  # then split or resharded
+    assert [shard.shard_id for shard in catalog.shards("s")] == ["shardId-000000000000", "shardId-000000000001"]
+    assert server.calls[-1]["ExclusiveStartShardId"] == "shardId-000000000000"
 
 
 class _ListingEverything(_RecordingKinesis):
