@@ -16,16 +16,15 @@ import time
 from dataclasses import dataclass, field
 
 from pyspark_aws_kinesis.retry import RetryPolicy
+from pyspark_aws_kinesis.sink.entries import MIB
 
 # The generator's client times out within the grace: a new connection in CONNECT_TIMEOUT_S, an answer in
 # READ_TIMEOUT_S (PutRecords answers in tens of ms; the KPL gives up on a request after 6 s), for calls up to 1 MiB.
 CONNECT_TIMEOUT_S = 2.0
 READ_TIMEOUT_S = 3.0
-GRACE_S = CONNECT_TIMEOUT_S + READ_TIMEOUT_S  # how long after the deadline a call under way may take to finish
 # Each further MiB of a call adds a second to both: the body is sent within the connect timeout (socket.sendall
 # counts its whole send), and the service reads it before it answers (docs/generator.md, "When a run ends").
 SECONDS_PER_EXTRA_MIB = 1.0
-MIB = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,7 @@ class Timeouts:
         return self.connect_s + self.read_s
 
 
-SMALL_CALLS = Timeouts()  # calls of up to 1 MiB: every run without --large-size
+SMALL_CALLS = Timeouts()  # calls of up to 1 MiB, every run without --large-size: a grace of 5 s
 
 
 class DeadlineReached(Exception):

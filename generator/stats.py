@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from kinesis_generator.deadline import GRACE_S
+from kinesis_generator.deadline import SMALL_CALLS
 from pyspark_aws_kinesis.sink.put_records import PutStats
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ class Summary:
     interrupted: bool = False
     paced_s: float = 0.0  # time the senders held records back for the shards' write quota (summed over them)
     stored_again: int = 0
-    grace_s: float = GRACE_S  # how long after the deadline calls under way could finish
+    grace_s: float = SMALL_CALLS.grace_s  # how long after the deadline calls under way could finish
     sent_records: list[tuple[str, bytes]] | None = field(default=None, repr=False)
     doubtful_records: list[tuple[str, bytes]] | None = field(default=None, repr=False)
 
@@ -290,7 +290,8 @@ class LiveStats:
         open_shards: int | None,
         interrupted: bool,
         sent=None,
-        grace_s: float = GRACE_S,
+        *,
+        grace_s: float,
     ) -> Summary:
         """The Summary of a closed run."""
         put, records, failed = self.snapshot()

@@ -46,7 +46,8 @@ def track_listing(
         )
         if tracked:
             parents[key] = tracked
-    unlisted = positions.keys() - listed.keys()  # a set difference: no walk of every tracked shard's key
+    # The set difference first: tracked keys are walked (in order) and split only when some shard is unlisted.
+    unlisted = positions.keys() - listed.keys()
     gone = [key for key in positions if key in unlisted and split_shard_key(key)[0] == stream] if unlisted else []
     vanished = {key: positions[key] for key in gone if not positions[key].is_shard_end}
     for key in gone:
@@ -105,7 +106,7 @@ class ShardCatalog:
             listed = list_shards(self._client_factory(), stream, self._retry, after_shard_id=last)
             new = [shard for shard in listed if shard.shard_id > last]  # some servers list all
             shards = cached[1] + new if new else cached[1]  # the same list while nothing is new
-            self._last_id[stream] = max([last, *(shard.shard_id for shard in new)])
+            self._last_id[stream] = max((shard.shard_id for shard in new), default=last)
         self._listed[stream] = (now, shards)
         self._by_key.update(((stream, shard.shard_id), shard) for shard in new)
         return shards

@@ -10,12 +10,12 @@ import json
 import pytest
 
 import kinesis_generator
-from kinesis_generator.deadline import MIB
 from kinesis_generator.errors import UsageError
 from kinesis_generator.large_records import LargeRecords
 from localaws.fault_proxy import FaultProxy, Faults
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, LocalServer
 from localaws.streams import read_stream, set_max_record_size
+from pyspark_aws_kinesis.sink.entries import MIB
 
 
 @pytest.fixture(autouse=True)
