@@ -28,6 +28,7 @@ from aws_kinesis_agg.deaggregator import deaggregate_records
 
 from bench import procfs
 from localaws import LocalAws, LocalServer, ServerSpec
+from localaws.fault_proxy import serving_cpu_s
 from localaws.neighbour import NEIGHBOUR_TOKEN
 from localaws.quota_proxy import QuotaServer
 from localaws.servers import DUMMY_ACCESS_KEY, DUMMY_SECRET_KEY, project_root
@@ -163,24 +164,30 @@ def client_cpu_s() -> float:
     return sum(client_cpu_by_kind().values())
 
 
+THIS_PROCESS = "this process (pyspark's driver side)"
+
+
 def client_cpu_by_kind() -> Counter[str]:
     """CPU seconds so far of this process and every live process below it in its session, with the children
     they reaped, by kind (``process_kind``): its Spark JVM, the source runner, Spark's Python workers (pyspark's
     daemon moves itself and its forks to a process group of their own), but not the local servers (each runs in a
-    session of its own). A daemon's fork that ended is lost (the daemon ignores SIGCHLD, so the kernel reaps it):
-    a reading worker lives on after its task, a planning fork does not. Subtract two to see where a phase went."""
+    session of its own) nor the proxies in front of them that run in this process (``serving_cpu_s``): they stand
+    in for AWS. A daemon's fork that ended is lost (the daemon ignores SIGCHLD, so the kernel reaps it): a reading
+    worker lives on after its task, a planning fork does not. Subtract two to see where a phase went."""
     me, stats = os.getpid(), dict(procfs.stat_fields())
+    proxies_s = serving_cpu_s()
     session, spent = stats[me][3], Counter[str]()
     for pid in [me, *procfs.below(me, stats)]:
         if stats[pid][3] == session:
             spent[process_kind(pid)] += procfs.cpu_s(stats[pid])
+    spent[THIS_PROCESS] -= proxies_s
     return spent
 
 
 def process_kind(pid: int) -> str:
     """What a process of the benchmark's client side is, from its command line."""
     if pid == os.getpid():
-        return "this process (pyspark's driver side, the quota proxy)"
+        return THIS_PROCESS
     try:
         command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:

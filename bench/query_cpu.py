@@ -15,12 +15,14 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from bench import procfs
 from bench.common import client_cpu_by_kind
+from localaws.fault_proxy import serving_cpu_s
 
 JVM = "the Spark JVM"
+JIT = "JVM: JIT compiler"
 # The start of a JVM thread's name (the kernel keeps 15 characters) -> what it does.
 JVM_THREADS = (
-    ("C1 CompilerThre", "JVM: JIT compiler"),
-    ("C2 CompilerThre", "JVM: JIT compiler"),
+    ("C1 CompilerThre", JIT),
+    ("C2 CompilerThre", JIT),
     ("GC Thread", "JVM: garbage collector"),
     ("G1 ", "JVM: garbage collector"),
     ("VM Thread", "JVM: garbage collector"),  # the serial and parallel collectors' pauses run here
@@ -48,18 +50,19 @@ def cpu_breakdown(jvm_pid: int) -> Counter[str]:
 
 
 class CpuAtBatchEnds(StreamingQueryListener):
-    """``marks``: (rows, ``cpu_breakdown``) when each micro-batch's progress reaches the driver (Spark posts it once
-    the batch is committed), so that the CPU of chosen batches is the difference of two marks."""
+    """``marks``: (rows, ``cpu_breakdown``, the proxies' ``serving_cpu_s``) when each micro-batch's progress reaches
+    the driver (Spark posts it once the batch is committed), so that the CPU of chosen batches is the difference of
+    two marks."""
 
     def __init__(self, jvm_pid: int) -> None:
         self.jvm_pid = jvm_pid
-        self.marks: list[tuple[int, Counter[str]]] = []
+        self.marks: list[tuple[int, Counter[str], float]] = []
 
     def onQueryStarted(self, event: Any) -> None:
         pass
 
     def onQueryProgress(self, event: Any) -> None:
-        self.marks.append((event.progress.numInputRows, cpu_breakdown(self.jvm_pid)))
+        self.marks.append((event.progress.numInputRows, cpu_breakdown(self.jvm_pid), serving_cpu_s()))
 
     def onQueryIdle(self, event: Any) -> None:
         pass
@@ -67,12 +70,13 @@ class CpuAtBatchEnds(StreamingQueryListener):
     def onQueryTerminated(self, event: Any) -> None:
         pass
 
-    def after_first(self) -> tuple[int, Counter[str]]:
-        """Rows and CPU seconds by part of the batches after the first and before the last: the last batch's mark
-        can come after the query ended, its thread and source runner gone from what is read."""
+    def after_first(self) -> tuple[int, Counter[str], float]:
+        """Rows, CPU seconds by part and the proxies' CPU seconds of the batches after the first and before the
+        last: the last batch's mark can come after the query ended, its thread and source runner gone from what is
+        read."""
         if len(self.marks) < 3:
             raise ValueError(f"the query ran {len(self.marks)} batches: none between its first and its last")
-        rows = sum(rows for rows, _ in self.marks[1:-1])
+        rows = sum(rows for rows, _, _ in self.marks[1:-1])
         spent = Counter(self.marks[-2][1])
         spent.subtract(self.marks[0][1])
-        return rows, spent
+        return rows, spent, self.marks[-2][2] - self.marks[0][2]

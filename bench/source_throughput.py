@@ -2,9 +2,9 @@
 where the first batch's time goes.
 
 Run: ``.venv/bin/python -m bench.source_throughput [--records 200000] [--size 1024] [--per-batch 50000]
-[--shards 4] [--shards-per-partition N] [--hashed-keys] [--no-quotas]`` (ours, the baseline and the ceiling read
-through AWS's Kinesis quotas by default, 2 MiB/s and 5 calls/s per shard: ``bench.common``; the stream is pre-loaded
-directly).
+[--shards 4] [--shards-per-partition N] [--hashed-keys] [--warm-up 4] [--no-quotas]`` (ours, the baseline and the
+ceiling read through AWS's Kinesis quotas by default, 2 MiB/s and 5 calls/s per shard: ``bench.common``; the stream
+is pre-loaded directly).
 
 A ``--shards``-shard kinesalite stream is pre-loaded with ``--records`` records of ``--size`` bytes, the same number
 in every shard (``bench.common.stream_keys``; ``--hashed-keys``: spread by 1,000 keys' hash, as before 2026-11-27:
@@ -20,6 +20,8 @@ quota, so the quota line was out of reach of any reader keeping the quotas). In 
   start); the steady state is the rows/s of the batches after the first (from the query progress);
 - ours again, warm: the same query (new checkpoint and metadata) right after, in the same session: Spark's
   Python daemon and workers are up, as for every query after an application's first;
+- ours hot: the warm query again after ``--warm-up`` more (4), for its CPU once the JVM's compiler has compiled
+  what the queries run (as in a query that has run for minutes); each one's CPU per GiB is printed;
 - ours warm with ``kinesis.shardsPerPartition=1`` (a task per shard, the layout before shards were read side by
   side): with more shards than cores, Spark runs the tasks in waves, each read paced at the shard's quota;
 - the ceiling: ``bench.common.raw_loop``, the same loop without botocore's parsing: kinesalite (one Node.js
@@ -35,10 +37,11 @@ quota, so the quota line was out of reach of any reader keeping the quotas). In 
 Printed: seconds, records/s and the ratio to the baseline (goals: whole query >= 1.0, steady state >= 1.5; and
 the steady state >= 95 % of min(ceiling, quota)), the CPU seconds per GiB read of the client side
 (``common.client_cpu_s``: this process and every process below it, the JVM and Python workers included, the
-servers not; with quotas on, the in-process quota proxy's share is in both figures) for the boto3 loop and for each
-query, the warm query's by kind of process (``common.client_cpu_by_kind``) and, between its first and last
-batches, by part, the Spark JVM by what its threads do (``bench.query_cpu``), then the first batch's breakdown; the
-plot goes to ``bench/results/source_throughput.png``. Nothing here is asserted.
+servers and the quota proxy in front of them not: it runs in this process but stands in for AWS, and its own CPU per
+GiB is printed beside) for the boto3 loop and for each query; for the warm and the hot query by kind of process
+(``common.client_cpu_by_kind``)
+and, between their first and last batches, by part, the Spark JVM by what its threads do (``bench.query_cpu``); then
+the first batch's breakdown; the plot goes to ``bench/results/source_throughput.png``. Nothing here is asserted.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -70,7 +75,8 @@ from bench.common import (
     spark_session,
     steady_state,
 )
-from bench.query_cpu import CpuAtBatchEnds
+from bench.query_cpu import JIT, CpuAtBatchEnds
+from localaws.fault_proxy import serving_cpu_s
 from localaws.servers import KINESALITE
 from localaws.streams import create_stream, unique_name
 from pyspark_aws_kinesis.record_sizes import SHARD_READ_BYTES_PER_S
@@ -78,6 +84,9 @@ from pyspark_aws_kinesis.record_sizes import SHARD_READ_BYTES_PER_S
 SHARDS = 4
 PLOT = Path(__file__).parent / "results" / "source_throughput.png"
 FLOOR_MARK = "FLOOR "
+# The queries run between the warm one and the hot one. In 2026-12-02's runs the JVM's compiler took 12-20 CPU s per
+# GiB of a query's steady batches through the 5th query of a session and 2-4 from the 6th on (docs/benchmarks.md).
+WARM_UP_QUERIES = 4
 
 
 def timed_session(log_path: str):
@@ -197,6 +206,60 @@ def wait_for_marks(listener: CpuAtBatchEnds, batches: int, timeout_s: float = 30
         time.sleep(0.05)
 
 
+@dataclass
+class MeasuredQuery:
+    """A query's wall time and progress, its CPU seconds by kind of process and the quota proxy's, and its rows and
+    CPU seconds by part between its first and last batches (``CpuAtBatchEnds.after_first``)."""
+
+    wall_s: float
+    progress: list[dict]
+    cpu: Counter[str]
+    proxy_cpu_s: float
+    steady_rows: int
+    steady_cpu: Counter[str]
+    steady_proxy_cpu_s: float
+
+
+def measured_query(spark, opts: dict[str, str]) -> MeasuredQuery:
+    """One AvailableNow query of ``aws-kinesis`` with ``opts``, its CPU read from /proc at its ends and batches."""
+    batch_ends = CpuAtBatchEnds(jvm_pid(spark))
+    spark.streams.addListener(batch_ends)
+    cpu, proxy_cpu = client_cpu_by_kind(), serving_cpu_s()
+    _, wall_s, progress = available_now(spark, "aws-kinesis", opts)
+    spent, proxy_cpu_s = client_cpu_by_kind() - cpu, serving_cpu_s() - proxy_cpu
+    wait_for_marks(batch_ends, len(progress))
+    spark.streams.removeListener(batch_ends)
+    return MeasuredQuery(wall_s, progress, spent, proxy_cpu_s, *batch_ends.after_first())
+
+
+def print_query_cpu(name: str, query: MeasuredQuery, record_size: int, loop_cpu_per_gib: float) -> None:
+    """``query``'s CPU per GiB by process, and between its first and last batches by part, against the loop's."""
+    gib, spent = sum(p["numInputRows"] for p in query.progress) * record_size / 2**30, sum(query.cpu.values())
+    shares = (f"{kind} {part / gib:.1f} ({part / spent:.0%})" for kind, part in query.cpu.most_common())
+    print(f"the {name} query's CPU seconds per GiB, by process: " + "; ".join(shares))
+    gib, spent = query.steady_rows * record_size / 2**30, sum(query.steady_cpu.values())
+    print(
+        f"the {name} query between its first and last batches ({query.steady_rows:,} records): "
+        f"{spent / gib:.0f} CPU seconds per GiB, {spent / gib / loop_cpu_per_gib:.2f}x the loop's (the quota proxy "
+        f"{query.steady_proxy_cpu_s / gib:.1f} besides); by part:"
+    )
+    for kind, part in query.steady_cpu.most_common():
+        print(f"  {kind:<62} {part / gib:6.1f} ({part / spent:4.0%})")
+
+
+def print_warm_up(queries: list[MeasuredQuery], record_size: int, loop_cpu_per_gib: float) -> None:
+    """Each query's CPU per GiB between its first and last batches, and the JVM compiler's part of it."""
+    per_gib = []
+    for query in queries:
+        gib = query.steady_rows * record_size / 2**30
+        per_gib.append((sum(query.steady_cpu.values()) / gib, query.steady_cpu[JIT] / gib))
+    print(
+        "the queries from the warm one to the hot one, CPU seconds per GiB between their first and last batches "
+        "(the JVM's compiler in it; x the loop): "
+        + ", ".join(f"{total:.0f} ({jit:.0f}; {total / loop_cpu_per_gib:.2f}x)" for total, jit in per_gib)
+    )
+
+
 def quota_rate(shards: int, keys: list[str], size: int) -> float:
     """Records/s that ``shards`` shards deliver at AWS's 2 MiB/s each, for ``bench.common.preload``'s
     records (``size`` bytes of data, partition keys ``keys``: Kinesis counts both)."""
@@ -218,6 +281,12 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="spread the records over the shards by their keys' hash (uneven: the quota line is out of reach)",
     )
+    parser.add_argument(
+        "--warm-up",
+        type=int,
+        default=WARM_UP_QUERIES,
+        help="queries between the warm query and the hot one (the JVM's compiler settles)",
+    )
     parser.add_argument("--plot", default=str(PLOT), help="where to write the plot ('' for none)")
     parser.add_argument("--floor", action="store_true", help="internal: print Spark's floor (an empty source)")
     add_quota_flag(parser)
@@ -235,9 +304,10 @@ def main(argv: list[str] | None = None) -> None:
         keys = preload(direct, stream, args.records, args.size, balanced)
 
         # This host's speed drifts by tens of percent within minutes: baselines before, between and after ours.
-        cpu = client_cpu_s()
+        cpu, proxy_cpu = client_cpu_s(), serving_cpu_s()
         baselines = [read_seconds(boto3_loop, kinesis, stream, args.records)]
         baseline_cpu_s = client_cpu_s() - cpu  # before Spark starts: the loop's own process alone
+        loop_proxy_cpu_s = serving_cpu_s() - proxy_cpu
         ceilings = [read_seconds(raw_loop, server.direct, stream, args.records)]
 
         log_path = os.path.join(work, "timing.jsonl")
@@ -253,15 +323,12 @@ def main(argv: list[str] | None = None) -> None:
         query_cpu_s = client_cpu_s() - cpu  # the JVM, the source runner and the Python workers, from the query's start
         baselines.append(read_seconds(boto3_loop, kinesis, stream, args.records))
         opts["kinesis.metadatapath"] = os.path.join(work, "metadata-warm")
-        batch_ends = CpuAtBatchEnds(jvm_pid(spark))
-        spark.streams.addListener(batch_ends)
-        cpu = client_cpu_by_kind()
-        _, warm_s, warm_progress = available_now(spark, "aws-kinesis", opts)
-        warm_cpu = client_cpu_by_kind() - cpu
-        warm_cpu_s = sum(warm_cpu.values())
-        wait_for_marks(batch_ends, len(warm_progress))
-        spark.streams.removeListener(batch_ends)
-        steady_cpu_rows, steady_cpu = batch_ends.after_first()
+        warm = measured_query(spark, opts)
+        warming = []
+        for number in range(args.warm_up + 1):
+            opts["kinesis.metadatapath"] = os.path.join(work, f"metadata-hot-{number}")
+            warming.append(measured_query(spark, opts))
+        hot = warming[-1]
         opts["kinesis.metadatapath"] = os.path.join(work, "metadata-one")
         opts["kinesis.shardsperpartition"] = "1"
         _, one_s, one_progress = available_now(spark, "aws-kinesis", opts)
@@ -271,7 +338,8 @@ def main(argv: list[str] | None = None) -> None:
         baselines.append(read_seconds(boto3_loop, kinesis, stream, args.records))
         ceilings.append(read_seconds(raw_loop, server.direct, stream, args.records))
     baseline_s, raw_s = sum(baselines) / len(baselines), sum(ceilings) / len(ceilings)
-    for run in (progress, warm_progress, one_progress):
+    warm_s, warm_progress = warm.wall_s, warm.progress
+    for run in (progress, warm_progress, *(query.progress for query in warming), one_progress):
         assert sum(p["numInputRows"] for p in run) == args.records, [p["numInputRows"] for p in run]
     steady_rows, steady_s = steady_state(batch_sizes(progress))
     warm_rows, warm_steady_s = steady_state(batch_sizes(warm_progress))
@@ -289,7 +357,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(f"| {'run':<52} | {'records':>9} | {'seconds':>8} | {'records/s':>10} | {'ratio':>6} |")
     print(f"|{'-' * 54}|{'-' * 11}|{'-' * 10}|{'-' * 12}|{'-' * 8}|  (ratio = our records/s / the baseline's)")
-    for name, run in (("", progress), ("warm ", warm_progress), ("one shard per partition ", one_progress)):
+    named_runs = (
+        ("", progress),
+        ("warm ", warm_progress),
+        ("hot ", hot.progress),
+        ("one shard per partition ", one_progress),
+    )
+    for name, run in named_runs:
         print(f"{name}batches (rows, ms):", batch_sizes(run))
     print(row("boto3 GetRecords loop, 1 thread (baseline)", args.records, baseline_s, baseline_s))
     print(row("aws-kinesis AvailableNow -> noop, whole query", args.records, wall_s, baseline_s))
@@ -298,6 +372,14 @@ def main(argv: list[str] | None = None) -> None:
     print(row("aws-kinesis whole query again, warm (same session)", args.records, warm_s, baseline_s))
     warm_baseline_s = baseline_s * warm_rows / args.records
     print(row("aws-kinesis warm, steady state", warm_rows, warm_steady_s, warm_baseline_s))
+    print(
+        row(
+            f"aws-kinesis whole query, hot (query {args.warm_up + 3} of the session)",
+            args.records,
+            hot.wall_s,
+            baseline_s,
+        )
+    )
     print(row("warm, kinesis.shardsPerPartition=1, whole query", args.records, one_s, baseline_s))
     one_baseline_s = baseline_s * one_rows / args.records
     print(row("warm, kinesis.shardsPerPartition=1, steady state", one_rows, one_steady_s, one_baseline_s))
@@ -312,22 +394,27 @@ def main(argv: list[str] | None = None) -> None:
         f"shardsPerPartition=1 warm steady {one_rows / one_steady_s / limit:.2f}"
     )
     gib = args.records * args.size / 2**30
+    loop_cpu_per_gib = baseline_cpu_s / gib
     print(
         f"CPU seconds per GiB read (every process of the client side, from /proc; {gib:.3f} GiB of payload): "
-        f"boto3 loop {baseline_cpu_s / gib:.0f}; aws-kinesis whole query {query_cpu_s / gib:.0f} "
-        f"({query_cpu_s / baseline_cpu_s:.2f}x the loop), warm {warm_cpu_s / gib:.0f} "
-        f"({warm_cpu_s / baseline_cpu_s:.2f}x)"
+        f"boto3 loop {loop_cpu_per_gib:.0f}; aws-kinesis whole query {query_cpu_s / gib:.0f} "
+        f"({query_cpu_s / baseline_cpu_s:.2f}x the loop), warm {sum(warm.cpu.values()) / gib:.0f} "
+        f"({sum(warm.cpu.values()) / baseline_cpu_s:.2f}x), hot {sum(hot.cpu.values()) / gib:.0f} "
+        f"({sum(hot.cpu.values()) / baseline_cpu_s:.2f}x)"
     )
-    shares = (f"{kind} {spent / gib:.1f} ({spent / warm_cpu_s:.0%})" for kind, spent in warm_cpu.most_common())
-    print("the warm query's CPU seconds per GiB, by process: " + "; ".join(shares))
-    steady_gib, steady_cpu_s = steady_cpu_rows * args.size / 2**30, sum(steady_cpu.values())
-    print(
-        f"the warm query between its first and last batches ({steady_cpu_rows:,} records): "
-        f"{steady_cpu_s / steady_gib:.0f} CPU seconds per GiB, "
-        f"{steady_cpu_s / steady_gib / (baseline_cpu_s / gib):.2f}x the loop's; by part:"
-    )
-    for kind, spent in steady_cpu.most_common():
-        print(f"  {kind:<62} {spent / steady_gib:6.1f} ({spent / steady_cpu_s:4.0%})")
+    if not args.no_quotas:
+        loop_with = baseline_cpu_s + loop_proxy_cpu_s
+        with_proxy = (sum(query.cpu.values()) + query.proxy_cpu_s for query in (warm, hot))
+        print(
+            "the quota proxy (AWS's stand-in, in this process, not counted above), CPU seconds per GiB: "
+            f"boto3 loop {loop_proxy_cpu_s / gib:.1f}, warm query {warm.proxy_cpu_s / gib:.1f}, hot query "
+            f"{hot.proxy_cpu_s / gib:.1f}; counted in, warm and hot are "
+            + " and ".join(f"{spent / loop_with:.2f}x" for spent in with_proxy)
+            + " the loop"
+        )
+    print_warm_up([warm, *warming], args.size, loop_cpu_per_gib)
+    print_query_cpu("warm", warm, args.size, loop_cpu_per_gib)
+    print_query_cpu("hot", hot, args.size, loop_cpu_per_gib)
     print()
     print("first batch, seconds (executor parts: the slowest first read of a Python worker):")
     for name, seconds in parts.items():
@@ -341,6 +428,7 @@ def main(argv: list[str] | None = None) -> None:
         "aws-kinesis, whole query": args.records / wall_s,
         "aws-kinesis, steady state": steady_rows / steady_s,
         "aws-kinesis, whole query, warm": args.records / warm_s,
+        "aws-kinesis, whole query, hot": args.records / hot.wall_s,
         "aws-kinesis warm, shardsPerPartition=1": args.records / one_s,
         "kinesalite alone (ceiling)": args.records / raw_s,
         "quota (shards x 2 MiB/s)": quota,

@@ -28,6 +28,10 @@ answered ``ExpiredIteratorException``, as every iterator is after 5 minutes); th
 With ``record=True`` it also keeps, for every request, the action and who signed it for which region and
 service (``proxy.signed``, from the SigV4 ``Authorization`` header): tests prove with it which credentials a
 client really used. Query-protocol services (STS) name the action in the form body instead of a header.
+
+``serving_cpu_s()``: CPU seconds every proxy of this process spent serving requests, so that a benchmark that runs
+one in its own process can leave it out of its client's CPU, as it leaves out the servers the proxy stands in front
+of (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from urllib.parse import parse_qs, urlsplit
 from localaws.event_stream import encode_event, event_messages, shard_end_event
 from localaws.servers import LOOPBACK
 
-__all__ = ["FaultProxy", "Faults", "SignedRequest", "encode_event", "signed_request"]
+__all__ = ["FaultProxy", "Faults", "SignedRequest", "encode_event", "serving_cpu_s", "signed_request"]
 
 AMZ_JSON = "application/x-amz-json-1.1"
 KINESIS_TARGET = "Kinesis_20131202."  # X-Amz-Target of a Kinesis call: this, then the action
@@ -57,6 +61,16 @@ SHARD_LEVEL_ACTIONS = frozenset({"GetRecords", "PutRecord", "PutRecords", "Subsc
 # (status, headers, payload) for the client, and the server's own PutRecords answer.
 Upstream = tuple[int, list[tuple[str, str]], bytes, dict | None]
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "host"})
+
+_serving_cpu = [0.0]  # CPU seconds spent in proxies' request handlers in this process (``serving_cpu_s``)
+_serving_cpu_lock = threading.Lock()
+
+
+def serving_cpu_s() -> float:
+    """CPU seconds the proxies of this process have spent serving requests so far: each request's thread time,
+    from reading its first line to its answer's end (an event stream's relay counts when it ends)."""
+    with _serving_cpu_lock:
+        return _serving_cpu[0]
 
 
 # Authorization: AWS4-HMAC-SHA256 Credential=<key id>/<date>/<region>/<service>/aws4_request, SignedHeaders=...
@@ -300,6 +314,15 @@ class FaultHandler(BaseHTTPRequestHandler):
             super().handle()
         except (BrokenPipeError, ConnectionResetError, TimeoutError):
             self.close_connection = True
+
+    def handle_one_request(self) -> None:
+        started = time.thread_time()  # each connection has a thread of its own: its time is this request's
+        try:
+            super().handle_one_request()
+        finally:
+            spent = time.thread_time() - started
+            with _serving_cpu_lock:
+                _serving_cpu[0] += spent
 
     def read_body(self) -> bytes | None:
         """The request body, or None when the client hung up before sending all of it (nothing is forwarded:

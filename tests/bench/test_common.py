@@ -9,7 +9,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from bench.common import client_cpu_by_kind, process_kind
+from bench.common import THIS_PROCESS, client_cpu_by_kind, process_kind
+from tests.localaws.burning_proxy import BurningProxy
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,8 +29,11 @@ def _burn(name: str, **popen) -> subprocess.Popen:
 
 def measure_kinds() -> dict:
     """Run in a session of its own (``_in_own_session``): its tree holds only the stand-ins below."""
-    # Stand-ins named as Spark names them (the source runner's module, a daemon's worker), and a server.
+    # Stand-ins named as Spark names them (the source runner's module, a daemon's worker), a server, and a proxy
+    # in front of a server, in this process.
     before = client_cpu_by_kind()
+    with BurningProxy() as proxy:
+        proxy.get()
     children = {
         "runner": _burn("python_streaming_source_runner"),
         "worker": _burn("pyspark.daemon"),
@@ -57,10 +61,11 @@ def _in_own_session() -> dict:
     return json.loads(answer.stdout)
 
 
-def test_the_client_sides_cpu_is_told_apart_by_command_line_and_leaves_the_servers_out() -> None:
+def test_the_client_sides_cpu_is_told_apart_by_command_line_and_leaves_the_servers_and_proxies_out() -> None:
     measured = _in_own_session()
     kinds, spent = measured["kinds"], Counter(measured["spent"])
     assert kinds == {"runner": "the source runner (planning)", "worker": "Spark's Python workers"}
     assert all(spent[kind] >= 0.25 for kind in kinds.values())  # in clock ticks
     assert spent["other"] < 0.25  # the server's session is not the client side
-    assert measured["me"].startswith("this process")
+    assert spent[THIS_PROCESS] < 0.25  # nor is the proxy's 0.3 s, though in this process
+    assert measured["me"] == THIS_PROCESS

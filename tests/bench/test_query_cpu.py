@@ -36,17 +36,20 @@ def test_each_thread_goes_to_its_kind_and_the_rest_of_the_jvm_to_ended_threads()
 def test_the_batches_after_the_first_are_the_difference_of_two_marks(monkeypatch: pytest.MonkeyPatch) -> None:
     readings = iter([Counter({"workers": 1.0, "jvm": 2.0}), Counter({"workers": 1.5, "jvm": 2.5}),
                      Counter({"workers": 2.5, "jvm": 3.0}), Counter({"workers": 2.0, "jvm": 9.0})])  # fmt: skip
+    served = iter([0.5, 0.75, 1.5, 4.0])
     monkeypatch.setattr(query_cpu, "cpu_breakdown", lambda pid: next(readings))
+    monkeypatch.setattr(query_cpu, "serving_cpu_s", lambda: next(served))
     listener = CpuAtBatchEnds(jvm_pid=1)
     for rows in (50, 30, 20, 10):
         listener.onQueryProgress(SimpleNamespace(progress=SimpleNamespace(numInputRows=rows)))
-    rows, spent = listener.after_first()
+    rows, spent, proxies_s = listener.after_first()
     assert rows == 50  # the batches of 30 and 20: not the first, and not the last, read after the query ended
     assert spent == Counter({"workers": 1.5, "jvm": 1.0})
+    assert proxies_s == 1.0
 
 
 def test_a_query_of_two_batches_has_none_between_its_first_and_last() -> None:
     listener = CpuAtBatchEnds(jvm_pid=1)
-    listener.marks += [(10, Counter({"jvm": 1.0})), (10, Counter({"jvm": 2.0}))]
+    listener.marks += [(10, Counter({"jvm": 1.0}), 0.0), (10, Counter({"jvm": 2.0}), 0.0)]
     with pytest.raises(ValueError, match="ran 2 batches"):
         listener.after_first()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 
 import pytest
@@ -10,8 +11,9 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectionClosedError
 
 from localaws import LocalServer, aws_client
-from localaws.fault_proxy import FaultProxy, Faults
+from localaws.fault_proxy import FaultProxy, Faults, serving_cpu_s
 from localaws.streams import create_stream, put_records, read_stream, unique_name
+from tests.localaws.burning_proxy import BURN_S, BurningProxy
 
 NO_RETRIES = Config(retries={"max_attempts": 1, "mode": "standard"}, read_timeout=10)
 
@@ -145,3 +147,12 @@ def test_conditional_puts_of_one_key_go_one_at_a_time_and_one_wins(moto: LocalSe
             s3.put_object(Bucket=bucket, Key="key", Body=b"second", IfNoneMatch="*")
         assert lost.value.response["Error"]["Code"] == "PreconditionFailed"
         assert s3.get_object(Bucket=bucket, Key="key")["Body"].read() == b"first"
+
+
+def test_serving_cpu_counts_the_cpu_its_handlers_spent() -> None:
+    with BurningProxy() as proxy:
+        before, process_before = serving_cpu_s(), time.process_time()
+        assert proxy.get() == b"burnt"
+        assert proxy.get() == b"burnt"
+        served, process = serving_cpu_s() - before, time.process_time() - process_before
+    assert 2 * BURN_S <= served <= process
