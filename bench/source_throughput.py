@@ -57,6 +57,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from bench.common import (
     add_quota_flag,
@@ -162,8 +163,16 @@ def spark_floor(shards: int) -> dict[str, float]:
     return json.loads(line[len(FLOOR_MARK) :])
 
 
-def plot(rates: dict[str, float], parts: dict[str, float], floor: dict[str, float], path: Path) -> bool:
-    """Records/s of each run, and the first batch's parts beside Spark's floor; False without matplotlib."""
+def plot(
+    rates: dict[str, float],
+    parts: dict[str, float],
+    floor: dict[str, float],
+    cpu: list[tuple[float, float]],
+    loop_cpu_per_gib: float,
+    path: Path,
+) -> bool:
+    """Records/s of each run, the first batch's parts beside Spark's floor, and the CPU per GiB of the queries from
+    the warm one to the hot one (``steady_cpu_per_gib``) against the loop's; False without matplotlib."""
     try:
         import matplotlib
 
@@ -171,8 +180,8 @@ def plot(rates: dict[str, float], parts: dict[str, float], floor: dict[str, floa
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    figure, (speed, first) = plt.subplots(2, 1, figsize=(9, 7), gridspec_kw={"height_ratios": [1, 2]})
-    colors = ["grey", "tab:blue", "tab:blue", "tab:blue", "lightsteelblue", "lightgrey", "tab:red"]
+    figure, (speed, first, spent) = plt.subplots(3, 1, figsize=(9, 10), gridspec_kw={"height_ratios": [1, 2, 1]})
+    colors = ["grey", "tab:blue", "tab:blue", "tab:blue", "tab:blue", "lightgrey", "tab:red", "grey"]
     speed.barh(list(rates), list(rates.values()), color=colors)
     speed.invert_yaxis()
     speed.set_xlabel("records/s (same run)")
@@ -186,11 +195,29 @@ def plot(rates: dict[str, float], parts: dict[str, float], floor: dict[str, floa
     for axis in (speed, first):
         axis.tick_params(axis="y", labelsize="small")
         axis.grid(axis="x", alpha=0.3)
-    speed.set_title("bench/source_throughput.py (records/s, then the first batch in seconds)", fontsize="medium")
+    plot_cpu(spent, cpu, loop_cpu_per_gib)
+    speed.set_title("bench/source_throughput.py: records/s, the first batch (s), CPU per GiB", fontsize="medium")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return True
+
+
+def plot_cpu(axis: Any, cpu: list[tuple[float, float]], loop_cpu_per_gib: float) -> None:
+    """Bars of each query's CPU per GiB (the JVM's compiler apart) from the 2nd query of the session on, the loop's
+    and the goal's (0.8x the loop's) as lines."""
+    numbers = [str(number) for number in range(2, len(cpu) + 2)]
+    rest = [total - jit for total, jit in cpu]
+    axis.bar(numbers, rest, color="tab:blue", label="the query's processes but the JVM's compiler")
+    axis.bar(numbers, [jit for _, jit in cpu], bottom=rest, color="lightsteelblue", label="the JVM's JIT compiler")
+    axis.axhline(loop_cpu_per_gib, color="grey", label="boto3 loop")
+    axis.axhline(0.8 * loop_cpu_per_gib, color="grey", linestyle="--", label="0.8x the loop")
+    axis.set_xlabel("query of the session (2: warm; last: hot)")
+    axis.set_ylabel("CPU s per GiB")
+    axis.set_title("CPU per GiB read between a query's first and last batches", fontsize="medium")
+    axis.set_ylim(0, 1.5 * max(loop_cpu_per_gib, *(total for total, _ in cpu)))  # room for the legend
+    axis.legend(fontsize="small", loc="upper center", ncol=2)
+    axis.grid(axis="y", alpha=0.3)
 
 
 def row(name: str, records: int, seconds: float, baseline_s: float) -> str:
@@ -247,12 +274,17 @@ def print_query_cpu(name: str, query: MeasuredQuery, record_size: int, loop_cpu_
         print(f"  {kind:<62} {part / gib:6.1f} ({part / spent:4.0%})")
 
 
-def print_warm_up(queries: list[MeasuredQuery], record_size: int, loop_cpu_per_gib: float) -> None:
-    """Each query's CPU per GiB between its first and last batches, and the JVM compiler's part of it."""
+def steady_cpu_per_gib(queries: list[MeasuredQuery], record_size: int) -> list[tuple[float, float]]:
+    """Each query's CPU seconds per GiB between its first and last batches, and the JVM compiler's part of it."""
     per_gib = []
     for query in queries:
         gib = query.steady_rows * record_size / 2**30
         per_gib.append((sum(query.steady_cpu.values()) / gib, query.steady_cpu[JIT] / gib))
+    return per_gib
+
+
+def print_warm_up(per_gib: list[tuple[float, float]], loop_cpu_per_gib: float) -> None:
+    """``steady_cpu_per_gib`` of the queries from the warm one to the hot one, against the loop's."""
     print(
         "the queries from the warm one to the hot one, CPU seconds per GiB between their first and last batches "
         "(the JVM's compiler in it; x the loop): "
@@ -412,7 +444,8 @@ def main(argv: list[str] | None = None) -> None:
             + " and ".join(f"{spent / loop_with:.2f}x" for spent in with_proxy)
             + " the loop"
         )
-    print_warm_up([warm, *warming], args.size, loop_cpu_per_gib)
+    cpu = steady_cpu_per_gib([warm, *warming], args.size)
+    print_warm_up(cpu, loop_cpu_per_gib)
     print_query_cpu("warm", warm, args.size, loop_cpu_per_gib)
     print_query_cpu("hot", hot, args.size, loop_cpu_per_gib)
     print()
@@ -433,7 +466,7 @@ def main(argv: list[str] | None = None) -> None:
         "kinesalite alone (ceiling)": args.records / raw_s,
         "quota (shards x 2 MiB/s)": quota,
     }
-    if args.plot and plot(rates, parts, floor, Path(args.plot)):
+    if args.plot and plot(rates, parts, floor, cpu, loop_cpu_per_gib, Path(args.plot)):
         print(f"plot: {args.plot}")
     print_quotas(aws)
 
