@@ -39,9 +39,9 @@ the steady state >= 95 % of min(ceiling, quota)), the CPU seconds per GiB read o
 (``common.client_cpu_s``: this process and every process below it, the JVM and Python workers included, the
 servers and the quota proxy in front of them not: it runs in this process but stands in for AWS, and its own CPU per
 GiB is printed beside) for the boto3 loop and for each query; for the warm and the hot query by kind of process
-(``common.client_cpu_by_kind``)
-and, between their first and last batches, by part, the Spark JVM by what its threads do (``bench.query_cpu``); then
-the first batch's breakdown; the plot goes to ``bench/results/source_throughput.png``. Nothing here is asserted.
+(``common.client_cpu_by_kind``) and, between their first and last batches, by part, the Spark JVM by what its
+threads do (``bench.query_cpu``); then the first batch's breakdown; the plot goes to
+``bench/results/source_throughput.png``. Nothing here is asserted.
 """
 
 from __future__ import annotations
@@ -85,8 +85,9 @@ from pyspark_aws_kinesis.record_sizes import SHARD_READ_BYTES_PER_S
 SHARDS = 4
 PLOT = Path(__file__).parent / "results" / "source_throughput.png"
 FLOOR_MARK = "FLOOR "
-# The queries run between the warm one and the hot one. In 2026-12-02's runs the JVM's compiler took 12-20 CPU s per
-# GiB of a query's steady batches through the 5th query of a session and 2-4 from the 6th on (docs/benchmarks.md).
+# The queries run between the warm one and the hot one. In 2026-12-02's runs the JVM's compiler took 12-21 CPU s per
+# GiB of a query's steady batches in the 2nd and 3rd query of a session, 2-9 from the 4th or 5th on, with flares
+# (docs/benchmarks.md).
 WARM_UP_QUERIES = 4
 
 
@@ -246,6 +247,14 @@ class MeasuredQuery:
     steady_cpu: Counter[str]
     steady_proxy_cpu_s: float
 
+    @property
+    def cpu_s(self) -> float:
+        return sum(self.cpu.values())
+
+    @property
+    def steady_cpu_s(self) -> float:
+        return sum(self.steady_cpu.values())
+
 
 def measured_query(spark, opts: dict[str, str]) -> MeasuredQuery:
     """One AvailableNow query of ``aws-kinesis`` with ``opts``, its CPU read from /proc at its ends and batches."""
@@ -261,10 +270,10 @@ def measured_query(spark, opts: dict[str, str]) -> MeasuredQuery:
 
 def print_query_cpu(name: str, query: MeasuredQuery, record_size: int, loop_cpu_per_gib: float) -> None:
     """``query``'s CPU per GiB by process, and between its first and last batches by part, against the loop's."""
-    gib, spent = sum(p["numInputRows"] for p in query.progress) * record_size / 2**30, sum(query.cpu.values())
+    gib, spent = sum(p["numInputRows"] for p in query.progress) * record_size / 2**30, query.cpu_s
     shares = (f"{kind} {part / gib:.1f} ({part / spent:.0%})" for kind, part in query.cpu.most_common())
     print(f"the {name} query's CPU seconds per GiB, by process: " + "; ".join(shares))
-    gib, spent = query.steady_rows * record_size / 2**30, sum(query.steady_cpu.values())
+    gib, spent = query.steady_rows * record_size / 2**30, query.steady_cpu_s
     print(
         f"the {name} query between its first and last batches ({query.steady_rows:,} records): "
         f"{spent / gib:.0f} CPU seconds per GiB, {spent / gib / loop_cpu_per_gib:.2f}x the loop's (the quota proxy "
@@ -279,7 +288,7 @@ def steady_cpu_per_gib(queries: list[MeasuredQuery], record_size: int) -> list[t
     per_gib = []
     for query in queries:
         gib = query.steady_rows * record_size / 2**30
-        per_gib.append((sum(query.steady_cpu.values()) / gib, query.steady_cpu[JIT] / gib))
+        per_gib.append((query.steady_cpu_s / gib, query.steady_cpu[JIT] / gib))
     return per_gib
 
 
@@ -430,13 +439,12 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"CPU seconds per GiB read (every process of the client side, from /proc; {gib:.3f} GiB of payload): "
         f"boto3 loop {loop_cpu_per_gib:.0f}; aws-kinesis whole query {query_cpu_s / gib:.0f} "
-        f"({query_cpu_s / baseline_cpu_s:.2f}x the loop), warm {sum(warm.cpu.values()) / gib:.0f} "
-        f"({sum(warm.cpu.values()) / baseline_cpu_s:.2f}x), hot {sum(hot.cpu.values()) / gib:.0f} "
-        f"({sum(hot.cpu.values()) / baseline_cpu_s:.2f}x)"
+        f"({query_cpu_s / baseline_cpu_s:.2f}x the loop), warm {warm.cpu_s / gib:.0f} "
+        f"({warm.cpu_s / baseline_cpu_s:.2f}x), hot {hot.cpu_s / gib:.0f} ({hot.cpu_s / baseline_cpu_s:.2f}x)"
     )
     if not args.no_quotas:
         loop_with = baseline_cpu_s + loop_proxy_cpu_s
-        with_proxy = (sum(query.cpu.values()) + query.proxy_cpu_s for query in (warm, hot))
+        with_proxy = (query.cpu_s + query.proxy_cpu_s for query in (warm, hot))
         print(
             "the quota proxy (AWS's stand-in, in this process, not counted above), CPU seconds per GiB: "
             f"boto3 loop {loop_proxy_cpu_s / gib:.1f}, warm query {warm.proxy_cpu_s / gib:.1f}, hot query "
