@@ -308,11 +308,12 @@ class FaultHandler(BaseHTTPRequestHandler):
         pass
 
     def handle(self) -> None:
-        """Serve the connection; a client that hangs up mid-answer ends it quietly (socketserver would print a
-        traceback for each), and its upstream connection is closed by the ``finally`` of whoever opened it."""
+        """Serve the connection; a client that hangs up mid-answer, or an upstream that cuts its answer mid-chunk,
+        ends it quietly (socketserver would print a traceback for each): the client sees its answer cut as it was
+        cut, and the upstream connection is closed by the ``finally`` of whoever opened it."""
         try:
             super().handle()
-        except (BrokenPipeError, ConnectionResetError, TimeoutError):
+        except (BrokenPipeError, ConnectionResetError, TimeoutError, http.client.IncompleteRead):
             self.close_connection = True
 
     def handle_one_request(self) -> None:

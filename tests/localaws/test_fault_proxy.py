@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.client
+import socket
 import threading
 import time
 from collections import Counter
@@ -156,3 +158,45 @@ def test_serving_cpu_counts_the_cpu_its_handlers_spent() -> None:
         assert proxy.get() == b"burnt"
         served, process = serving_cpu_s() - before, time.process_time() - process_before
     assert 2 * BURN_S <= served <= process
+
+
+class _CutUpstream:
+    """An upstream that answers every request with a chunked stream cut in the middle of its first chunk."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self._listener.accept()
+            except OSError:  # closed
+                return
+            with connection:
+                connection.recv(65536)  # the proxy sends the small request whole
+                connection.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n400\r\n" + b"x" * 10)
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+@pytest.mark.parametrize("faults", [Faults(), Faults(initial_response=True)], ids=["forwarded", "event relay"])
+def test_an_upstream_cut_mid_chunk_cuts_the_client_quietly_and_the_proxy_serves_on(faults: Faults, capfd) -> None:
+    upstream = _CutUpstream()
+    try:
+        with FaultProxy(upstream.url, faults) as proxy:
+            port = int(proxy.endpoint_url.rsplit(":", 1)[1])
+            for _ in range(2):  # the second request finds the proxy still serving
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                headers = {"X-Amz-Target": "Kinesis_20131202.SubscribeToShard"}
+                connection.request("POST", "/", body=b'{"ShardId": "shardId-000000000000"}', headers=headers)
+                answer = connection.getresponse()
+                assert answer.status == 200
+                with pytest.raises(http.client.IncompleteRead):  # cut, as upstream's was: not a clean end
+                    answer.read()
+                connection.close()
+    finally:
+        upstream.close()
+    assert "Traceback" not in capfd.readouterr().err
