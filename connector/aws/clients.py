@@ -47,7 +47,7 @@ def client(service: str, settings: ClientSettings, raw_get_records: bool = False
             if raw_get_records:
                 read_answers_at_once(made)
                 made.meta.events.register(f"before-parse.{service}.GetRecords", _keep_raw_body)
-                install_direct_get_records(made)
+                install_direct_get_records(made, RAW_BODY)
             _clients[key] = made
         return _clients[key]
 

@@ -42,24 +42,23 @@ class _Target:
     headers: tuple[tuple[str, bytes], ...]  # sent with every call: the endpoint rules' and the fixed ones
 
 
-def install_direct_get_records(client: Any) -> None:
-    """Make ``client.get_records`` a ``DirectGetRecords`` (an instance attribute shadows the method)."""
+def install_direct_get_records(client: Any, raw_body_key: str) -> None:
+    """Make ``client.get_records`` a ``DirectGetRecords`` (an instance attribute shadows the method) whose answers
+    carry the undecoded body under ``raw_body_key``."""
     try:
-        direct = DirectGetRecords(client)
+        direct = DirectGetRecords(client, raw_body_key)
     except AttributeError:  # a botocore without these internals: its own way
         return
     client.get_records = direct
 
 
 class DirectGetRecords:
-    """``get_records(**params)`` for one botocore Kinesis client; answers ``{"RawBody": bytes, ...}`` (see
-    ``clients.RAW_BODY``) on success and raises the client's ClientError otherwise."""
+    """``get_records(**params)`` for one botocore Kinesis client; answers ``{raw_body_key: bytes, ...}`` (the
+    client's ``clients.RAW_BODY``) on success and raises the client's ClientError otherwise."""
 
-    def __init__(self, client: Any):
-        from .clients import RAW_BODY
-
+    def __init__(self, client: Any, raw_body_key: str):
         self._client = client
-        self._raw_body = RAW_BODY
+        self._raw_body = raw_body_key
         self._model = client._service_model.operation_model(_OPERATION)
         self._session = client._endpoint.http_session
         self._signer = client._request_signer
