@@ -26,7 +26,6 @@ from .commit import SinkCommitMessage, log, log_to_stderr_if_unconfigured
 if TYPE_CHECKING:
     from ..aws.settings import ClientSettings
     from ..metadata.store import MetadataStore
-    from .settings import SinkSettings
 
 # Spark's local properties of a micro-batch's tasks (StreamExecution.QUERY_ID_KEY, MicroBatchExecution.BATCH_ID_KEY):
 # the query id is kept in the checkpoint, so it is the same after a restart.
@@ -155,25 +154,34 @@ class ReplayCheck:
     """``kinesis.sink.skipReplayedPartitions`` in one task (``task.write_task``): skip a partition written whole
     before, note one written now."""
 
-    def __init__(self, settings: SinkSettings, partition: PartitionOfBatch, digest: str, message: SinkCommitMessage):
-        assert settings.replay is not None
-        self.notes, self.partition, self.digest, self.message = settings.replay, partition, digest, message
-        self.store = self.notes.store(settings.client)
-        self.notes.check_shared(self.store)
+    def __init__(
+        self,
+        notes: ReplayNotes,
+        client: ClientSettings,
+        partition: PartitionOfBatch,
+        digest: str,
+        message: SinkCommitMessage,
+    ):
+        self.notes, self.partition, self.digest, self.message = notes, partition, digest, message
+        self.store = notes.store(client)
+        notes.check_shared(self.store)
 
     @classmethod
     def of(
         cls,
-        settings: SinkSettings,
+        notes: ReplayNotes | None,
+        client: ClientSettings,
         by_stream: list[tuple[str, pa.Table]],
         columns: SinkColumns,
         message: SinkCommitMessage,
     ) -> ReplayCheck | None:
-        partition = partition_of_batch() if settings.replay is not None else None
-        if partition is None:
+        """The check of this task, or None when the sink keeps no notes (``notes`` None) or runs outside a
+        micro-batch."""
+        partition = partition_of_batch() if notes is not None else None
+        if notes is None or partition is None:
             return None
         message.query_id = partition.query_id
-        return cls(settings, partition, rows_digest(by_stream, columns), message)
+        return cls(notes, client, partition, rows_digest(by_stream, columns), message)
 
     def skip(self, rows: int) -> bool:
         """True when an earlier attempt of this batch wrote this partition whole with these rows."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import options as opts
 from ..aws import clients
@@ -12,9 +12,7 @@ from ..aws.settings import ClientSettings
 from ..metadata.location import StoreLocation
 from ..retry import RetryPolicy
 from ..stream_ids import stream_option, streams_of
-
-if TYPE_CHECKING:
-    from .replay import ReplayNotes
+from .replay import ReplayNotes
 
 
 @dataclass(frozen=True)
@@ -59,8 +57,6 @@ def _replay_notes(parsed: opts.ParsedOptions, client: ClientSettings) -> ReplayN
             f"notes: set {opts.METADATA_PATH.name} (e.g. <checkpoint>/kinesis-sink-notes, s3://bucket/prefix) or "
             f"{opts.METADATA_COMMITTER_TYPE.name}=DYNAMODB with {opts.DYNAMODB_TABLE_NAME.name}"
         )
-
-    from .replay import ReplayNotes
 
     return ReplayNotes(StoreLocation.from_options(parsed, client, no_default))
 

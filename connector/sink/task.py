@@ -65,7 +65,7 @@ def write_task(batches: Iterable[pa.RecordBatch], columns: SinkColumns, settings
         return message
     check_rows(table, columns)
     by_stream = list(split_by_stream(table, columns, settings.stream_name))
-    replay = ReplayCheck.of(settings, by_stream, columns, message)
+    replay = ReplayCheck.of(settings.replay, settings.client, by_stream, columns, message)
     if replay is not None and replay.skip(table.num_rows):
         return message
     client = kinesis_client(settings)
