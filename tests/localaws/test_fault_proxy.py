@@ -175,11 +175,26 @@ class _CutUpstream:
             except OSError:  # closed
                 return
             with connection:
-                connection.recv(65536)  # the proxy sends the small request whole
+                _read_request(connection)  # all of it: a socket closed with unread bytes resets the connection
                 connection.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n400\r\n" + b"x" * 10)
 
     def close(self) -> None:
         self._listener.close()
+
+
+def _read_request(connection: socket.socket) -> None:
+    """Read one HTTP request, its body included (by its Content-Length)."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        if not (chunk := connection.recv(65536)):
+            return  # the proxy hung up first
+        received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += connection.recv(65536)
 
 
 @pytest.mark.parametrize("faults", [Faults(), Faults(initial_response=True)], ids=["forwarded", "event relay"])
