@@ -177,8 +177,10 @@ class ReplayCheck:
     ) -> ReplayCheck | None:
         """The check of this task, or None when the sink keeps no notes (``notes`` None) or runs outside a
         micro-batch."""
-        partition = partition_of_batch() if notes is not None else None
-        if notes is None or partition is None:
+        if notes is None:
+            return None
+        partition = partition_of_batch()
+        if partition is None:
             return None
         message.query_id = partition.query_id
         return cls(notes, client, partition, rows_digest(by_stream, columns), message)
