@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import http.client
-import socket
 import threading
 import time
 from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from botocore.config import Config
@@ -160,48 +160,26 @@ def test_serving_cpu_counts_the_cpu_its_handlers_spent() -> None:
     assert 2 * BURN_S <= served <= process
 
 
-class _CutUpstream:
+class _CutUpstream(BaseHTTPRequestHandler):
     """An upstream that answers every request with a chunked stream cut in the middle of its first chunk."""
 
-    def __init__(self) -> None:
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
+    protocol_version = "HTTP/1.1"
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                connection, _ = self._listener.accept()
-            except OSError:  # closed
-                return
-            with connection:
-                _read_request(connection)  # all of it: a socket closed with unread bytes resets the connection
-                connection.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n400\r\n" + b"x" * 10)
+    def log_message(self, format: str, *args) -> None:
+        pass
 
-    def close(self) -> None:
-        self._listener.close()
-
-
-def _read_request(connection: socket.socket) -> None:
-    """Read one HTTP request, its body included (by its Content-Length)."""
-    received = b""
-    while b"\r\n\r\n" not in received:
-        if not (chunk := connection.recv(65536)):
-            return  # the proxy hung up first
-        received += chunk
-    head, _, body = received.partition(b"\r\n\r\n")
-    length = next(
-        int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")
-    )
-    while len(body) < length:
-        body += connection.recv(65536)
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))  # all of it: closing with bytes unread would reset
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n400\r\n" + b"x" * 10)
+        self.close_connection = True
 
 
 @pytest.mark.parametrize("faults", [Faults(), Faults(initial_response=True)], ids=["forwarded", "event relay"])
 def test_an_upstream_cut_mid_chunk_cuts_the_client_quietly_and_the_proxy_serves_on(faults: Faults, capfd) -> None:
-    upstream = _CutUpstream()
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), _CutUpstream)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
     try:
-        with FaultProxy(upstream.url, faults) as proxy:
+        with FaultProxy(f"http://127.0.0.1:{upstream.server_address[1]}", faults) as proxy:
             port = int(proxy.endpoint_url.rsplit(":", 1)[1])
             for _ in range(2):  # the second request finds the proxy still serving
                 connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -213,5 +191,6 @@ def test_an_upstream_cut_mid_chunk_cuts_the_client_quietly_and_the_proxy_serves_
                     answer.read()
                 connection.close()
     finally:
-        upstream.close()
+        upstream.shutdown()
+        upstream.server_close()
     assert "Traceback" not in capfd.readouterr().err
